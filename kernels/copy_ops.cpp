@@ -1,0 +1,3 @@
+#define MRMF_BACKEND_NS cpu
+#include "kernels/launch_cpu.h"
+#include "kernels/copy_ops.inl"

@@ -1,0 +1,53 @@
+// CPU launcher: runs a functor over [0, n) with a static OpenMP schedule.
+// Small ranges run serially (thread start-up costs more than the work).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace mrmf::kernels::cpu {
+
+constexpr int64_t kSerialBelow = 1 << 14;
+
+template <class F>
+void launch(void* /*stream*/, int64_t n, const F& f) {
+  if (n < kSerialBelow) {
+    for (int64_t i = 0; i < n; ++i) f(i);
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) f(i);
+}
+
+}  // namespace mrmf::kernels::cpu
+
+#include <vector>
+
+namespace mrmf::kernels::cpu {
+
+// Deterministic segmented sum: out[s] = sum_{j<m} term(s, j) for s in [0, S).
+// The summation order depends only on (S, m) -- never on the thread count:
+// each segment is cut into fixed 4096-element chunks summed in double, and the
+// chunk partials are added in index order.
+template <class Term>
+void segmented_sum(void* /*stream*/, int64_t S, int64_t m, const Term& term, float* out) {
+  constexpr int64_t kChunk = 4096;
+  const int64_t chunks = (m + kChunk - 1) / kChunk;
+  std::vector<double> partial(static_cast<size_t>(S * (chunks > 0 ? chunks : 1)), 0.0);
+  const int64_t work = S * chunks;
+#pragma omp parallel for schedule(static) if (S * m >= kSerialBelow)
+  for (int64_t w = 0; w < work; ++w) {
+    const int64_t s = w / chunks, c = w % chunks;
+    const int64_t j1 = (c + 1) * kChunk < m ? (c + 1) * kChunk : m;
+    double acc = 0.0;
+    for (int64_t j = c * kChunk; j < j1; ++j) acc += static_cast<double>(term(s, j));
+    partial[static_cast<size_t>(w)] = acc;
+  }
+  for (int64_t s = 0; s < S; ++s) {
+    double acc = 0.0;
+    for (int64_t c = 0; c < chunks; ++c) acc += partial[static_cast<size_t>(s * chunks + c)];
+    out[s] = static_cast<float>(acc);
+  }
+}
+
+}  // namespace mrmf::kernels::cpu

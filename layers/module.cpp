@@ -1,0 +1,103 @@
+#include "layers/module.h"
+
+#include <cmath>
+
+#include "kernels/philox.h"
+
+namespace mrmf {
+
+void check_input(const Module& m, const Tensor& x, int ndim, int64_t channels, const char* layout) {
+  MRMF_CHECK_KIND(Shape, x.ndim() == ndim && (channels < 0 || x.size(1) == channels), m.type(), " '", m.name(),
+                  "': expected input ", layout, (channels >= 0 ? " with C = " + std::to_string(channels) : ""),
+                  ", got ", x.shape().str());
+}
+
+// ---------------------------------------------------------------- Sequential
+void Sequential::add_module(const std::string& name, std::unique_ptr<Module> m, ParamGroup group) {
+  m->set_name(name.empty() ? std::to_string(children_.size()) : name);
+  children_.push_back({std::move(m), group});
+}
+
+void Sequential::register_params(ParamStore& store, const std::string& prefix, ParamGroup) {
+  store_ = &store;
+  for (auto& c : children_) c.module->register_params(store, prefix + c.module->name() + ".", c.group);
+}
+
+void Sequential::init_params(uint64_t seed, InitScheme scheme) {
+  for (auto& c : children_) c.module->init_params(seed, scheme);
+}
+
+Shape Sequential::output_shape(const Shape& in) const {
+  Shape s = in;
+  for (const auto& c : children_) s = c.module->output_shape(s);
+  return s;
+}
+
+Tensor Sequential::forward(Context& ctx, const Tensor& x) {
+  tape_.clear();
+  Tensor h = x;
+  for (auto& c : children_) {
+    h = c.module->forward(ctx, h);
+    tape_.push_back(c.module.get());
+  }
+  return h;
+}
+
+Tensor Sequential::backward(Context& ctx, const Tensor& dy, bool need_dx) {
+  MRMF_CHECK(!tape_.empty() || children_.empty(), "Sequential '", name(), "': backward without a forward pass");
+  Tensor g = dy;
+  for (size_t i = tape_.size(); i-- > 0;) g = tape_[i]->backward(ctx, g, need_dx || i > 0);
+  tape_.clear();
+  return g;
+}
+
+void Sequential::clear_saved() {
+  for (auto& c : children_) c.module->clear_saved();
+  tape_.clear();
+}
+
+// ---------------------------------------------------------------- Model
+Model::Model(std::string name, Shape sample_shape) : name_(std::move(name)), sample_shape_(sample_shape) {
+  net_.set_name(name_);
+}
+
+void Model::build(Device device, uint64_t seed, InitScheme scheme) {
+  MRMF_CHECK(!store_.finalized(), "model '", name_, "' built twice");
+  net_.register_params(store_, "", ParamGroup::Bottom);
+  store_.finalize(device);
+  net_.init_params(seed, scheme);
+}
+
+Shape Model::output_shape(int64_t batch) const {
+  std::vector<int64_t> d{batch};
+  for (int i = 0; i < sample_shape_.ndim(); ++i) d.push_back(sample_shape_[i]);
+  return net_.output_shape(Shape(d));
+}
+
+Tensor Model::forward(Context& ctx, const Tensor& x) {
+  MRMF_CHECK(built(), "model '", name_, "' used before build()");
+  MRMF_CHECK_KIND(Device, x.device() == store_.device(), "model '", name_, "' lives on ", store_.device().str(),
+                  " but its input ", x.str(), " does not");
+  return net_.forward(ctx, x);
+}
+
+void Model::backward(Context& ctx, const Tensor& dy) { net_.backward(ctx, dy, /*need_dx=*/false); }
+
+// ---------------------------------------------------------------- init
+void init_uniform(const Tensor& t, float bound, uint64_t seed, uint64_t stream_id) {
+  // Initialization runs on the host and is copied over: it happens once per model.
+  Tensor host = Tensor::empty(t.shape());
+  float* p = host.data<float>();
+  for (int64_t i = 0; i < host.numel(); ++i)
+    p[i] = (2.f * kernels::philox_uniform(seed, stream_id, static_cast<uint64_t>(i)) - 1.f) * bound;
+  Tensor dst = t;
+  dst.copy_from(host);
+}
+
+float pytorch_default_bound(int64_t fan_in) { return fan_in > 0 ? 1.f / std::sqrt(static_cast<float>(fan_in)) : 0.f; }
+
+float glorot_bound(int64_t fan_in, int64_t fan_out) {
+  return std::sqrt(6.f / static_cast<float>(fan_in + fan_out));
+}
+
+}  // namespace mrmf

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs mrmf's build and test dependencies from Debian packages.
+# Idempotent and quiet when everything is already present: it only calls apt
+# for the packages that dpkg does not report as installed.
+set -euo pipefail
+
+PKGS=(
+  build-essential cmake ninja-build pkg-config
+  libhdf5-dev hdf5-tools          # data formats and checkpoints (serial HDF5: one I/O thread per rank)
+  mpich libmpich-dev              # launcher / control plane / CPU gradient averaging
+  catch2                          # unit tests (Debian ships v2)
+  libyaml-cpp-dev libcli11-dev    # configs and command lines
+  libspdlog-dev libfmt-dev        # logging
+  libdnnl-dev                     # oneDNN: CPU convolutions/GEMM (the CPU counterpart of cuDNN)
+  libopenblas-dev                 # CPU GEMM for Linear layers
+  libfftw3-dev                    # FFTs for the Gaussian-random-field generator
+  nlohmann-json3-dev              # metrics.jsonl / summary.json
+)
+if [[ "${MRMF_WITH_TORCH:-0}" == "1" ]]; then PKGS+=(python3-torch python3-h5py python3-numpy); fi
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]} == 0)); then exit 0; fi
+
+echo "[mrmf] installing: ${missing[*]}"
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq >/dev/null
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "[mrmf] dependencies installed"
