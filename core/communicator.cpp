@@ -1,0 +1,194 @@
+#include "core/communicator.h"
+
+#include <vector>
+
+#include "core/check_mpi.h"
+#include "core/log.h"
+#include "kernels/elementwise_ops.h"
+#ifdef MRMF_HAVE_CUDA
+#include "core/check_cuda.h"
+#endif
+
+namespace mrmf {
+
+void mpi_init(int* argc, char*** argv) {
+  int inited = 0;
+  MPI_Initialized(&inited);
+  if (!inited) {
+    int provided = 0;
+    MRMF_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+  }
+  // Errors come back as codes (and become exceptions) instead of aborting
+  // inside MPI without a message that names what failed.
+  MRMF_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  set_error_rank(rank);
+  log::configure(rank, size);
+}
+
+bool mpi_initialized() noexcept {
+  int inited = 0, finalized = 0;
+  MPI_Initialized(&inited);
+  MPI_Finalized(&finalized);
+  return inited && !finalized;
+}
+
+void mpi_finalize() noexcept {
+  if (mpi_initialized()) MPI_Finalize();
+}
+
+void mpi_abort(int code) noexcept {
+  if (mpi_initialized()) MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+// ---------------------------------------------------------------- NCCL state
+#ifdef MRMF_HAVE_CUDA
+struct Communicator::Nccl {
+  ncclComm_t comm = nullptr;
+  int device = -1;
+};
+static void destroy_nccl(Communicator::Nccl* n) {
+  if (!n) return;
+  // After an asynchronous error a communicator must be aborted, not destroyed;
+  // abort is also safe on a healthy one.
+  if (n->comm) {
+    ncclResult_t async = ncclSuccess;
+    if (ncclCommGetAsyncError(n->comm, &async) == ncclSuccess && async == ncclSuccess)
+      MRMF_NCCL_WARN(ncclCommDestroy(n->comm));
+    else
+      MRMF_NCCL_WARN(ncclCommAbort(n->comm));
+  }
+  delete n;
+}
+#else
+struct Communicator::Nccl {};
+[[maybe_unused]] static void destroy_nccl(Communicator::Nccl* n) { delete n; }
+#endif
+
+// ---------------------------------------------------------------- Communicator
+Communicator::Communicator(MPI_Comm comm, bool owned) : comm_(comm), owned_(owned) {
+  MRMF_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+  MRMF_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+}
+
+Communicator Communicator::world() {
+  MRMF_CHECK(mpi_initialized(), "Communicator::world() before mpi_init()");
+  return Communicator(MPI_COMM_WORLD, false);
+}
+
+Communicator::~Communicator() {
+  nccl_.reset();
+  if (owned_ && comm_ != MPI_COMM_NULL && mpi_initialized()) MRMF_MPI_WARN(MPI_Comm_free(&comm_));
+}
+
+Communicator::Communicator(Communicator&& o) noexcept
+    : comm_(o.comm_), owned_(o.owned_), rank_(o.rank_), size_(o.size_), nccl_(std::move(o.nccl_)) {
+  o.comm_ = MPI_COMM_NULL;
+  o.owned_ = false;
+}
+
+Communicator& Communicator::operator=(Communicator&& o) noexcept {
+  if (this != &o) {
+    this->~Communicator();
+    new (this) Communicator(std::move(o));
+  }
+  return *this;
+}
+
+Communicator Communicator::split(int color, int key) const {
+  MPI_Comm sub = MPI_COMM_NULL;
+  MRMF_MPI_CHECK(MPI_Comm_split(comm_, color, key, &sub));
+  MRMF_MPI_CHECK(MPI_Comm_set_errhandler(sub, MPI_ERRORS_RETURN));
+  return Communicator(sub, true);
+}
+
+void Communicator::ensure_nccl(Device device, Stream& stream) {
+#ifdef MRMF_HAVE_CUDA
+  if (nccl_ && nccl_->device == device.index) return;
+  ncclUniqueId id;
+  if (rank_ == 0) MRMF_NCCL_CHECK(ncclGetUniqueId(&id));
+  MRMF_MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm_));
+  auto* n = new Nccl();
+  n->device = device.index;
+  set_current_device(device);
+  nccl_ = {n, &destroy_nccl};
+  MRMF_NCCL_CHECK(ncclCommInitRank(&n->comm, size_, id, rank_));
+#else
+  (void)stream;
+  MRMF_THROW(Device, "NCCL communicator requested on ", device.str(), " but mrmf was built without CUDA");
+#endif
+}
+
+void Communicator::allreduce_sum(const Tensor& t, Stream& stream) {
+  MRMF_CHECK_KIND(Shape, t.dtype() == DType::F32 && t.is_contiguous(), "allreduce: expected a contiguous float32 tensor, got ",
+                  t.str());
+  if (size_ == 1 || t.numel() == 0) return;
+  if (t.device().is_cuda()) {
+#ifdef MRMF_HAVE_CUDA
+    ensure_nccl(t.device(), stream);
+    MRMF_NCCL_CHECK(ncclAllReduce(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()), ncclFloat, ncclSum,
+                                  nccl_->comm, static_cast<cudaStream_t>(stream.native())));
+    return;
+#endif
+  }
+  // MPI counts are int: reduce in chunks so buffers above 2^31 elements work.
+  constexpr int64_t kMaxCount = int64_t(1) << 30;
+  float* p = t.data<float>();
+  for (int64_t off = 0; off < t.numel(); off += kMaxCount) {
+    const int count = static_cast<int>(std::min(kMaxCount, t.numel() - off));
+    MRMF_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p + off, count, MPI_FLOAT, MPI_SUM, comm_));
+  }
+}
+
+void Communicator::allreduce_avg(const Tensor& t, Stream& stream) {
+  if (size_ == 1) return;
+  allreduce_sum(t, stream);
+  // Summing then scaling once by 1/size (rather than pre-scaling every
+  // contribution) gives the same result on every rank count up to rounding.
+  kernels::axpby(stream, t, t, 0.f, 1.f / static_cast<float>(size_));
+}
+
+void Communicator::broadcast(const Tensor& t, int root, Stream& stream) {
+  MRMF_CHECK_KIND(Shape, t.is_contiguous(), "broadcast: expected a contiguous tensor, got ", t.str());
+  if (size_ == 1 || t.numel() == 0) return;
+  if (t.device().is_cuda()) {
+#ifdef MRMF_HAVE_CUDA
+    ensure_nccl(t.device(), stream);
+    MRMF_NCCL_CHECK(ncclBroadcast(t.raw_data(), t.raw_data(), t.nbytes(), ncclUint8, root, nccl_->comm,
+                                  static_cast<cudaStream_t>(stream.native())));
+    return;
+#endif
+  }
+  MRMF_CHECK(t.nbytes() < (size_t(1) << 31), "broadcast of ", t.nbytes(), " bytes exceeds MPI's int count");
+  MRMF_MPI_CHECK(MPI_Bcast(t.raw_data(), static_cast<int>(t.nbytes()), MPI_BYTE, root, comm_));
+}
+
+double Communicator::allreduce_sum(double v) const {
+  double out = v;
+  if (size_ > 1) MRMF_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, comm_));
+  return out;
+}
+
+double Communicator::allreduce_max(double v) const {
+  double out = v;
+  if (size_ > 1) MRMF_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, comm_));
+  return out;
+}
+
+void Communicator::barrier() const {
+  if (size_ > 1) MRMF_MPI_CHECK(MPI_Barrier(comm_));
+}
+
+void Communicator::check_same_on_all_ranks(uint64_t value, const std::string& what) const {
+  if (size_ == 1) return;
+  std::vector<uint64_t> all(static_cast<size_t>(size_));
+  MRMF_MPI_CHECK(MPI_Allgather(&value, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, comm_));
+  for (int r = 0; r < size_; ++r)
+    MRMF_CHECK_KIND(Config, all[static_cast<size_t>(r)] == all[0], "ranks disagree on ", what, ": rank ", r,
+                    " has ", std::hex, all[static_cast<size_t>(r)], " but rank 0 has ", all[0]);
+}
+
+}  // namespace mrmf

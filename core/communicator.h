@@ -1,0 +1,76 @@
+// Communicator: the MPI control plane and the gradient-averaging data plane.
+//
+// MPI launches the job (mpirun/srun, one rank per GPU) and carries CPU
+// tensors; on the GPU, NCCL carries device tensors over a communicator built
+// from this one (unique id broadcast over MPI). split() makes the
+// sub-communicators used by concurrent coarse/dense training. MPI errors are
+// returned (MPI_ERRORS_RETURN) and become mrmf::Error, so the caller can
+// report them and abort the job rather than hang.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace mrmf {
+
+// Initializes MPI once per process (MPI_THREAD_FUNNELED: only the main
+// thread talks to MPI); finalizes at mpi_finalize() or never if not called.
+void mpi_init(int* argc, char*** argv);
+void mpi_finalize() noexcept;
+bool mpi_initialized() noexcept;
+// Ends the whole job after an unrecoverable error on this rank.
+[[noreturn]] void mpi_abort(int code) noexcept;
+
+class Communicator {
+ public:
+  // The world communicator (requires mpi_init).
+  static Communicator world();
+  ~Communicator();
+  Communicator(Communicator&&) noexcept;
+  Communicator& operator=(Communicator&&) noexcept;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  bool is_root() const { return rank_ == 0; }
+
+  // Ranks with equal `color` form a new communicator, ordered by `key`.
+  Communicator split(int color, int key) const;
+
+  // In-place sum / average over ranks of a contiguous float32 tensor (CPU:
+  // MPI_Allreduce; CUDA: NCCL on `stream`).
+  void allreduce_sum(const Tensor& t, Stream& stream);
+  void allreduce_avg(const Tensor& t, Stream& stream);
+  void broadcast(const Tensor& t, int root, Stream& stream);
+  double allreduce_sum(double v) const;
+  double allreduce_max(double v) const;
+  void barrier() const;
+
+  // Throws, naming `what`, when ranks disagree on `value` (config hash,
+  // parameter layout hash) -- catches diverging ranks before any compute.
+  void check_same_on_all_ranks(uint64_t value, const std::string& what) const;
+
+  MPI_Comm native() const { return comm_; }
+
+ private:
+  Communicator(MPI_Comm comm, bool owned);
+  void ensure_nccl(Device device, Stream& stream);
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  bool owned_ = false;
+  int rank_ = 0, size_ = 1;
+
+ public:
+  struct Nccl;  // opaque NCCL state (CUDA builds)
+
+ private:
+  std::unique_ptr<Nccl, void (*)(Nccl*)> nccl_{nullptr, nullptr};
+};
+
+}  // namespace mrmf

@@ -1,0 +1,55 @@
+// Runs under mpiexec -n 2 and -n 3: allreduce, broadcast, split and the
+// diverging-rank check of the communicator, on CPU tensors.
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include "core/communicator.h"
+
+using namespace mrmf;
+
+TEST_CASE("mpi: allreduce averages a flat buffer", "[mpi]") {
+  Communicator w = Communicator::world();
+  Tensor t = Tensor::empty({1000});
+  for (int64_t i = 0; i < 1000; ++i) t.data<float>()[i] = static_cast<float>(w.rank() * 1000 + i);
+  w.allreduce_avg(t, cpu_stream());
+  const double mean_rank = (w.size() - 1) / 2.0;
+  for (int64_t i = 0; i < 1000; i += 37) REQUIRE(t.data<float>()[i] == Approx(mean_rank * 1000 + i));
+  REQUIRE(w.allreduce_sum(1.0) == w.size());
+  REQUIRE(w.allreduce_max(double(w.rank())) == w.size() - 1);
+}
+
+TEST_CASE("mpi: broadcast from a non-zero root", "[mpi]") {
+  Communicator w = Communicator::world();
+  Tensor t = Tensor::full({17}, static_cast<float>(w.rank()));
+  const int root = w.size() - 1;
+  w.broadcast(t, root, cpu_stream());
+  for (int64_t i = 0; i < 17; ++i) REQUIRE(t.data<float>()[i] == static_cast<float>(root));
+}
+
+TEST_CASE("mpi: split into groups with their own reductions", "[mpi]") {
+  Communicator w = Communicator::world();
+  const int color = w.rank() == 0 ? 0 : 1;  // group 0 = {0}, group 1 = the rest
+  Communicator g = w.split(color, w.rank());
+  REQUIRE(g.size() == (color == 0 ? 1 : w.size() - 1));
+  Tensor t = Tensor::full({4}, 1.f);
+  g.allreduce_sum(t, cpu_stream());
+  REQUIRE(t.data<float>()[0] == static_cast<float>(g.size()));
+}
+
+TEST_CASE("mpi: ranks that disagree are caught and named", "[mpi]") {
+  Communicator w = Communicator::world();
+  REQUIRE_NOTHROW(w.check_same_on_all_ranks(1234, "config hash"));
+  const uint64_t v = w.rank() == 1 ? 99 : 1234;
+  REQUIRE_THROWS_WITH(w.check_same_on_all_ranks(v, "config hash"),
+                      Catch::Contains("ranks disagree on config hash") && Catch::Contains("rank 1"));
+}
+
+int main(int argc, char** argv) {
+  mpi_init(&argc, &argv);
+  int rc = Catch::Session().run(argc, argv);
+  // Every rank must pass: combine the results so the launcher's exit code is honest.
+  int worst = 0;
+  MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  mpi_finalize();
+  return worst;
+}
