@@ -1,9 +1,78 @@
-// The `mrmf` command (grows subcommand by subcommand).
+// The `mrmf` command: one binary, one subcommand per task, --help on each.
+// Exit codes: 0 success, 2 usage or configuration error, 1 runtime failure.
+#include <omp.h>
+
 #include <cstdio>
+#include <exception>
 
+#include "apps/commands.h"
 #include "core/device.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/memory.h"
 
-int main() {
-  std::printf("mrmf %s backend(s): cpu%s\n", "0.1.0", mrmf::built_with_cuda() ? ", cuda" : "");
-  return 0;
+namespace mrmf::cli {
+
+void add_runtime_flags(CLI::App& sub, RuntimeFlags& flags) {
+  sub.add_option("--device", flags.device, "cpu, cuda, cuda:N or auto (default: $MRMF_DEVICE or auto)");
+  sub.add_option("--threads", flags.threads, "OpenMP threads for the CPU backend (default: all cores)")
+      ->check(CLI::NonNegativeNumber);
+}
+
+void apply_runtime_flags(const RuntimeFlags& flags) {
+  if (flags.threads > 0) omp_set_num_threads(flags.threads);
+}
+
+void add_info_command(CLI::App& app, Action& action) {
+  auto* sub = app.add_subcommand("info", "Show the backends this build has and the devices it sees");
+  sub->callback([&action] {
+    action = [] {
+      std::printf("mrmf %s\n", "0.1.0");
+      std::printf("  CPU backend : oneDNN, %d OpenMP threads\n", omp_get_max_threads());
+      if (built_with_cuda()) {
+        const int n = cuda_device_count();
+        std::printf("  CUDA backend: built; %d device(s)%s%s\n", n, n ? "" : " -- ",
+                    n ? "" : cuda_unavailable_reason().c_str());
+      } else {
+        std::printf("  CUDA backend: not built\n");
+      }
+      return 0;
+    };
+  });
+}
+
+}  // namespace mrmf::cli
+
+int main(int argc, char** argv) {
+  using namespace mrmf;
+  CLI::App app{"mrmf: multi-resolution model fusion for scientific CNNs"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "mrmf 0.1.0");
+  cli::Action action;
+  cli::add_info_command(app, action);
+  cli::add_datagen_command(app, action);
+  cli::add_demo_command(app, action);
+
+  int rc = 0;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version are "errors" with exit code 0 in CLI11.
+    rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "mrmf: error: %s\n", e.what());
+    return 2;
+  }
+  try {
+    rc = action ? action() : 0;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "mrmf: error: %s\n", e.what());
+    rc = (e.kind() == ErrorKind::Usage || e.kind() == ErrorKind::Config) ? 2 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mrmf: error: %s\n", e.what());
+    rc = 1;
+  }
+  release_cached_memory();  // while the CUDA driver is still alive
+  return rc;
 }
