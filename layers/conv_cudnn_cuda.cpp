@@ -1,0 +1,157 @@
+// cuDNN convolution backend (see layers/conv_cudnn.h).
+#include <map>
+#include <vector>
+
+#include "core/check_cuda.h"
+#include "kernels/elementwise_ops.h"
+#include "layers/conv_cudnn.h"
+#include "layers/cudnn_descriptors.h"
+#include "layers/gpu_handles.h"
+
+namespace mrmf::cudnn_conv {
+
+namespace {
+
+// Descriptors and chosen algorithms for one input shape.
+struct Plan {
+  cudnn::TensorDesc x, y;
+  cudnn::FilterDesc w;
+  cudnn::ConvDesc conv;
+  struct Choice {
+    int algo = 0;
+    size_t workspace = 0;
+    cudnnMathType_t math = CUDNN_FMA_MATH;
+  };
+  Choice fwd, bwd_data, bwd_filter;
+  bool have_backward = false;
+};
+
+// The first heuristic result (they come best first) that succeeded, fits the
+// workspace cap, keeps FP32 arithmetic (FMA math: no TF32 conversion) and,
+// when asked, is deterministic.
+template <class Perf>
+bool pick(const std::vector<Perf>& perf, int n, size_t limit, bool deterministic, Plan::Choice& out) {
+  for (int i = 0; i < n; ++i) {
+    const Perf& p = perf[static_cast<size_t>(i)];
+    if (p.status != CUDNN_STATUS_SUCCESS || p.memory > limit || p.mathType != CUDNN_FMA_MATH) continue;
+    if (deterministic && p.determinism == CUDNN_NON_DETERMINISTIC) continue;
+    out.algo = static_cast<int>(p.algo);
+    out.math = p.mathType;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::pair<std::vector<int>, std::vector<int>> pad_stride(const ConvSpec& spec) {
+  std::vector<int> pad, stride;
+  if (spec.dims == 1) {  // 1-D runs as 2-D with H = 1
+    pad.push_back(0);
+    stride.push_back(1);
+  }
+  for (int i = 0; i < spec.dims; ++i) {
+    MRMF_CHECK_KIND(Shape, spec.pad[i] <= INT32_MAX && spec.stride[i] <= INT32_MAX, "cuDNN convolution: padding ",
+                    spec.pad[i], " / stride ", spec.stride[i], " out of range");
+    pad.push_back(static_cast<int>(spec.pad[i]));
+    stride.push_back(static_cast<int>(spec.stride[i]));
+  }
+  return {pad, stride};
+}
+
+struct Plans::Impl {
+  std::map<std::vector<int64_t>, std::unique_ptr<Plan>> cache;
+  size_t builds = 0;
+
+  Plan& plan(Context& ctx, const ConvSpec& spec, const Shape& x) {
+    std::vector<int64_t> key = x.vec();
+    key.push_back(ctx.deterministic());
+    key.push_back(static_cast<int64_t>(ctx.options().workspace_limit_bytes));
+    auto it = cache.find(key);
+    if (it != cache.end()) return *it->second;
+    if (cache.size() >= 8) cache.clear();  // a layer sees few shapes; keep the cache bounded
+    auto p = std::make_unique<Plan>();
+    p->x.set(x);
+    p->y.set(spec.output_shape_unchecked(x));
+    p->w.set(spec.weight_shape());
+    const auto [pad, stride] = pad_stride(spec);
+    p->conv.set(pad, stride, /*allow_tensor_ops=*/false);
+
+    cudnnHandle_t h = ctx.gpu().cudnn;
+    const size_t limit = ctx.options().workspace_limit_bytes;
+    std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
+    int n = 0;
+    MRMF_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, p->x, p->w, p->conv, p->y, static_cast<int>(perf.size()),
+                                                            &n, perf.data()));
+    // Implicit GEMM needs no workspace and is deterministic: always valid.
+    if (!pick(perf, n, limit, ctx.deterministic(), p->fwd)) p->fwd = {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM};
+    // The heuristics' memory estimate can differ from the real requirement.
+    MRMF_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
+        h, p->x, p->w, p->conv, p->y, static_cast<cudnnConvolutionFwdAlgo_t>(p->fwd.algo), &p->fwd.workspace));
+    ++builds;
+    return *cache.emplace(std::move(key), std::move(p)).first->second;
+  }
+
+  void add_backward(Context& ctx, Plan& p) {
+    cudnnHandle_t h = ctx.gpu().cudnn;
+    const size_t limit = ctx.options().workspace_limit_bytes;
+    int n = 0;
+    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> dperf(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
+    MRMF_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w, p.y, p.conv, p.x,
+                                                                 static_cast<int>(dperf.size()), &n, dperf.data()));
+    // ALGO_1 is the deterministic fallback (ALGO_0 uses atomics).
+    if (!pick(dperf, n, limit, ctx.deterministic(), p.bwd_data)) p.bwd_data = {CUDNN_CONVOLUTION_BWD_DATA_ALGO_1};
+    MRMF_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
+        h, p.w, p.y, p.conv, p.x, static_cast<cudnnConvolutionBwdDataAlgo_t>(p.bwd_data.algo), &p.bwd_data.workspace));
+
+    std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> fperf(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
+    MRMF_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x, p.y, p.conv, p.w,
+                                                                   static_cast<int>(fperf.size()), &n, fperf.data()));
+    if (!pick(fperf, n, limit, ctx.deterministic(), p.bwd_filter)) p.bwd_filter = {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1};
+    MRMF_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+        h, p.x, p.y, p.conv, p.w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.bwd_filter.algo),
+        &p.bwd_filter.workspace));
+    p.have_backward = true;
+  }
+};
+
+Plans::Plans() : impl_(std::make_unique<Impl>()) {}
+Plans::~Plans() = default;
+size_t Plans::builds() const { return impl_->builds; }
+
+void Plans::forward(Context& ctx, const ConvSpec& spec, const Tensor& x, const Tensor& w, const Tensor& b,
+                    const Tensor& y) {
+  Plan& p = impl_->plan(ctx, spec, x.shape());
+  cudnnHandle_t h = ctx.gpu().cudnn;
+  const float one = 1.f, zero = 0.f;
+  void* ws = ctx.workspace(p.fwd.workspace);
+  MRMF_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, p.fwd.math));
+  MRMF_CUDNN_CHECK(cudnnConvolutionForward(h, &one, p.x, x.raw_data(), p.w, w.raw_data(), p.conv,
+                                           static_cast<cudnnConvolutionFwdAlgo_t>(p.fwd.algo), ws, p.fwd.workspace,
+                                           &zero, p.y, y.raw_data()));
+  if (b.defined()) kernels::bias_add(ctx.stream(), y, b);
+}
+
+void Plans::backward(Context& ctx, const ConvSpec& spec, const Tensor& x, const Tensor& dy, const Tensor& w,
+                     const Tensor& dx, const Tensor& dw, const Tensor& db) {
+  Plan& p = impl_->plan(ctx, spec, x.shape());
+  if (!p.have_backward) impl_->add_backward(ctx, p);
+  cudnnHandle_t h = ctx.gpu().cudnn;
+  const float one = 1.f, zero = 0.f;  // beta = 0: gradients are overwritten
+  void* ws = ctx.workspace(p.bwd_filter.workspace);
+  MRMF_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, p.bwd_filter.math));
+  MRMF_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, p.x, x.raw_data(), p.y, dy.raw_data(), p.conv,
+                                                  static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.bwd_filter.algo), ws,
+                                                  p.bwd_filter.workspace, &zero, p.w, dw.raw_data()));
+  // A deterministic segmented sum (cudnnConvolutionBackwardBias would use atomics on some shapes).
+  if (db.defined()) kernels::bias_grad(ctx.stream(), dy, db);
+  if (dx.defined()) {
+    ws = ctx.workspace(p.bwd_data.workspace);
+    MRMF_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, p.bwd_data.math));
+    MRMF_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, p.w, w.raw_data(), p.y, dy.raw_data(), p.conv,
+                                                  static_cast<cudnnConvolutionBwdDataAlgo_t>(p.bwd_data.algo), ws,
+                                                  p.bwd_data.workspace, &zero, p.x, dx.raw_data()));
+  }
+}
+
+}  // namespace mrmf::cudnn_conv
