@@ -4,14 +4,14 @@ namespace mrmf::detail {
 namespace {
 herr_t collect_innermost(unsigned n, const H5E_error2_t* err, void* out) {
   auto* s = static_cast<std::string*>(out);
-  if (n == 0 && err && err->desc) *s = err->desc;  // n == 0 is the innermost frame
+  if (n == 0 && err && err->desc) *s = err->desc;  // walking upward, n == 0 is the innermost frame
   return 0;
 }
 }  // namespace
 
 std::string hdf5_error_text() {
   std::string text;
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect_innermost, &text);
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, collect_innermost, &text);
   H5Eclear2(H5E_DEFAULT);
   return text.empty() ? std::string("HDF5 call failed") : text;
 }

@@ -55,11 +55,12 @@ std::string concat(const Args&... args) {
                                   ::mrmf::detail::concat(__VA_ARGS__), __FILE__, __LINE__);               \
   } while (0)
 
-// Same, but with an explicit kind (Shape, Config, Data, Usage, Device).
+// Same, but with an explicit kind (Shape, Config, Data, Usage, Device). These
+// are user-facing: the message says what is wrong, without the C++ condition.
 #define MRMF_CHECK_KIND(kind, cond, ...)                                                                  \
   do {                                                                                                    \
     if (!(cond))                                                                                          \
-      ::mrmf::detail::throw_error(::mrmf::ErrorKind::kind, "mrmf", #cond,                                 \
+      ::mrmf::detail::throw_error(::mrmf::ErrorKind::kind, "mrmf", "",                                    \
                                   ::mrmf::detail::concat(__VA_ARGS__), __FILE__, __LINE__);               \
   } while (0)
 

@@ -1,0 +1,520 @@
+#include "data/h5file.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <sstream>
+#include <system_error>
+
+#include "core/log.h"
+
+namespace fs = std::filesystem;
+
+namespace mrmf::data {
+
+void hdf5_quiet() {
+  static std::once_flag once;
+  std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
+}
+
+std::string shape_str(const std::vector<int64_t>& dims) {
+  std::ostringstream os;
+  os << "(";
+  for (size_t i = 0; i < dims.size(); ++i) os << (i ? ", " : "") << dims[i];
+  if (dims.size() == 1) os << ",";
+  os << ")";
+  return os.str();
+}
+
+namespace {
+
+// IEEE binary16, little-endian: the layout numpy.float16 / h5py uses, so files
+// written here read back as float16 in Python.
+hid_t half_type() {
+  static const hid_t t = [] {
+    hdf5_quiet();
+    hid_t h = MRMF_H5_CHECK(H5Tcopy(H5T_IEEE_F32LE));
+    MRMF_H5_CHECK(H5Tset_fields(h, 15, 10, 5, 0, 10));
+    MRMF_H5_CHECK(H5Tset_size(h, 2));
+    MRMF_H5_CHECK(H5Tset_ebias(h, 15));
+    return h;
+  }();
+  return t;
+}
+
+// Explicit little-endian file types, so a file written on any host reads the same.
+hid_t file_type(DType d) {
+  switch (d) {
+    case DType::F32: return H5T_IEEE_F32LE;
+    case DType::F64: return H5T_IEEE_F64LE;
+    case DType::F16: return half_type();
+    case DType::U16: return H5T_STD_U16LE;
+    case DType::I16: return H5T_STD_I16LE;
+    case DType::I32: return H5T_STD_I32LE;
+    case DType::I64: return H5T_STD_I64LE;
+    case DType::U8: return H5T_STD_U8LE;
+    default: MRMF_THROW(Data, "HDF5 storage of ", dtype_name(d), " is not supported");
+  }
+}
+
+// The DType of an HDF5 type, or nullopt when mrmf has no equivalent.
+std::optional<DType> dtype_of_h5(hid_t type) {
+  const H5T_class_t cls = H5Tget_class(type);
+  const size_t size = H5Tget_size(type);
+  if (cls == H5T_FLOAT) {
+    if (size == 2) return DType::F16;  // no native half in 1.10: any 2-byte float
+    if (size == 4) return DType::F32;
+    if (size == 8) return DType::F64;
+  } else if (cls == H5T_INTEGER) {
+    const bool is_signed = H5Tget_sign(type) == H5T_SGN_2;
+    if (size == 1 && !is_signed) return DType::U8;
+    if (size == 2) return is_signed ? DType::I16 : DType::U16;
+    if (size == 4 && is_signed) return DType::I32;
+    if (size == 8 && is_signed) return DType::I64;
+  }
+  return std::nullopt;
+}
+
+std::string h5_type_name(hid_t type) {
+  const H5T_class_t cls = H5Tget_class(type);
+  const size_t bits = H5Tget_size(type) * 8;
+  switch (cls) {
+    case H5T_INTEGER: return (H5Tget_sign(type) == H5T_SGN_2 ? "int" : "uint") + std::to_string(bits);
+    case H5T_FLOAT: return "float" + std::to_string(bits);
+    case H5T_STRING: return "string";
+    case H5T_COMPOUND: return "compound";
+    case H5T_ARRAY: return "array";
+    case H5T_ENUM: return "enum";
+    default: return "HDF5 class " + std::to_string(static_cast<int>(cls));
+  }
+}
+
+// The most specific message on HDF5's error stack (e.g. "truncated file: eof =
+// ..." rather than the API-level "unable to open file"), then clears the stack.
+herr_t innermost_cb(unsigned n, const H5E_error2_t* err, void* out) {
+  if (n == 0 && err && err->desc) *static_cast<std::string*>(out) = err->desc;
+  return 0;
+}
+std::string innermost_error() {
+  std::string text;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost_cb, &text);
+  H5Eclear2(H5E_DEFAULT);
+  return text.empty() ? std::string("HDF5 call failed") : text;
+}
+
+std::vector<int64_t> space_dims(hid_t space) {
+  const int rank = MRMF_H5_CHECK(H5Sget_simple_extent_ndims(space));
+  std::vector<hsize_t> d(static_cast<size_t>(rank));
+  if (rank > 0) MRMF_H5_CHECK(H5Sget_simple_extent_dims(space, d.data(), nullptr));
+  return {d.begin(), d.end()};
+}
+
+// Reads one string from a dataset or attribute (`is_attr`) whose type is a string.
+std::string read_one_string(hid_t obj, bool is_attr, const std::string& where) {
+  H5TypeId type(MRMF_H5_CHECK(is_attr ? H5Aget_type(obj) : H5Dget_type(obj)));
+  H5SpaceId space(MRMF_H5_CHECK(is_attr ? H5Aget_space(obj) : H5Dget_space(obj)));
+  MRMF_CHECK_KIND(Data, H5Tget_class(type.get()) == H5T_STRING, where, " has type ", h5_type_name(type.get()),
+                  ", expected a string");
+  const hssize_t n = H5Sget_simple_extent_npoints(space.get());
+  MRMF_CHECK_KIND(Data, n == 1, where, " holds ", n, " strings, expected one");
+  H5TypeId mem(MRMF_H5_CHECK(H5Tcopy(H5T_C_S1)));
+  MRMF_H5_CHECK(H5Tset_cset(mem.get(), H5Tget_cset(type.get())));
+  if (H5Tis_variable_str(type.get()) > 0) {
+    MRMF_H5_CHECK(H5Tset_size(mem.get(), H5T_VARIABLE));
+    char* buf = nullptr;
+    MRMF_H5_CHECK(is_attr ? H5Aread(obj, mem.get(), &buf) : H5Dread(obj, mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &buf));
+    std::string s = buf ? buf : "";
+#if H5_VERSION_GE(1, 12, 0)
+    H5Treclaim(mem.get(), space.get(), H5P_DEFAULT, &buf);
+#else
+    H5Dvlen_reclaim(mem.get(), space.get(), H5P_DEFAULT, &buf);
+#endif
+    return s;
+  }
+  const size_t size = H5Tget_size(type.get());
+  MRMF_H5_CHECK(H5Tset_size(mem.get(), size));
+  std::string s(size, '\0');
+  MRMF_H5_CHECK(is_attr ? H5Aread(obj, mem.get(), s.data()) : H5Dread(obj, mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, s.data()));
+  s.resize(std::strlen(s.c_str()));  // fixed-length strings are NUL- or space-padded
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
+H5TypeId vlen_utf8() {
+  H5TypeId t(MRMF_H5_CHECK(H5Tcopy(H5T_C_S1)));
+  MRMF_H5_CHECK(H5Tset_size(t.get(), H5T_VARIABLE));
+  MRMF_H5_CHECK(H5Tset_cset(t.get(), H5T_CSET_UTF8));
+  return t;
+}
+
+}  // namespace
+
+hid_t h5_native_type(DType dtype) {
+  switch (dtype) {
+    case DType::F32: return H5T_NATIVE_FLOAT;
+    case DType::F64: return H5T_NATIVE_DOUBLE;
+    case DType::F16: return half_type();  // little-endian hosts only (x86, ARM)
+    case DType::U16: return H5T_NATIVE_UINT16;
+    case DType::I16: return H5T_NATIVE_INT16;
+    case DType::I32: return H5T_NATIVE_INT32;
+    case DType::I64: return H5T_NATIVE_INT64;
+    case DType::U8: return H5T_NATIVE_UINT8;
+    default: MRMF_THROW(Data, "HDF5 I/O of ", dtype_name(dtype), " is not supported");
+  }
+}
+
+bool is_supported_h5_dtype(DType dtype) { return dtype != DType::BF16; }
+
+// ------------------------------------------------------------------ H5File
+H5File H5File::open_read(const std::string& path) {
+  hdf5_quiet();
+  std::error_code ec;
+  MRMF_CHECK_KIND(Data, fs::exists(path, ec), path, ": no such file (expected an HDF5 file)");
+  MRMF_CHECK_KIND(Data, !fs::is_directory(path, ec), path, ": is a directory, expected an HDF5 file");
+  const htri_t is_h5 = H5Fis_hdf5(path.c_str());
+  MRMF_CHECK_KIND(Data, is_h5 != 0, path, ": not an HDF5 file (no HDF5 signature: corrupt, truncated or another format)");
+  H5PlistId fapl(MRMF_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)));
+#if H5_VERSION_GE(1, 12, 1) || (H5_VERSION_GE(1, 10, 7) && !H5_VERSION_GE(1, 11, 0))
+  // Readers never need the lock, and it fails on file systems without flock.
+  MRMF_H5_CHECK(H5Pset_file_locking(fapl.get(), false, true));
+#endif
+  const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get());
+  if (id < 0) {
+    const std::string why = innermost_error();
+    MRMF_THROW(Data, path, ": cannot open as HDF5 (", why, "); the file may be truncated or corrupt");
+  }
+  H5File f;
+  f.path_ = path;
+  f.file_ = H5FileId(id);
+  return f;
+}
+
+H5File H5File::create(const std::string& path) {
+  hdf5_quiet();
+  const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (id < 0) {
+    const std::string why = innermost_error();
+    MRMF_THROW(Data, path, ": cannot create HDF5 file (", why, ")");
+  }
+  H5File f;
+  f.path_ = path;
+  f.file_ = H5FileId(id);
+  return f;
+}
+
+bool H5File::exists(const std::string& dataset) const {
+  MRMF_CHECK(file_, "H5File: file is not open");
+  // H5Lexists fails on intermediate groups that do not exist; treat as absent.
+  const htri_t r = H5Lexists(file_.get(), dataset.c_str(), H5P_DEFAULT);
+  if (r < 0) H5Eclear2(H5E_DEFAULT);
+  return r > 0;
+}
+
+H5DatasetId H5File::open_dataset(const std::string& dataset) const {
+  MRMF_CHECK_KIND(Data, exists(dataset), path_, ": dataset '", dataset, "' not found");
+  const hid_t id = H5Dopen2(file_.get(), dataset.c_str(), H5P_DEFAULT);
+  if (id < 0) {
+    const std::string why = innermost_error();
+    MRMF_THROW(Data, path_, ": cannot open dataset '", dataset, "' (", why, ")");
+  }
+  return H5DatasetId(id);
+}
+
+std::vector<int64_t> H5File::shape(const std::string& dataset) const {
+  H5DatasetId d = open_dataset(dataset);
+  H5SpaceId space(MRMF_H5_CHECK(H5Dget_space(d.get())));
+  return space_dims(space.get());
+}
+
+DType H5File::dtype(const std::string& dataset) const {
+  H5DatasetId d = open_dataset(dataset);
+  H5TypeId type(MRMF_H5_CHECK(H5Dget_type(d.get())));
+  const auto dt = dtype_of_h5(type.get());
+  MRMF_CHECK_KIND(Data, dt.has_value(), path_, ": dataset '", dataset, "' has element type ",
+                  h5_type_name(type.get()), ", which mrmf cannot read");
+  return *dt;
+}
+
+std::string H5File::type_name(const std::string& dataset) const {
+  H5DatasetId d = open_dataset(dataset);
+  H5TypeId type(MRMF_H5_CHECK(H5Dget_type(d.get())));
+  return h5_type_name(type.get());
+}
+
+Tensor H5File::read(const std::string& dataset) const {
+  const auto dims = shape(dataset);
+  MRMF_CHECK_KIND(Data, !dims.empty(), path_, ": dataset '", dataset, "' is a scalar, expected an array");
+  return read_rows(dataset, 0, dims[0]);
+}
+
+Tensor H5File::read_rows(const std::string& dataset, int64_t start, int64_t count) const {
+  auto dims = shape(dataset);
+  MRMF_CHECK_KIND(Data, !dims.empty() && dims.size() <= static_cast<size_t>(kMaxDims), path_, ": dataset '", dataset,
+                  "' has rank ", dims.size(), ", expected 1 to ", kMaxDims);
+  const DType dt = dtype(dataset);
+  dims[0] = count;
+  Tensor t = Tensor::empty(Shape(dims), dt);
+  read_rows_into(dataset, start, count, dt, t.raw_data());
+  return t;
+}
+
+void H5File::read_rows_into(const std::string& dataset, int64_t start, int64_t count, DType dt, void* dst) const {
+  H5DatasetId d = open_dataset(dataset);
+  H5SpaceId fspace(MRMF_H5_CHECK(H5Dget_space(d.get())));
+  const auto dims = space_dims(fspace.get());
+  MRMF_CHECK_KIND(Data, !dims.empty(), path_, ": dataset '", dataset, "' is a scalar, expected an array");
+  MRMF_CHECK_KIND(Data, start >= 0 && count >= 0 && start + count <= dims[0], path_, ": rows [", start, ", ",
+                  start + count, ") of dataset '", dataset, "' are out of range: it has ", dims[0], " rows");
+  if (count == 0) return;
+  std::vector<hsize_t> off(dims.size(), 0), cnt(dims.begin(), dims.end());
+  off[0] = static_cast<hsize_t>(start);
+  cnt[0] = static_cast<hsize_t>(count);
+  MRMF_H5_CHECK(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, off.data(), nullptr, cnt.data(), nullptr));
+  H5SpaceId mspace(MRMF_H5_CHECK(H5Screate_simple(static_cast<int>(cnt.size()), cnt.data(), nullptr)));
+  if (H5Dread(d.get(), h5_native_type(dt), mspace.get(), fspace.get(), H5P_DEFAULT, dst) < 0) {
+    const std::string why = innermost_error();
+    MRMF_THROW(Data, path_, ": reading rows [", start, ", ", start + count, ") of dataset '", dataset, "' as ",
+               dtype_name(dt), " failed (", why, "); the file may be truncated or corrupt");
+  }
+}
+
+void H5File::create_dataset(const std::string& dataset, const std::vector<int64_t>& shape, DType dt,
+                            const WriteOptions& opts) {
+  MRMF_CHECK(file_, "H5File: file is not open");
+  std::vector<hsize_t> dims(shape.begin(), shape.end());
+  H5SpaceId space(MRMF_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)));
+  H5PlistId dcpl(MRMF_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
+  if (opts.chunk_rows > 0 && !dims.empty() && dims[0] > 0) {
+    std::vector<hsize_t> chunk = dims;
+    chunk[0] = std::min<hsize_t>(static_cast<hsize_t>(opts.chunk_rows), dims[0]);
+    MRMF_H5_CHECK(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()));
+    if (opts.deflate > 0) MRMF_H5_CHECK(H5Pset_deflate(dcpl.get(), static_cast<unsigned>(opts.deflate)));
+  } else {
+    MRMF_CHECK_KIND(Usage, opts.deflate == 0, "compression needs a chunked dataset (chunk_rows > 0)");
+  }
+  const hid_t id = H5Dcreate2(file_.get(), dataset.c_str(), file_type(dt), space.get(), H5P_DEFAULT, dcpl.get(),
+                              H5P_DEFAULT);
+  if (id < 0) {
+    const std::string why = innermost_error();
+    MRMF_THROW(Data, path_, ": cannot create dataset '", dataset, "' ", shape_str(shape), " (", why, ")");
+  }
+  H5DatasetId keep(id);
+}
+
+void H5File::write_rows(const std::string& dataset, int64_t start, const Tensor& t) {
+  MRMF_CHECK(t.is_contiguous() && !t.device().is_cuda(), "write_rows needs a contiguous CPU tensor, got ", t.str());
+  H5DatasetId d = open_dataset(dataset);
+  H5SpaceId fspace(MRMF_H5_CHECK(H5Dget_space(d.get())));
+  const auto dims = space_dims(fspace.get());
+  MRMF_CHECK_KIND(Shape, static_cast<int>(dims.size()) == t.ndim(), path_, ": dataset '", dataset, "' has rank ",
+                  dims.size(), ", tensor ", t.str());
+  for (int i = 1; i < t.ndim(); ++i)
+    MRMF_CHECK_KIND(Shape, dims[static_cast<size_t>(i)] == t.size(i), path_, ": dataset '", dataset, "' is ",
+                    shape_str(dims), ", cannot write ", t.str());
+  const int64_t count = t.ndim() ? t.size(0) : 1;
+  MRMF_CHECK_KIND(Shape, t.ndim() == 0 || (start >= 0 && start + count <= dims[0]), path_, ": rows [", start, ", ",
+                  start + count, ") exceed dataset '", dataset, "' of ", dims.empty() ? 0 : dims[0], " rows");
+  if (count == 0) return;
+  H5SpaceId mspace;
+  if (!dims.empty()) {
+    std::vector<hsize_t> off(dims.size(), 0), cnt(dims.begin(), dims.end());
+    off[0] = static_cast<hsize_t>(start);
+    cnt[0] = static_cast<hsize_t>(count);
+    MRMF_H5_CHECK(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, off.data(), nullptr, cnt.data(), nullptr));
+    mspace = H5SpaceId(MRMF_H5_CHECK(H5Screate_simple(static_cast<int>(cnt.size()), cnt.data(), nullptr)));
+  } else {
+    mspace = H5SpaceId(MRMF_H5_CHECK(H5Screate(H5S_SCALAR)));
+  }
+  if (H5Dwrite(d.get(), h5_native_type(t.dtype()), mspace.get(), fspace.get(), H5P_DEFAULT, t.raw_data()) < 0) {
+    const std::string why = innermost_error();
+    MRMF_THROW(Data, path_, ": writing dataset '", dataset, "' failed (", why, ")");
+  }
+}
+
+void H5File::write(const std::string& dataset, const Tensor& t, const WriteOptions& opts) {
+  create_dataset(dataset, t.shape().vec(), t.dtype(), opts);
+  write_rows(dataset, 0, t);
+}
+
+std::string H5File::read_string(const std::string& dataset) const {
+  H5DatasetId d = open_dataset(dataset);
+  return read_one_string(d.get(), false, path_ + ": dataset '" + dataset + "'");
+}
+
+void H5File::write_string(const std::string& dataset, const std::string& value) {
+  MRMF_CHECK(file_, "H5File: file is not open");
+  H5TypeId type = vlen_utf8();
+  H5SpaceId space(MRMF_H5_CHECK(H5Screate(H5S_SCALAR)));
+  H5DatasetId d(MRMF_H5_CHECK(
+      H5Dcreate2(file_.get(), dataset.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
+  const char* p = value.c_str();
+  MRMF_H5_CHECK(H5Dwrite(d.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &p));
+}
+
+std::optional<std::string> H5File::read_string_attribute(const std::string& object, const std::string& name) const {
+  MRMF_CHECK(file_, "H5File: file is not open");
+  const htri_t has = H5Aexists_by_name(file_.get(), object.c_str(), name.c_str(), H5P_DEFAULT);
+  if (has <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return std::nullopt;
+  }
+  H5AttrId a(MRMF_H5_CHECK(H5Aopen_by_name(file_.get(), object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT)));
+  return read_one_string(a.get(), true, path_ + ": attribute '" + name + "' of '" + object + "'");
+}
+
+void H5File::write_string_attribute(const std::string& object, const std::string& name, const std::string& value) {
+  MRMF_CHECK(file_, "H5File: file is not open");
+  H5TypeId type = vlen_utf8();
+  H5SpaceId space(MRMF_H5_CHECK(H5Screate(H5S_SCALAR)));
+  if (H5Aexists_by_name(file_.get(), object.c_str(), name.c_str(), H5P_DEFAULT) > 0)
+    MRMF_H5_CHECK(H5Adelete_by_name(file_.get(), object.c_str(), name.c_str(), H5P_DEFAULT));
+  H5AttrId a(MRMF_H5_CHECK(H5Acreate_by_name(file_.get(), object.c_str(), name.c_str(), type.get(), space.get(),
+                                             H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
+  const char* p = value.c_str();
+  MRMF_H5_CHECK(H5Awrite(a.get(), type.get(), &p));
+}
+
+// ------------------------------------------------------------ AtomicOutput
+AtomicOutput::AtomicOutput(std::string final_path) : final_(std::move(final_path)) {
+  static std::atomic<int> counter{0};
+  // Same directory as the final file so that rename() stays on one file system.
+  temp_ = final_ + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+}
+
+AtomicOutput::~AtomicOutput() {
+  if (!committed_) {
+    std::error_code ec;
+    fs::remove(temp_, ec);
+  }
+}
+
+void AtomicOutput::commit() {
+  std::error_code ec;
+  fs::rename(temp_, final_, ec);
+  MRMF_CHECK_KIND(Data, !ec, "cannot rename ", temp_, " to ", final_, ": ", ec.message());
+  committed_ = true;
+}
+
+// ------------------------------------------------------------------ float16
+float half_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1Fu;
+  uint32_t mant = h & 0x3FFu;
+  uint32_t bits;
+  if (exp == 0x1F) {
+    bits = sign | 0x7F800000u | (mant << 13);  // inf / nan
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112u) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign;  // +-0
+  } else {
+    // Subnormal half: normalise into a float32 normal.
+    int e = -1;
+    do {
+      ++e;
+      mant <<= 1;
+    } while ((mant & 0x400u) == 0);
+    bits = sign | (static_cast<uint32_t>(112 - e) << 23) | ((mant & 0x3FFu) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t float_to_half(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t absx = x & 0x7FFFFFFFu;
+  if (absx >= 0x7F800000u) return static_cast<uint16_t>(sign | 0x7C00u | (absx > 0x7F800000u ? 0x200u : 0u));
+  if (absx >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // rounds past 65504 -> inf
+  if (absx < 0x38800000u) {
+    // Result is subnormal (or zero): shift the implicit-1 mantissa, round to nearest even.
+    if (absx < 0x33000000u) return sign;  // below half of the smallest subnormal
+    const uint32_t e = absx >> 23;
+    const uint32_t m = (absx & 0x7FFFFFu) | 0x800000u;
+    const uint32_t shift = 126u - e;  // 14 + (112 - e)
+    uint32_t r = m >> shift;
+    const uint32_t rem = m & ((1u << shift) - 1u), halfway = 1u << (shift - 1u);
+    if (rem > halfway || (rem == halfway && (r & 1u))) ++r;
+    return static_cast<uint16_t>(sign | r);
+  }
+  uint32_t r = ((absx >> 13) - (112u << 10));
+  const uint32_t rem = absx & 0x1FFFu;
+  if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) ++r;  // carries into the exponent correctly
+  return static_cast<uint16_t>(sign | r);
+}
+
+Tensor to_float32(const Tensor& t) {
+  MRMF_CHECK(!t.device().is_cuda(), "to_float32 expects a CPU tensor, got ", t.str());
+  const Tensor src = t.is_contiguous() ? t : t.contiguous();
+  Tensor out = Tensor::empty(src.shape(), DType::F32);
+  float* o = out.data<float>();
+  const int64_t n = src.numel();
+  switch (src.dtype()) {
+    case DType::F32: std::memcpy(o, src.raw_data(), src.nbytes()); break;
+    case DType::F16: {
+      const auto* s = static_cast<const uint16_t*>(src.raw_data());
+      for (int64_t i = 0; i < n; ++i) o[i] = half_to_float(s[i]);
+      break;
+    }
+    case DType::U16: {
+      const auto* s = src.data<uint16_t>();
+      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(s[i]);
+      break;
+    }
+    case DType::I16: {
+      const auto* s = src.data<int16_t>();
+      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(s[i]);
+      break;
+    }
+    default: MRMF_THROW(Data, "to_float32: unsupported dtype ", dtype_name(src.dtype()));
+  }
+  return out;
+}
+
+Tensor from_float32(const Tensor& t, DType dtype) {
+  MRMF_CHECK(t.dtype() == DType::F32 && t.is_contiguous() && !t.device().is_cuda(),
+             "from_float32 expects a contiguous float32 CPU tensor, got ", t.str());
+  if (dtype == DType::F32) return t;
+  Tensor out = Tensor::empty(t.shape(), dtype);
+  const float* s = t.data<float>();
+  const int64_t n = t.numel();
+  switch (dtype) {
+    case DType::F16: {
+      auto* o = static_cast<uint16_t*>(out.raw_data());
+      for (int64_t i = 0; i < n; ++i) o[i] = float_to_half(s[i]);
+      break;
+    }
+    case DType::U16: {
+      auto* o = out.data<uint16_t>();
+      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<uint16_t>(std::clamp(std::nearbyint(s[i]), 0.f, 65535.f));
+      break;
+    }
+    case DType::I16: {
+      auto* o = out.data<int16_t>();
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = static_cast<int16_t>(std::clamp(std::nearbyint(s[i]), -32768.f, 32767.f));
+      break;
+    }
+    case DType::I32: {
+      auto* o = out.data<int32_t>();
+      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<int32_t>(std::nearbyint(s[i]));
+      break;
+    }
+    case DType::U8: {
+      auto* o = out.data<uint8_t>();
+      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<uint8_t>(std::clamp(std::nearbyint(s[i]), 0.f, 255.f));
+      break;
+    }
+    default: MRMF_THROW(Data, "from_float32: unsupported dtype ", dtype_name(dtype));
+  }
+  return out;
+}
+
+}  // namespace mrmf::data

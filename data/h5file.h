@@ -1,0 +1,166 @@
+// Small RAII layer over the HDF5 C API (serial, 1.10+).
+//
+// Why our own wrappers: the C++ HDF5 bindings are not always installed next to
+// the C library on clusters, and the C API with move-only handles is all the
+// data layer needs. Every failure becomes an mrmf::Error of kind Data that
+// names the file and dataset; HDF5's own error printing is silenced so that
+// our exception is the one message the user sees.
+//
+// Many ranks reading one file: HDF5 >= 1.10 locks files on open, which fails
+// (or serialises) on parallel file systems without flock support. Read-only
+// opens here disable that lock through H5Pset_file_locking where the library
+// has it (1.10.7+, 1.12.1+); on older libraries export
+// HDF5_USE_FILE_LOCKING=FALSE before launching the ranks.
+//
+// Thread safety: the serial HDF5 library is not thread-safe. Use one H5File
+// per thread and never call into HDF5 from two threads at once (loaders do
+// the I/O from one thread, or hold a mutex).
+#pragma once
+
+#include <hdf5.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/check_hdf5.h"
+#include "core/tensor.h"
+
+namespace mrmf::data {
+
+// Called by every entry point: turns off HDF5's automatic error printing (once).
+void hdf5_quiet();
+
+// A move-only owner of one HDF5 id; `Close` is H5Fclose, H5Dclose, ...
+// Closing never throws (a failure is logged).
+template <herr_t (*Close)(hid_t)>
+class H5Handle {
+ public:
+  H5Handle() = default;
+  explicit H5Handle(hid_t id) : id_(id) {}
+  ~H5Handle() { reset(); }
+  H5Handle(const H5Handle&) = delete;
+  H5Handle& operator=(const H5Handle&) = delete;
+  H5Handle(H5Handle&& o) noexcept : id_(std::exchange(o.id_, H5I_INVALID_HID)) {}
+  H5Handle& operator=(H5Handle&& o) noexcept {
+    if (this != &o) {
+      reset();
+      id_ = std::exchange(o.id_, H5I_INVALID_HID);
+    }
+    return *this;
+  }
+  hid_t get() const { return id_; }
+  explicit operator bool() const { return id_ >= 0; }
+  void reset() noexcept {
+    if (id_ >= 0) MRMF_H5_WARN(Close(id_));
+    id_ = H5I_INVALID_HID;
+  }
+
+ private:
+  hid_t id_ = H5I_INVALID_HID;
+};
+
+using H5FileId = H5Handle<H5Fclose>;
+using H5DatasetId = H5Handle<H5Dclose>;
+using H5SpaceId = H5Handle<H5Sclose>;
+using H5TypeId = H5Handle<H5Tclose>;
+using H5PlistId = H5Handle<H5Pclose>;
+using H5AttrId = H5Handle<H5Aclose>;
+
+// The HDF5 element types mrmf reads and writes. Float16 is not a predefined
+// HDF5 type in 1.10: it is recognised as any 2-byte float and created as an
+// IEEE binary16 layout (the same type h5py writes for numpy.float16).
+hid_t h5_native_type(DType dtype);  // borrowed id (float16: a library-owned copy, do not close)
+bool is_supported_h5_dtype(DType dtype);
+
+struct WriteOptions {
+  int64_t chunk_rows = 0;  // > 0: chunked layout with this many rows per chunk
+  int deflate = 0;         // 1..9: gzip level (requires chunk_rows > 0); 0 = off
+};
+
+class H5File {
+ public:
+  // Read-only open. A missing, non-HDF5, corrupt or truncated file is an
+  // Error of kind Data whose message names the path.
+  static H5File open_read(const std::string& path);
+  // Creates (truncates) a file for writing.
+  static H5File create(const std::string& path);
+
+  H5File() = default;
+  H5File(H5File&&) noexcept = default;
+  H5File& operator=(H5File&&) noexcept = default;
+
+  const std::string& path() const { return path_; }
+  hid_t id() const { return file_.get(); }
+  void close() { file_.reset(); }
+
+  bool exists(const std::string& dataset) const;
+  // Dimensions of a dataset (any rank; scalar -> empty). Missing -> Data error.
+  std::vector<int64_t> shape(const std::string& dataset) const;
+  // Element type as an mrmf DType; an unsupported type is a Data error naming it.
+  DType dtype(const std::string& dataset) const;
+  // A human name of the stored type ("uint8", "float64", "string", ...), for messages.
+  std::string type_name(const std::string& dataset) const;
+
+  // Whole dataset in its stored dtype (at most 5 dimensions).
+  Tensor read(const std::string& dataset) const;
+  // Rows [start, start+count) along the first axis, stored dtype.
+  Tensor read_rows(const std::string& dataset, int64_t start, int64_t count) const;
+  // Same into caller memory (e.g. a pinned buffer) holding `count` rows of `dtype`;
+  // HDF5 converts between integer/float types where they differ from the file's.
+  void read_rows_into(const std::string& dataset, int64_t start, int64_t count, DType dtype, void* dst) const;
+
+  // Creates a dataset of `shape` and `dtype` (contents written later with write_rows).
+  void create_dataset(const std::string& dataset, const std::vector<int64_t>& shape, DType dtype,
+                      const WriteOptions& opts = {});
+  // Writes a contiguous CPU tensor whose dtype matches the dataset at rows [start, start + t.size(0)).
+  void write_rows(const std::string& dataset, int64_t start, const Tensor& t);
+  // create_dataset + write_rows of the whole tensor.
+  void write(const std::string& dataset, const Tensor& t, const WriteOptions& opts = {});
+
+  // Scalar string datasets (h5py writes `meta.JSON` as a variable-length string;
+  // fixed-length strings are read too) and string attributes on the file root
+  // or on a dataset.
+  std::string read_string(const std::string& dataset) const;
+  void write_string(const std::string& dataset, const std::string& value);
+  std::optional<std::string> read_string_attribute(const std::string& object, const std::string& name) const;
+  void write_string_attribute(const std::string& object, const std::string& name, const std::string& value);
+
+ private:
+  H5DatasetId open_dataset(const std::string& dataset) const;
+  std::string path_;
+  H5FileId file_;
+};
+
+// A file written under a temporary name and renamed into place on commit(),
+// so that readers never see a half-written file and an interrupted run leaves
+// no file under the final name. The temporary is removed if never committed.
+class AtomicOutput {
+ public:
+  explicit AtomicOutput(std::string final_path);
+  ~AtomicOutput();
+  AtomicOutput(const AtomicOutput&) = delete;
+  AtomicOutput& operator=(const AtomicOutput&) = delete;
+  const std::string& temp_path() const { return temp_; }
+  const std::string& final_path() const { return final_; }
+  void commit();  // rename(temp, final), replacing an existing file
+
+ private:
+  std::string final_, temp_;
+  bool committed_ = false;
+};
+
+// IEEE binary16 <-> float32 (round to nearest even), done by hand because
+// float16 is a storage type only and HDF5 1.10 has no native half type.
+float half_to_float(uint16_t h);
+uint16_t float_to_half(float f);
+// Converts an F32/F16/U16/I16 CPU tensor to a new contiguous float32 tensor.
+Tensor to_float32(const Tensor& t);
+// Converts a float32 CPU tensor to `dtype` (F32, F16; integer types round and clamp).
+Tensor from_float32(const Tensor& t, DType dtype);
+
+std::string shape_str(const std::vector<int64_t>& dims);  // "(16, 1600, 3)"
+
+}  // namespace mrmf::data

@@ -1,0 +1,318 @@
+// HDF5 layer and the scientific file formats: round trips, float16, hyperslabs,
+// and one bad file per validation rule whose error must name the file, the
+// dataset and what was expected.
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "core/error.h"
+#include "data/formats.h"
+#include "data/h5file.h"
+
+using namespace mrmf;
+using namespace mrmf::data;
+using Catch::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh directory under the system temp dir, removed at scope exit.
+struct TempDir {
+  fs::path dir;
+  TempDir() {
+    static std::atomic<int> n{0};
+    dir = fs::temp_directory_path() / ("mrmf_fmt_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
+    fs::create_directories(dir);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  std::string operator/(const std::string& name) const { return (dir / name).string(); }
+};
+
+Tensor iota(const Shape& s, DType dt, float scale = 1.f, float offset = 0.f) {
+  Tensor f = Tensor::empty(s, DType::F32);
+  for (int64_t i = 0; i < f.numel(); ++i) f.data<float>()[i] = offset + scale * static_cast<float>(i % 997);
+  return from_float32(f, dt);
+}
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
+}
+
+// The message of the Data error `f` throws (fails the test if none or another kind).
+template <class F>
+std::string data_error(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::Data);
+    return e.what();
+  }
+  FAIL("expected an mrmf::Error of kind Data");
+  return {};
+}
+
+// A valid Neuron Inverter file with N samples per split, T time bins, C channels.
+void write_ni(const std::string& path, int64_t n = 6, int64_t t = 20, int64_t c = 3, DType dt = DType::F32) {
+  NeuronInverterWriter w(path, dt);
+  for (Split s : kAllSplits) {
+    w.create_split(s, n, t, c);
+    w.write(s, 0, iota({n, t, c}, DType::F32, 0.25f, static_cast<float>(s)), iota({n, 19}, DType::F32, 0.001f));
+  }
+  w.write_meta(R"({"source": "test"})");
+}
+
+// Builds a Neuron Inverter file from explicit datasets (to make bad ones).
+void write_raw(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& sets) {
+  H5File f = H5File::create(path);
+  for (const auto& [name, t] : sets) f.write(name, t);
+}
+
+}  // namespace
+
+TEST_CASE("h5 formats: dataset round trip of every stored dtype, with hyperslab reads", "[data][h5]") {
+  TempDir tmp;
+  const std::string path = tmp / "rt.h5";
+  const std::vector<DType> types = {DType::F32, DType::U16, DType::I16, DType::F16};
+  {
+    H5File f = H5File::create(path);
+    for (DType dt : types) f.write(std::string("d_") + dtype_name(dt), iota({7, 3, 5}, dt, 0.5f, -3.f));
+    f.write("chunked", iota({9, 4}, DType::F32), WriteOptions{4, 3});
+    f.write_string("meta.JSON", R"({"a": 1, "text": "grüße"})");
+    f.write_string_attribute("/", "note", "hello");
+  }
+  // Two read-only handles on one file at once (the many-ranks-per-file case).
+  const H5File f = H5File::open_read(path);
+  const H5File g = H5File::open_read(path);
+  for (DType dt : types) {
+    const std::string name = std::string("d_") + dtype_name(dt);
+    REQUIRE(f.exists(name));
+    REQUIRE(f.dtype(name) == dt);
+    REQUIRE(f.shape(name) == std::vector<int64_t>{7, 3, 5});
+    const Tensor all = g.read(name);
+    REQUIRE(same_bytes(all, iota({7, 3, 5}, dt, 0.5f, -3.f)));
+    const Tensor rows = f.read_rows(name, 2, 3);
+    REQUIRE(rows.shape() == Shape({3, 3, 5}));
+    REQUIRE(std::memcmp(rows.raw_data(), static_cast<char*>(all.raw_data()) + 2 * 15 * dtype_size(dt), rows.nbytes()) == 0);
+  }
+  REQUIRE(same_bytes(f.read("chunked"), iota({9, 4}, DType::F32)));
+  REQUIRE(f.read_string("meta.JSON") == R"({"a": 1, "text": "grüße"})");
+  REQUIRE(f.read_string_attribute("/", "note") == std::optional<std::string>("hello"));
+  REQUIRE_FALSE(f.read_string_attribute("/", "absent").has_value());
+  REQUIRE_FALSE(f.exists("nope/deeper"));
+  const std::string oob = data_error([&] { f.read_rows("d_float32", 5, 3); });
+  CHECK_THAT(oob, Contains("rt.h5") && Contains("'d_float32'") && Contains("out of range") && Contains("7 rows"));
+}
+
+TEST_CASE("h5 formats: float16 conversion is exact and round-to-nearest-even", "[data][h5]") {
+  REQUIRE(float_to_half(1.0f) == 0x3C00);
+  REQUIRE(float_to_half(-2.0f) == 0xC000);
+  REQUIRE(float_to_half(65504.f) == 0x7BFF);
+  REQUIRE(float_to_half(65520.f) == 0x7C00);                // rounds to +inf
+  REQUIRE(float_to_half(std::ldexp(1.f, -24)) == 0x0001);   // smallest subnormal
+  REQUIRE(float_to_half(std::ldexp(1.f, -25)) == 0x0000);   // tie -> even (zero)
+  REQUIRE(float_to_half(1.0f + std::ldexp(1.f, -11)) == 0x3C00);  // tie -> even
+  REQUIRE(float_to_half(1.0f + 3 * std::ldexp(1.f, -11)) == 0x3C02);
+  REQUIRE((float_to_half(std::numeric_limits<float>::quiet_NaN()) & 0x7C00) == 0x7C00);
+  // Every finite half survives half -> float -> half.
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    if ((h & 0x7C00) == 0x7C00) continue;
+    REQUIRE(float_to_half(half_to_float(static_cast<uint16_t>(h))) == h);
+  }
+  REQUIRE(half_to_float(0x3555) == Approx(0.33325195f));
+  REQUIRE(std::isinf(half_to_float(0xFC00)));
+}
+
+TEST_CASE("h5 formats: Neuron Inverter round trip (float32 and float16 frames)", "[data][format]") {
+  TempDir tmp;
+  for (DType dt : {DType::F32, DType::F16}) {
+    const std::string path = tmp / (std::string("ni_") + dtype_name(dt) + ".h5");
+    write_ni(path, 6, 20, 3, dt);
+    const NeuronInverterFile f = NeuronInverterFile::open(path);
+    for (Split s : kAllSplits) {
+      const auto& in = f.info(s);
+      REQUIRE(in.n == 6);
+      REQUIRE(in.t == 20);
+      REQUIRE(in.c == 3);
+      REQUIRE(in.p == 19);
+      REQUIRE(in.dtype == dt);
+    }
+    REQUIRE(f.meta_json() == std::optional<std::string>(R"({"source": "test"})"));
+    const Batch b = f.read(Split::Val, 2, 3);  // a hyperslab in the middle
+    REQUIRE(b.frames.shape() == Shape({3, 20, 3}));
+    REQUIRE(b.frames.dtype() == dt);
+    REQUIRE(b.labels.shape() == Shape({3, 19}));
+    const Tensor expect = iota({6, 20, 3}, DType::F32, 0.25f, 1.f);
+    const Tensor got = to_float32(b.frames);
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      const float e = expect.data<float>()[2 * 60 + i];
+      REQUIRE(got.data<float>()[i] == (dt == DType::F16 ? half_to_float(float_to_half(e)) : e));
+    }
+    REQUIRE(b.labels.at({0, 5}) == iota({6, 19}, DType::F32, 0.001f).at({2, 5}));
+    // float16 frames read straight into float32 memory (HDF5 converts).
+    Tensor f32 = Tensor::empty({2, 20, 3}, DType::F32), lab = Tensor::empty({2, 19}, DType::F32);
+    f.read_into(Split::Val, 2, f32, lab);
+    for (int64_t i = 0; i < f32.numel(); ++i) REQUIRE(f32.data<float>()[i] == got.data<float>()[i]);
+    const std::string oob = data_error([&] { f.read(Split::Test, 5, 2); });
+    CHECK_THAT(oob, Contains(path) && Contains("test") && Contains("6 samples"));
+  }
+}
+
+TEST_CASE("h5 formats: bad Neuron Inverter files name the file, the dataset and the expectation", "[data][format]") {
+  TempDir tmp;
+  const std::string p = tmp / "ni.h5";
+  auto lab = [](int64_t n, int64_t p_ = 19) { return iota({n, p_}, DType::F32, 0.001f); };
+  auto frames = [](int64_t n, int64_t t = 10, DType dt = DType::F32) { return iota({n, t, 3}, dt); };
+  auto good_rest = [&](std::vector<std::pair<std::string, Tensor>> v) {
+    v.push_back({"val_frames", frames(2)});
+    v.push_back({"val_unitStar_par", lab(2)});
+    v.push_back({"test_frames", frames(2)});
+    v.push_back({"test_unitStar_par", lab(2)});
+    return v;
+  };
+  std::string m;
+
+  m = data_error([&] { NeuronInverterFile::open(tmp / "missing.h5"); });
+  CHECK_THAT(m, Contains("missing.h5") && Contains("no such file"));
+
+  { std::ofstream(tmp / "text.h5") << "this is not an HDF5 file\n"; }
+  m = data_error([&] { NeuronInverterFile::open(tmp / "text.h5"); });
+  CHECK_THAT(m, Contains("text.h5") && Contains("not an HDF5 file"));
+
+  write_ni(tmp / "trunc.h5", 50, 200);
+  fs::resize_file(tmp / "trunc.h5", fs::file_size(tmp / "trunc.h5") / 2);
+  m = data_error([&] {
+    const auto f = NeuronInverterFile::open(tmp / "trunc.h5");
+    f.read(Split::Test, 0, 50);
+  });
+  CHECK_THAT(m, Contains("trunc.h5") && Contains("truncated"));
+
+  write_raw(p, good_rest({{"train_frames", iota({4, 30}, DType::F32)}, {"train_unitStar_par", lab(4)}}));
+  m = data_error([&] { NeuronInverterFile::open(p); });
+  CHECK_THAT(m, Contains("ni.h5: dataset 'train_frames' has rank 2, expected 3 (N, T, C)"));
+
+  write_raw(p, good_rest({{"train_frames", frames(4)}, {"train_unitStar_par", lab(4, 18)}}));
+  m = data_error([&] { NeuronInverterFile::open(p); });
+  CHECK_THAT(m, Contains("ni.h5") && Contains("'train_unitStar_par'") && Contains("(4, 18)") && Contains("(N, 19)"));
+
+  write_raw(p, good_rest({{"train_frames", frames(4, 10, DType::I32)}, {"train_unitStar_par", lab(4)}}));
+  m = data_error([&] { NeuronInverterFile::open(p); });
+  CHECK_THAT(m, Contains("ni.h5") && Contains("'train_frames'") && Contains("int32") && Contains("float32 or float16"));
+
+  write_raw(p, good_rest({{"train_frames", frames(4)}, {"train_unitStar_par", lab(3)}}));
+  m = data_error([&] { NeuronInverterFile::open(p); });
+  CHECK_THAT(m, Contains("ni.h5") && Contains("'train_frames'") && Contains("'train_unitStar_par'") &&
+                    Contains("4 frames") && Contains("3 labels"));
+
+  write_raw(p, good_rest({{"train_frames", frames(0)}, {"train_unitStar_par", lab(0)}}));
+  m = data_error([&] { NeuronInverterFile::open(p); });
+  CHECK_THAT(m, Contains("ni.h5") && Contains("'train_frames'") && Contains("empty"));
+
+  write_raw(p, good_rest({{"train_frames", frames(4, 12)}, {"train_unitStar_par", lab(4)}}));
+  m = data_error([&] { NeuronInverterFile::open(p); });
+  CHECK_THAT(m, Contains("ni.h5") && Contains("'val_frames'") && Contains("(10, 3)") && Contains("(12, 3)"));
+
+  write_raw(p, {{"train_frames", frames(4)}, {"train_unitStar_par", lab(4)}, {"val_frames", frames(2)}});
+  m = data_error([&] { NeuronInverterFile::open(p); });
+  CHECK_THAT(m, Contains("ni.h5") && Contains("'val_unitStar_par' not found") && Contains("(N, 19) labels"));
+  // Only the training split required: the incomplete validation split is still an error...
+  m = data_error([&] { NeuronInverterFile::open(p, {Split::Train}); });
+  CHECK_THAT(m, Contains("'val_unitStar_par' not found"));
+  // ...but an absent one is fine.
+  write_raw(p, {{"train_frames", frames(4)}, {"train_unitStar_par", lab(4)}});
+  const auto f = NeuronInverterFile::open(p, {Split::Train});
+  REQUIRE_FALSE(f.has(Split::Test));
+  m = data_error([&] { f.info(Split::Test); });
+  CHECK_THAT(m, Contains("'test_frames' not found"));
+}
+
+TEST_CASE("h5 formats: CosmoFlow authors' layout over several files", "[data][format]") {
+  TempDir tmp;
+  fs::create_directories(tmp.dir / "train");
+  const int64_t counts[3] = {3, 2, 4};
+  for (int k = 0; k < 3; ++k)
+    write_cosmoflow_file(tmp / ("train/c" + std::to_string(k) + ".h5"),
+                         iota({counts[k], 4, 5, 6, 4}, DType::U16, 1.f, static_cast<float>(100 * k)),
+                         iota({counts[k], 4}, DType::F32, 0.01f, static_cast<float>(k)));
+  const CosmoFlowFiles cf = CosmoFlowFiles::open(tmp / "train/*.h5");
+  REQUIRE(cf.num_files() == 3);
+  REQUIRE(cf.total() == 9);
+  REQUIRE(cf.samples(2) == 4);
+  REQUIRE(cf.dims() == std::array<int64_t, 3>{4, 5, 6});
+  REQUIRE(cf.dtype() == DType::U16);
+  REQUIRE(cf.locate(0) == std::pair<size_t, int64_t>{0, 0});
+  REQUIRE(cf.locate(4) == std::pair<size_t, int64_t>{1, 1});
+  REQUIRE(cf.locate(8) == std::pair<size_t, int64_t>{2, 3});
+  const Batch b = cf.read(2, 1, 2);
+  REQUIRE(b.frames.shape() == Shape({2, 4, 5, 6, 4}));
+  const Tensor all = iota({4, 4, 5, 6, 4}, DType::U16, 1.f, 200.f);
+  REQUIRE(std::memcmp(b.frames.raw_data(), all.narrow(0, 1, 2).raw_data(), b.frames.nbytes()) == 0);
+  REQUIRE(b.labels.at({1, 3}) == Approx(2.f + 0.01f * 11));
+  REQUIRE(expand_file_list((tmp / "train/c0.h5") + "," + (tmp / "train/c2.h5")).size() == 2);
+
+  // int16 and float32 maps are accepted too.
+  write_cosmoflow_file(tmp / "i16.h5", iota({2, 4, 4, 4, 4}, DType::I16), iota({2, 4}, DType::F32));
+  REQUIRE(CosmoFlowFiles::open(std::vector<std::string>{tmp / "i16.h5"}).dtype() == DType::I16);
+
+  std::string m = data_error([&] { CosmoFlowFiles::open(tmp / "nothing/*.h5"); });
+  CHECK_THAT(m, Contains("no files match") && Contains("nothing/*.h5"));
+
+  write_cosmoflow_file(tmp / "train/c9.h5", iota({2, 4, 5, 7, 4}, DType::U16), iota({2, 4}, DType::F32));
+  m = data_error([&] { CosmoFlowFiles::open(tmp / "train/*.h5"); });
+  CHECK_THAT(m, Contains("c9.h5") && Contains("'3Dmap'") && Contains("(4, 5, 7)") && Contains("c0.h5") &&
+                    Contains("(4, 5, 6)"));
+
+  write_raw(tmp / "ch3.h5", {{"3Dmap", iota({2, 4, 4, 4, 3}, DType::U16)}, {"unitPar", iota({2, 4}, DType::F32)}});
+  m = data_error([&] { CosmoFlowFiles::open(std::vector<std::string>{tmp / "ch3.h5"}); });
+  CHECK_THAT(m, Contains("ch3.h5") && Contains("'3Dmap'") && Contains("(2, 4, 4, 4, 3)") && Contains("4 channels last"));
+
+  write_raw(tmp / "u8.h5", {{"3Dmap", iota({2, 4, 4, 4, 4}, DType::U8)}, {"unitPar", iota({2, 4}, DType::F32)}});
+  m = data_error([&] { CosmoFlowFiles::open(std::vector<std::string>{tmp / "u8.h5"}); });
+  CHECK_THAT(m, Contains("u8.h5") && Contains("'3Dmap'") && Contains("uint8") && Contains("uint16, int16 or float32"));
+
+  write_raw(tmp / "nolab.h5", {{"3Dmap", iota({2, 4, 4, 4, 4}, DType::U16)}});
+  m = data_error([&] { CosmoFlowFiles::open(std::vector<std::string>{tmp / "nolab.h5"}); });
+  CHECK_THAT(m, Contains("nolab.h5") && Contains("'unitPar' not found"));
+
+  write_raw(tmp / "len.h5", {{"3Dmap", iota({3, 4, 4, 4, 4}, DType::U16)}, {"unitPar", iota({2, 4}, DType::F32)}});
+  m = data_error([&] { CosmoFlowFiles::open(std::vector<std::string>{tmp / "len.h5"}); });
+  CHECK_THAT(m, Contains("len.h5") && Contains("3 samples in '3Dmap'") && Contains("2 labels in 'unitPar'"));
+}
+
+TEST_CASE("h5 formats: CosmoFlow LBANN layout (one sample per file)", "[data][format]") {
+  TempDir tmp;
+  for (int k = 0; k < 2; ++k)
+    write_cosmoflow_lbann_file(tmp / ("s" + std::to_string(k) + ".h5"), iota({4, 6, 6, 6}, DType::F32, 0.5f, k),
+                               iota({4}, DType::F32, 0.1f, k));
+  const auto lf = CosmoFlowLbannFiles::open(tmp / "s*.h5");
+  REQUIRE(lf.size() == 2);
+  REQUIRE(lf.dims() == std::array<int64_t, 3>{6, 6, 6});
+  const Batch b = lf.read(1);
+  REQUIRE(same_bytes(b.frames, iota({4, 6, 6, 6}, DType::F32, 0.5f, 1)));
+  REQUIRE(b.labels.at({2}) == Approx(1.2f));
+  write_raw(tmp / "bad.h5", {{"full", iota({6, 6, 6, 4}, DType::F32)}, {"unitPar", iota({4}, DType::F32)}});
+  const std::string m = data_error([&] { CosmoFlowLbannFiles::open(std::vector<std::string>{tmp / "bad.h5"}); });
+  CHECK_THAT(m, Contains("bad.h5") && Contains("'full'") && Contains("(6, 6, 6, 4)") && Contains("(4, D, H, W)"));
+}
+
+TEST_CASE("h5 formats: NaN/Inf check reports the first bad index", "[data][format]") {
+  Tensor t = Tensor::full({2, 3, 4}, 1.f);
+  REQUIRE(first_non_finite(t) == -1);
+  REQUIRE_NOTHROW(check_finite(t, "frames"));
+  t.at({1, 2, 1}) = std::numeric_limits<float>::infinity();
+  t.at({1, 2, 3}) = std::nanf("");
+  REQUIRE(first_non_finite(t) == 12 + 8 + 1);
+  const std::string m = data_error([&] { check_finite(t, "ni.h5: 'train_frames' samples [0, 2)"); });
+  CHECK_THAT(m, Contains("'train_frames'") && Contains("inf") && Contains("[1, 2, 1]"));
+  Tensor h = from_float32(Tensor::full({5}, 2.f), DType::F16);
+  static_cast<uint16_t*>(h.raw_data())[3] = 0x7E00;  // half NaN
+  REQUIRE(first_non_finite(h) == 3);
+}
