@@ -61,14 +61,17 @@ int main(int argc, char** argv) {
     rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   } catch (const Error& e) {
-    std::fprintf(stderr, "mrmf: error: %s\n", e.what());
+    std::fprintf(stderr, "mrmf: error: %s\n", e.message().c_str());
     return 2;
   }
   try {
     rc = action ? action() : 0;
   } catch (const Error& e) {
-    std::fprintf(stderr, "mrmf: error: %s\n", e.what());
-    rc = (e.kind() == ErrorKind::Usage || e.kind() == ErrorKind::Config) ? 2 : 1;
+    // Usage and configuration errors are the user's to fix: show the message
+    // alone. Everything else keeps rank, file:line and the failing call.
+    const bool user = e.kind() == ErrorKind::Usage || e.kind() == ErrorKind::Config;
+    std::fprintf(stderr, "mrmf: error: %s\n", user ? e.message().c_str() : e.what());
+    rc = user ? 2 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mrmf: error: %s\n", e.what());
     rc = 1;

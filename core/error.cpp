@@ -38,7 +38,7 @@ static std::string format_message(const char* lib, const char* call, const std::
 
 void throw_error(ErrorKind kind, const char* lib, const char* call, const std::string& status, const char* file,
                  int line) {
-  throw Error(kind, format_message(lib, call, status, file, line));
+  throw Error(kind, format_message(lib, call, status, file, line), status);
 }
 
 void warn_error(const char* lib, const char* call, const std::string& status, const char* file, int line) noexcept {

@@ -20,11 +20,16 @@ enum class ErrorKind { Runtime, Usage, Config, Data, Shape, Device };
 
 class Error : public std::runtime_error {
  public:
-  Error(ErrorKind kind, const std::string& what) : std::runtime_error(what), kind_(kind) {}
+  Error(ErrorKind kind, const std::string& what, std::string message = "")
+      : std::runtime_error(what), kind_(kind), message_(message.empty() ? what : std::move(message)) {}
   ErrorKind kind() const noexcept { return kind_; }
+  // The message alone, without the "[rank R] file:line:" prefix -- what a
+  // command line shows for usage and configuration errors.
+  const std::string& message() const noexcept { return message_; }
 
  private:
   ErrorKind kind_;
+  std::string message_;
 };
 
 // The MPI rank used in messages: set once the communicator exists; before

@@ -1,0 +1,341 @@
+#include "fusion/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace mrmf {
+namespace {
+
+// One schema entry: a dotted key, how to read it into the config, and how
+// to write its current value back (for the effective-config text).
+struct Field {
+  std::string key;
+  std::function<void(RunConfig&, const YAML::Node&)> read;
+  std::function<void(const RunConfig&, YAML::Node&)> write;
+};
+
+template <class T>
+const char* type_word() {
+  if constexpr (std::is_same_v<T, bool>) return "a boolean (true/false)";
+  else if constexpr (std::is_integral_v<T>) return "an integer";
+  else if constexpr (std::is_floating_point_v<T>) return "a number";
+  else return "a string";
+}
+
+template <class T>
+T convert(const std::string& key, const YAML::Node& n) {
+  if (!n.IsScalar())
+    MRMF_THROW(Config, "config key '", key, "': expected ", type_word<T>(), ", got a ",
+               n.IsSequence() ? "list" : "map");
+  try {
+    if constexpr (std::is_same_v<T, uint64_t>) {
+      // yaml-cpp accepts "-1" for unsigned types by wrapping; refuse it.
+      const auto s = n.as<std::string>();
+      MRMF_CHECK_KIND(Config, s.empty() || s[0] != '-', "config key '", key, "': expected a non-negative integer, got '",
+                      s, "'");
+    }
+    return n.as<T>();
+  } catch (const YAML::Exception&) {
+    MRMF_THROW(Config, "config key '", key, "': expected ", type_word<T>(), ", got '", n.as<std::string>(), "'");
+  }
+}
+
+template <class T>
+std::vector<T> convert_list(const std::string& key, const YAML::Node& n) {
+  std::vector<T> out;
+  if (n.IsScalar()) {  // a single value is a one-element list
+    out.push_back(convert<T>(key, n));
+    return out;
+  }
+  MRMF_CHECK_KIND(Config, n.IsSequence() || n.IsNull(), "config key '", key, "': expected a list of ", type_word<T>());
+  for (size_t i = 0; i < n.size(); ++i) out.push_back(convert<T>(key + "[" + std::to_string(i) + "]", n[i]));
+  return out;
+}
+
+#define MRMF_FIELD(KEY, MEMBER, TYPE)                                                                   \
+  Field {                                                                                               \
+    KEY, [](RunConfig& c, const YAML::Node& n) { c.MEMBER = convert<TYPE>(KEY, n); },                  \
+        [](const RunConfig& c, YAML::Node& out) { out = c.MEMBER; }                                     \
+  }
+#define MRMF_LIST_FIELD(KEY, MEMBER, TYPE)                                                              \
+  Field {                                                                                               \
+    KEY, [](RunConfig& c, const YAML::Node& n) { c.MEMBER = convert_list<TYPE>(KEY, n); },             \
+        [](const RunConfig& c, YAML::Node& out) {                                                      \
+          out = YAML::Node(YAML::NodeType::Sequence);                                                   \
+          for (const auto& v : c.MEMBER) out.push_back(v);                                              \
+        }                                                                                               \
+  }
+
+const std::vector<Field>& schema() {
+  static const std::vector<Field> fields = {
+      MRMF_FIELD("model.name", model.name, std::string),
+      MRMF_FIELD("model.variant", model.variant, std::string),
+      MRMF_FIELD("data.format", data.format, std::string),
+      MRMF_FIELD("data.path", data.path, std::string),
+      MRMF_FIELD("data.train_files", data.train_files, std::string),
+      MRMF_FIELD("data.val_files", data.val_files, std::string),
+      MRMF_FIELD("data.test_files", data.test_files, std::string),
+      MRMF_FIELD("data.layout", data.layout, std::string),
+      MRMF_FIELD("data.transform", data.transform, std::string),
+      MRMF_LIST_FIELD("data.scale", data.scale, double),
+      MRMF_LIST_FIELD("data.reduce", data.reduce, int64_t),
+      MRMF_FIELD("data.cache", data.cache, bool),
+      MRMF_FIELD("data.prefetch", data.prefetch, int64_t),
+      MRMF_FIELD("data.max_train_samples", data.max_train_samples, int64_t),
+      MRMF_FIELD("train.batch_size", train.batch_size, int64_t),
+      MRMF_FIELD("train.val_batch_size", train.val_batch_size, int64_t),
+      MRMF_FIELD("train.seed", train.seed, uint64_t),
+      MRMF_FIELD("train.deterministic", train.deterministic, bool),
+      MRMF_FIELD("train.checkpoint_every", train.checkpoint_every, int64_t),
+      MRMF_FIELD("train.max_steps_per_epoch", train.max_steps_per_epoch, int64_t),
+      MRMF_FIELD("train.bucket_mb", train.bucket_mb, int64_t),
+      MRMF_FIELD("train.init", train.init, std::string),
+      MRMF_FIELD("train.init_groups", train.init_groups, std::string),
+      MRMF_FIELD("train.freeze", train.freeze, std::string),
+      MRMF_FIELD("optimizer.name", optimizer.name, std::string),
+      MRMF_FIELD("optimizer.lr", optimizer.lr, double),
+      MRMF_FIELD("optimizer.beta1", optimizer.beta1, double),
+      MRMF_FIELD("optimizer.beta2", optimizer.beta2, double),
+      MRMF_FIELD("optimizer.eps", optimizer.eps, double),
+      MRMF_FIELD("optimizer.weight_decay", optimizer.weight_decay, double),
+      MRMF_FIELD("optimizer.momentum", optimizer.momentum, double),
+      MRMF_FIELD("optimizer.nesterov", optimizer.nesterov, bool),
+      MRMF_FIELD("schedule.type", schedule.type, std::string),
+      MRMF_FIELD("schedule.warmup_epochs", schedule.warmup_epochs, int64_t),
+      MRMF_FIELD("schedule.plateau_factor", schedule.plateau_factor, double),
+      MRMF_FIELD("schedule.plateau_patience", schedule.plateau_patience, int64_t),
+      MRMF_FIELD("schedule.plateau_cooldown", schedule.plateau_cooldown, int64_t),
+      MRMF_FIELD("schedule.plateau_min_lr", schedule.plateau_min_lr, double),
+      MRMF_LIST_FIELD("schedule.boundaries", schedule.boundaries, int64_t),
+      MRMF_LIST_FIELD("schedule.values", schedule.values, double),
+      MRMF_FIELD("schedule.decay_steps", schedule.decay_steps, int64_t),
+      MRMF_FIELD("schedule.end_lr", schedule.end_lr, double),
+      MRMF_FIELD("schedule.power", schedule.power, double),
+      MRMF_FIELD("stop.max_epochs", stop.max_epochs, int64_t),
+      MRMF_FIELD("stop.target_val_loss", stop.target_val_loss, double),
+      MRMF_FIELD("stop.plateau_threshold", stop.plateau_threshold, double),
+      MRMF_FIELD("stop.plateau_patience", stop.plateau_patience, int64_t),
+      MRMF_FIELD("runtime.device", runtime.device, std::string),
+      MRMF_FIELD("runtime.threads", runtime.threads, int64_t),
+  };
+  return fields;
+}
+#undef MRMF_FIELD
+#undef MRMF_LIST_FIELD
+
+// Free-form maps: any key below them is accepted as a string.
+bool is_open_map(const std::string& key) { return key == "model.options"; }
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string suggestion(const std::string& key) {
+  std::string best;
+  size_t best_d = 4;  // suggest only close matches
+  for (const auto& k : run_config_keys()) {
+    const size_t d = edit_distance(key, k);
+    if (d < best_d) {
+      best_d = d;
+      best = k;
+    }
+  }
+  return best.empty() ? "" : " (did you mean '" + best + "'?)";
+}
+
+void collect_leaves(const YAML::Node& n, const std::string& prefix, std::vector<std::pair<std::string, YAML::Node>>& out,
+                    RunConfig& cfg) {
+  if (!n.IsMap()) {
+    out.emplace_back(prefix, n);
+    return;
+  }
+  for (const auto& kv : n) {
+    const std::string key = (prefix.empty() ? "" : prefix + ".") + kv.first.as<std::string>();
+    if (is_open_map(key)) {
+      MRMF_CHECK_KIND(Config, kv.second.IsMap() || kv.second.IsNull(), "config key '", key, "': expected a map");
+      for (const auto& o : kv.second) cfg.model.options[o.first.as<std::string>()] = o.second.as<std::string>();
+      continue;
+    }
+    // A known leaf holding a list (e.g. data.reduce) is not descended into.
+    collect_leaves(kv.second, key, out, cfg);
+  }
+}
+
+template <class... Ts>
+void require_one_of(const std::string& key, const std::string& v, std::initializer_list<const char*> allowed) {
+  for (const char* a : allowed)
+    if (v == a) return;
+  std::string list;
+  for (const char* a : allowed) list += std::string(list.empty() ? "" : ", ") + a;
+  MRMF_THROW(Config, "config key '", key, "': '", v, "' is not one of ", list);
+}
+
+void validate(const RunConfig& c) {
+  require_one_of("model.name", c.model.name, {"neuron_inverter", "cosmoflow"});
+  require_one_of("data.format", c.data.format, {"neuron_inverter", "cosmoflow", "cosmoflow_lbann"});
+  require_one_of("data.layout", c.data.layout, {"transpose", "reinterpret"});
+  require_one_of("data.transform", c.data.transform, {"none", "log1p", "scale"});
+  require_one_of("optimizer.name", c.optimizer.name, {"adam", "adamw", "sgd"});
+  require_one_of("schedule.type", c.schedule.type, {"constant", "plateau", "piecewise", "cosine", "polynomial"});
+  require_one_of("train.init_groups", c.train.init_groups, {"all", "bottom", "top"});
+  require_one_of("train.freeze", c.train.freeze, {"", "bottom", "top"});
+  MRMF_CHECK_KIND(Config, c.train.batch_size >= 1, "config key 'train.batch_size': must be at least 1, got ",
+                  c.train.batch_size);
+  MRMF_CHECK_KIND(Config, c.train.val_batch_size >= 0, "config key 'train.val_batch_size': must be >= 0");
+  MRMF_CHECK_KIND(Config, c.stop.max_epochs >= 1, "config key 'stop.max_epochs': must be at least 1, got ",
+                  c.stop.max_epochs);
+  MRMF_CHECK_KIND(Config, c.stop.target_val_loss >= 0, "config key 'stop.target_val_loss': must be >= 0");
+  MRMF_CHECK_KIND(Config, c.stop.plateau_threshold >= 0, "config key 'stop.plateau_threshold': must be >= 0");
+  MRMF_CHECK_KIND(Config, c.stop.plateau_threshold == 0 || c.stop.plateau_patience >= 1,
+                  "config key 'stop.plateau_patience': must be at least 1 when stop.plateau_threshold is set, got ",
+                  c.stop.plateau_patience);
+  MRMF_CHECK_KIND(Config, c.stop.plateau_patience >= 0, "config key 'stop.plateau_patience': must be >= 0, got ",
+                  c.stop.plateau_patience);
+  MRMF_CHECK_KIND(Config, c.optimizer.lr > 0, "config key 'optimizer.lr': must be positive, got ", c.optimizer.lr);
+  MRMF_CHECK_KIND(Config, c.optimizer.beta1 >= 0 && c.optimizer.beta1 < 1, "config key 'optimizer.beta1': must be in [0, 1)");
+  MRMF_CHECK_KIND(Config, c.optimizer.beta2 >= 0 && c.optimizer.beta2 < 1, "config key 'optimizer.beta2': must be in [0, 1)");
+  MRMF_CHECK_KIND(Config, c.optimizer.eps > 0, "config key 'optimizer.eps': must be positive");
+  MRMF_CHECK_KIND(Config, c.optimizer.weight_decay >= 0, "config key 'optimizer.weight_decay': must be >= 0");
+  MRMF_CHECK_KIND(Config, c.schedule.warmup_epochs >= 0, "config key 'schedule.warmup_epochs': must be >= 0");
+  MRMF_CHECK_KIND(Config, c.schedule.plateau_factor > 0 && c.schedule.plateau_factor < 1,
+                  "config key 'schedule.plateau_factor': must be in (0, 1), got ", c.schedule.plateau_factor);
+  MRMF_CHECK_KIND(Config, c.schedule.plateau_patience >= 0, "config key 'schedule.plateau_patience': must be >= 0");
+  if (c.schedule.type == "piecewise") {
+    MRMF_CHECK_KIND(Config, c.schedule.values.size() == c.schedule.boundaries.size() + 1,
+                    "config key 'schedule.values': piecewise decay needs one more value than boundaries (",
+                    c.schedule.boundaries.size(), " boundaries, ", c.schedule.values.size(), " values)");
+  }
+  if (c.schedule.type == "cosine" || c.schedule.type == "polynomial")
+    MRMF_CHECK_KIND(Config, c.schedule.decay_steps >= 1, "config key 'schedule.decay_steps': must be at least 1 for ",
+                    c.schedule.type, " decay");
+  for (size_t i = 0; i < c.data.reduce.size(); ++i)
+    MRMF_CHECK_KIND(Config, c.data.reduce[i] >= 1, "config key 'data.reduce[", i, "]': factors must be >= 1, got ",
+                    c.data.reduce[i]);
+  MRMF_CHECK_KIND(Config, c.data.prefetch >= 1, "config key 'data.prefetch': must be at least 1");
+  MRMF_CHECK_KIND(Config, c.data.transform != "scale" || !c.data.scale.empty(),
+                  "config key 'data.scale': transform 'scale' needs per-channel factors");
+  MRMF_CHECK_KIND(Config, c.train.checkpoint_every >= 0, "config key 'train.checkpoint_every': must be >= 0");
+  MRMF_CHECK_KIND(Config, c.train.bucket_mb >= 1, "config key 'train.bucket_mb': must be at least 1");
+  MRMF_CHECK_KIND(Config, c.runtime.threads >= 0, "config key 'runtime.threads': must be >= 0");
+}
+
+std::string emit(const RunConfig& c) {
+  YAML::Node root;
+  for (const auto& f : schema()) {
+    // Walk/create the nested maps for the dotted key.
+    std::vector<std::string> parts;
+    std::stringstream ss(f.key);
+    for (std::string p; std::getline(ss, p, '.');) parts.push_back(p);
+    YAML::Node leaf;
+    f.write(c, leaf);
+    YAML::Node parent = root[parts[0]];
+    for (size_t i = 1; i + 1 < parts.size(); ++i) parent = parent[parts[i]];
+    parent[parts.back()] = leaf;
+  }
+  for (const auto& [k, v] : c.model.options) root["model"]["options"][k] = v;
+  YAML::Emitter out;
+  out << root;
+  return out.c_str();
+}
+
+}  // namespace
+
+const std::vector<std::string>& run_config_keys() {
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> k;
+    for (const auto& f : schema()) k.push_back(f.key);
+    return k;
+  }();
+  return keys;
+}
+
+void apply_override(YAML::Node& root, const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  MRMF_CHECK_KIND(Config, eq != std::string::npos && eq > 0, "--set '", assignment, "': expected key=value");
+  const std::string key = assignment.substr(0, eq), value = assignment.substr(eq + 1);
+  std::vector<std::string> parts;
+  std::stringstream ss(key);
+  for (std::string p; std::getline(ss, p, '.');) {
+    MRMF_CHECK_KIND(Config, !p.empty(), "--set '", assignment, "': empty component in key '", key, "'");
+    parts.push_back(p);
+  }
+  YAML::Node parsed;
+  try {
+    parsed = YAML::Load(value);
+  } catch (const YAML::Exception& e) {
+    MRMF_THROW(Config, "--set '", assignment, "': cannot parse the value: ", e.msg);
+  }
+  // yaml-cpp's operator[] on a temporary would not write through: keep handles.
+  std::vector<YAML::Node> chain{root};
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    YAML::Node next = chain.back()[parts[i]];
+    if (!next.IsMap()) {
+      MRMF_CHECK_KIND(Config, !next.IsDefined() || next.IsNull(), "--set '", assignment, "': '", parts[i],
+                      "' is not a section");
+      chain.back()[parts[i]] = YAML::Node(YAML::NodeType::Map);
+      next = chain.back()[parts[i]];
+    }
+    chain.push_back(next);
+  }
+  chain.back()[parts.back()] = parsed.IsNull() ? YAML::Node(value) : parsed;
+}
+
+RunConfig parse_run_config(const std::string& yaml_text, const std::vector<std::string>& overrides,
+                           const std::string& origin) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::ParserException& e) {
+    MRMF_THROW(Config, origin, ":", e.mark.line + 1, ": invalid YAML: ", e.msg);
+  }
+  if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  MRMF_CHECK_KIND(Config, root.IsMap(), origin, ": the configuration must be a YAML map of sections");
+  for (const auto& o : overrides) apply_override(root, o);
+
+  RunConfig cfg;
+  std::vector<std::pair<std::string, YAML::Node>> leaves;
+  collect_leaves(root, "", leaves, cfg);
+  for (const auto& [key, node] : leaves) {
+    auto it = std::find_if(schema().begin(), schema().end(), [&](const Field& f) { return f.key == key; });
+    MRMF_CHECK_KIND(Config, it != schema().end(), origin, ": unknown config key '", key, "'", suggestion(key));
+    if (node.IsNull()) continue;  // `key:` with no value keeps the default
+    it->read(cfg, node);
+  }
+  validate(cfg);
+  cfg.text = emit(cfg);
+  return cfg;
+}
+
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::string text;
+  if (!path.empty()) {
+    std::ifstream in(path);
+    MRMF_CHECK_KIND(Config, in.good(), "cannot read config file '", path, "'");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  return parse_run_config(text, overrides, path.empty() ? "<defaults>" : path);
+}
+
+uint64_t RunConfig::hash() const {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : text) h = (h ^ ch) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace mrmf

@@ -1,0 +1,120 @@
+// Run configuration: YAML files plus `--set key=value` overrides, validated
+// against a schema before any compute.
+//
+// Every key has a dotted path (e.g. `train.batch_size`), a type and a
+// default. Unknown keys, wrong types and impossible values are reported with
+// the offending key (and a suggestion for misspelled keys) as ErrorKind::Config,
+// which the CLI maps to exit code 2.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace YAML {
+class Node;
+}
+
+namespace mrmf {
+
+struct OptimizerConfig {
+  std::string name = "adam";  // adam | adamw | sgd
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double weight_decay = 0.0;
+  double momentum = 0.9;
+  bool nesterov = false;
+};
+
+struct ScheduleConfig {
+  std::string type = "constant";  // constant | plateau | piecewise | cosine | polynomial
+  int64_t warmup_epochs = 0;      // lr * (epoch + 1) / W for the first W epochs
+  // ReduceLROnPlateau on the validation loss
+  double plateau_factor = 0.11;
+  int64_t plateau_patience = 8;
+  int64_t plateau_cooldown = 2;
+  double plateau_min_lr = 0.0;
+  // piecewise-constant decay in optimizer steps
+  std::vector<int64_t> boundaries;
+  std::vector<double> values;
+  // cosine / polynomial decay over this many steps
+  int64_t decay_steps = 0;
+  double end_lr = 0.0;
+  double power = 1.0;
+};
+
+struct StopConfig {
+  int64_t max_epochs = 10;
+  double target_val_loss = 0.0;  // 0: disabled
+  // Loss-plateau rule (MRMF paper, Sec. 3.2): stop when the train-loss
+  // decrease is below `threshold` for `patience` consecutive epochs. 0: disabled.
+  double plateau_threshold = 0.0;
+  int64_t plateau_patience = 0;
+};
+
+struct DataConfig {
+  std::string format = "neuron_inverter";  // neuron_inverter | cosmoflow | cosmoflow_lbann
+  std::string path;                        // NI: the .h5 file; CosmoFlow: folder with train/ val/ test/
+  std::string train_files, val_files, test_files;  // CosmoFlow: optional globs / comma lists
+  std::string layout = "transpose";        // NI: transpose | reinterpret (the original's view quirk)
+  std::string transform = "none";          // none | log1p | scale
+  std::vector<double> scale;               // per-channel factors for transform = scale
+  std::vector<int64_t> reduce;             // resolution reduction factor per spatial axis ([] = original)
+  bool cache = true;                       // keep reduced data in memory after the first epoch
+  int64_t prefetch = 2;                    // batches buffered by the I/O thread
+  int64_t max_train_samples = 0;           // 0: all
+};
+
+struct ModelConfig {
+  std::string name = "neuron_inverter";  // neuron_inverter | cosmoflow
+  std::string variant = "";              // cosmoflow: mrmf | lbann2019 | mlperf
+  std::map<std::string, std::string> options;
+};
+
+struct TrainConfig {
+  int64_t batch_size = 512;  // local, per rank
+  int64_t val_batch_size = 0;  // 0: same as batch_size
+  uint64_t seed = 1;
+  bool deterministic = false;
+  int64_t checkpoint_every = 1;  // epochs; 0: only at the end
+  int64_t max_steps_per_epoch = 0;  // 0: the whole shard
+  int64_t bucket_mb = 25;   // gradient allreduce bucket size
+  std::string init;         // checkpoint to start from (--init)
+  std::string init_groups = "all";  // all | bottom | top
+  std::string freeze = "";  // "" | bottom | top
+};
+
+struct RuntimeConfig {
+  std::string device = "";  // "" = $MRMF_DEVICE or auto
+  int64_t threads = 0;
+};
+
+struct RunConfig {
+  ModelConfig model;
+  DataConfig data;
+  TrainConfig train;
+  OptimizerConfig optimizer;
+  ScheduleConfig schedule;
+  StopConfig stop;
+  RuntimeConfig runtime;
+  std::string text;  // the effective configuration as YAML (for checkpoints and summaries)
+  uint64_t hash() const;  // FNV-1a of `text`: ranks must agree on it
+};
+
+// Loads a YAML file (may be empty for all defaults), applies overrides
+// ("train.epochs=5"), validates and returns the typed configuration.
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides);
+// Same from YAML text (tests, experiments that embed run configs).
+RunConfig parse_run_config(const std::string& yaml_text, const std::vector<std::string>& overrides,
+                           const std::string& origin = "<string>");
+
+// Applies `key=value` to a YAML tree (creating maps on the way); the value
+// is parsed as YAML, so lists ("[2, 2]") and numbers work. Exposed for the
+// experiment config, which nests run configs.
+void apply_override(YAML::Node& root, const std::string& assignment);
+
+// Every valid dotted key of a run configuration (for --help and suggestions).
+const std::vector<std::string>& run_config_keys();
+
+}  // namespace mrmf

@@ -1,0 +1,58 @@
+#include <catch2/catch.hpp>
+
+#include "core/error.h"
+#include "fusion/config.h"
+
+using namespace mrmf;
+
+TEST_CASE("config: defaults, YAML values and --set overrides", "[config]") {
+  RunConfig d = parse_run_config("", {});
+  CHECK(d.train.batch_size == 512);
+  CHECK(d.optimizer.name == "adam");
+  RunConfig c = parse_run_config(R"(
+model: {name: cosmoflow, variant: mrmf, options: {dropout: 0.05}}
+data: {format: cosmoflow, path: cosmo/, reduce: [2, 2, 2]}
+train: {batch_size: 8, seed: 7}
+schedule: {type: piecewise, boundaries: [1600, 2400], values: [2e-3, 2e-4, 2e-5]}
+)",
+                                 {"train.batch_size=16", "stop.max_epochs=3", "data.reduce=[1, 2, 2]"});
+  CHECK(c.model.name == "cosmoflow");
+  CHECK(c.model.options.at("dropout") == "0.05");
+  CHECK(c.train.batch_size == 16);
+  CHECK(c.train.seed == 7);
+  CHECK(c.stop.max_epochs == 3);
+  CHECK(c.data.reduce == std::vector<int64_t>{1, 2, 2});
+  CHECK(c.schedule.values.size() == 3);
+  // The effective text round-trips to the same configuration (and hash).
+  RunConfig again = parse_run_config(c.text, {});
+  CHECK(again.text == c.text);
+  CHECK(again.hash() == c.hash());
+  CHECK(parse_run_config(c.text, {"train.seed=8"}).hash() != c.hash());
+}
+
+TEST_CASE("config: bad input names the key before any compute", "[config]") {
+  auto fails_with = [](const std::string& yaml, std::vector<std::string> sets, const std::string& needle) {
+    try {
+      parse_run_config(yaml, sets);
+      FAIL("no error for " << yaml);
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::Config);
+      CHECK_THAT(std::string(e.what()), Catch::Contains(needle));
+    }
+  };
+  fails_with("train: {epochs: 5}", {}, "unknown config key 'train.epochs'");
+  fails_with("train: {batch_sise: 5}", {}, "did you mean 'train.batch_size'");
+  fails_with("train: {batch_size: many}", {}, "'train.batch_size': expected an integer, got 'many'");
+  fails_with("", {"train.batch_size=0"}, "'train.batch_size': must be at least 1");
+  fails_with("", {"stop.plateau_threshold=0.01", "stop.plateau_patience=0"}, "'stop.plateau_patience'");
+  fails_with("", {"optimizer.name=lbfgs"}, "'lbfgs' is not one of adam, adamw, sgd");
+  fails_with("", {"train.deterministic=maybe"}, "'train.deterministic': expected a boolean");
+  fails_with("", {"train.seed=-1"}, "'train.seed': expected a non-negative integer");
+  fails_with("", {"schedule.type=piecewise", "schedule.boundaries=[10]", "schedule.values=[1e-3]"},
+             "one more value than boundaries");
+  fails_with("", {"data.reduce=[2, 0]"}, "'data.reduce[1]'");
+  fails_with("train: [1, 2", {}, "invalid YAML");
+  fails_with("", {"nonsense"}, "expected key=value");
+  fails_with("train: {batch_size: 4}", {"train.batch_size.x=1"}, "not a section");
+  fails_with("", {"train.batch_size.x=1"}, "unknown config key 'train.batch_size.x'");
+}
