@@ -151,6 +151,27 @@ void Communicator::allreduce_avg(const Tensor& t, Stream& stream) {
   kernels::axpby(stream, t, t, 0.f, 1.f / static_cast<float>(size_));
 }
 
+Communicator::Request Communicator::iallreduce_sum(const Tensor& t, Stream& stream) {
+  Request r;
+  MRMF_CHECK_KIND(Shape, t.dtype() == DType::F32 && t.is_contiguous(), "allreduce: expected a contiguous float32 tensor, got ",
+                  t.str());
+  if (size_ == 1 || t.numel() == 0) return r;
+  if (t.device().is_cuda()) {
+    allreduce_sum(t, stream);  // NCCL: already asynchronous on the stream
+    r.stream = &stream;
+    return r;
+  }
+  MRMF_CHECK(t.numel() < (int64_t(1) << 31), "non-blocking allreduce of ", t.numel(), " elements exceeds MPI's int count");
+  MRMF_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, t.raw_data(), static_cast<int>(t.numel()), MPI_FLOAT, MPI_SUM, comm_, &r.mpi));
+  return r;
+}
+
+void Communicator::wait(Request& r) {
+  if (r.mpi != MPI_REQUEST_NULL) MRMF_MPI_CHECK(MPI_Wait(&r.mpi, MPI_STATUS_IGNORE));
+  if (r.stream) r.stream->synchronize();
+  r = Request{};
+}
+
 void Communicator::broadcast(const Tensor& t, int root, Stream& stream) {
   MRMF_CHECK_KIND(Shape, t.is_contiguous(), "broadcast: expected a contiguous tensor, got ", t.str());
   if (size_ == 1 || t.numel() == 0) return;

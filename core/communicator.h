@@ -48,6 +48,16 @@ class Communicator {
   void allreduce_sum(const Tensor& t, Stream& stream);
   void allreduce_avg(const Tensor& t, Stream& stream);
   void broadcast(const Tensor& t, int root, Stream& stream);
+
+  // Non-blocking sum: CPU tensors start an MPI_Iallreduce (completed by
+  // wait()); CUDA tensors enqueue an NCCL all-reduce on `stream`, which is
+  // asynchronous by nature (wait() then only synchronizes the stream).
+  struct Request {
+    MPI_Request mpi = MPI_REQUEST_NULL;
+    Stream* stream = nullptr;
+  };
+  Request iallreduce_sum(const Tensor& t, Stream& stream);
+  void wait(Request& r);
   double allreduce_sum(double v) const;
   double allreduce_max(double v) const;
   void barrier() const;

@@ -46,7 +46,10 @@ Tensor Sequential::forward(Context& ctx, const Tensor& x) {
 Tensor Sequential::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   MRMF_CHECK(!tape_.empty() || children_.empty(), "Sequential '", name(), "': backward without a forward pass");
   Tensor g = dy;
-  for (size_t i = tape_.size(); i-- > 0;) g = tape_[i]->backward(ctx, g, need_dx || i > 0);
+  for (size_t i = tape_.size(); i-- > 0;) {
+    g = tape_[i]->backward(ctx, g, need_dx || i > 0);
+    if (backward_hook_) backward_hook_(*tape_[i]);
+  }
   tape_.clear();
   return g;
 }
@@ -63,9 +66,30 @@ Model::Model(std::string name, Shape sample_shape) : name_(std::move(name)), sam
 
 void Model::build(Device device, uint64_t seed, InitScheme scheme) {
   MRMF_CHECK(!store_.finalized(), "model '", name_, "' built twice");
+  // Register child by child to learn which parameters each top-level module
+  // owns (the trainer's gradient buckets follow backward's module order).
   net_.register_params(store_, "", ParamGroup::Bottom);
+  {
+    // Offsets are assigned in registration order, so a module's first
+    // parameter is the first entry whose name starts with its prefix.
+    for (size_t i = 0; i < net_.size(); ++i) {
+      const std::string prefix = net_.child(i).name() + ".";
+      int64_t first = -1;
+      for (const auto& e : store_.entries())
+        if (e.kind == ParamKind::Param && e.name.rfind(prefix, 0) == 0) {
+          first = e.offset;
+          break;
+        }
+      first_offset_[&net_.child(i)] = first;
+    }
+  }
   store_.finalize(device);
   net_.init_params(seed, scheme);
+}
+
+int64_t Model::first_param_offset(const Module& m) const {
+  auto it = first_offset_.find(&m);
+  return it == first_offset_.end() ? -1 : it->second;
 }
 
 Shape Model::output_shape(int64_t batch) const {

@@ -7,8 +7,10 @@
 // records the modules it actually ran (a tape) and replays them in reverse.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "layers/context.h"
@@ -70,6 +72,10 @@ class Sequential : public Module {
   Tensor backward(Context& ctx, const Tensor& dy, bool need_dx) override;
   void clear_saved() override;
 
+  // Called after each child's backward with that child: lets the trainer
+  // launch the all-reduce of gradients that are final while backward goes on.
+  void set_backward_hook(std::function<void(Module&)> hook) { backward_hook_ = std::move(hook); }
+
   size_t size() const { return children_.size(); }
   Module& child(size_t i) { return *children_[i].module; }
   ParamGroup child_group(size_t i) const { return children_[i].group; }
@@ -81,6 +87,7 @@ class Sequential : public Module {
   };
   std::vector<Child> children_;
   std::vector<Module*> tape_;  // modules run by the last forward, in order
+  std::function<void(Module&)> backward_hook_;
 };
 
 // A model: a network, its parameter store and its input shape (per sample).
@@ -100,6 +107,10 @@ class Model {
   // dloss/doutput -> parameter gradients in params().grads().
   void backward(Context& ctx, const Tensor& dy);
 
+  // Parameters registered by `m` (directly or through children): the
+  // element offset of the first one in params().values(), or -1 if none.
+  int64_t first_param_offset(const Module& m) const;
+
   ParamStore& params() { return store_; }
   const ParamStore& params() const { return store_; }
   Shape output_shape(int64_t batch) const;
@@ -109,6 +120,7 @@ class Model {
   Shape sample_shape_;
   Sequential net_;
   ParamStore store_;
+  std::unordered_map<const Module*, int64_t> first_offset_;
 };
 
 // Seeded initializers (Philox streams keyed by seed and parameter offset, so

@@ -1,0 +1,52 @@
+#include "fusion/grad_sync.h"
+
+#include <chrono>
+
+#include "kernels/elementwise_ops.h"
+
+namespace mrmf {
+
+GradientSync::GradientSync(Communicator& comm, ParamStore& store, size_t bucket_bytes) : comm_(comm), store_(store) {
+  const int64_t n = store.num_param_elements();
+  const int64_t per = std::max<int64_t>(ParamStore::kAlign, static_cast<int64_t>(bucket_bytes / sizeof(float)));
+  for (int64_t end = n; end > 0;) {
+    const int64_t begin = std::max<int64_t>(0, end - per);
+    buckets_.push_back(Bucket{begin, end, false, {}});
+    end = begin;
+  }
+}
+
+void GradientSync::begin_step() {
+  for (auto& b : buckets_) b.launched = false;
+  launched_ = 0;
+}
+
+void GradientSync::launch(Bucket& b, Stream& stream) {
+  b.req = comm_.iallreduce_sum(store_.grads().narrow(0, b.begin, b.end - b.begin), stream);
+  b.launched = true;
+  ++launched_;
+}
+
+void GradientSync::ready_from(int64_t offset, Stream& stream) {
+  if (comm_.size() == 1 || offset < 0) return;
+  for (auto& b : buckets_) {
+    if (b.launched) continue;
+    if (b.begin < offset) break;  // buckets are ordered from the end: later ones are not ready either
+    launch(b, stream);
+  }
+}
+
+double GradientSync::finish(Stream& stream) {
+  if (comm_.size() == 1) return 0.0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto& b : buckets_)
+    if (!b.launched) launch(b, stream);
+  for (auto& b : buckets_) comm_.wait(b.req);
+  // One scaling pass over the whole buffer rather than one per bucket.
+  Tensor g = store_.grads();
+  kernels::axpby(stream, g, g, 0.f, 1.f / static_cast<float>(comm_.size()));
+  stream.synchronize();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace mrmf
