@@ -9,14 +9,23 @@ namespace mrmf::kernels::cpu {
 
 constexpr int64_t kSerialBelow = 1 << 14;
 
+// Each thread runs a private copy of the functor: with the shared original,
+// a store through one of its float pointers might alias its own float
+// members (a slope, a scale), which forces reloads and blocks vectorization;
+// a local copy whose address never escapes is split into registers.
 template <class F>
 void launch(void* /*stream*/, int64_t n, const F& f) {
   if (n < kSerialBelow) {
-    for (int64_t i = 0; i < n; ++i) f(i);
+    const F local = f;
+    for (int64_t i = 0; i < n; ++i) local(i);
     return;
   }
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) f(i);
+#pragma omp parallel
+  {
+    const F local = f;
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) local(i);
+  }
 }
 
 }  // namespace mrmf::kernels::cpu
