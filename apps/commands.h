@@ -17,7 +17,9 @@ using Action = std::function<int()>;
 // (called only if that subcommand was selected).
 void add_info_command(CLI::App& app, Action& action);
 void add_datagen_command(CLI::App& app, Action& action);
+void add_downsample_command(CLI::App& app, Action& action);
 void add_demo_command(CLI::App& app, Action& action);
+void add_train_command(CLI::App& app, Action& action);
 
 // Common options shared by subcommands that run models.
 struct RuntimeFlags {

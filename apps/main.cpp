@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "apps/commands.h"
+#include "core/communicator.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -51,8 +52,12 @@ int main(int argc, char** argv) {
   cli::Action action;
   cli::add_info_command(app, action);
   cli::add_datagen_command(app, action);
+  cli::add_downsample_command(app, action);
   cli::add_demo_command(app, action);
+  cli::add_train_command(app, action);
 
+  // MPI is initialized for every command (a singleton launch needs no
+  // mpirun); usage errors are reported before that.
   int rc = 0;
   try {
     app.parse(argc, argv);
@@ -65,6 +70,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    mpi_init(&argc, &argv);
     rc = action ? action() : 0;
   } catch (const Error& e) {
     // Usage and configuration errors are the user's to fix: show the message
@@ -77,5 +83,12 @@ int main(int argc, char** argv) {
     rc = 1;
   }
   release_cached_memory();  // while the CUDA driver is still alive
+  if (rc != 0 && mpi_initialized()) {
+    // One failing rank must not leave the others waiting in a collective.
+    int size = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size > 1) mpi_abort(rc);
+  }
+  mpi_finalize();
   return rc;
 }

@@ -1,0 +1,48 @@
+// `mrmf downsample`: a coarse copy of a data set for the low-resolution models
+// (see data/downsample.h).
+//
+//   mrmf downsample --in ni.h5 --out ni_t800.h5 --factor 2 --axes t
+//   mrmf downsample --in cosmo/ --out cosmo_half/ --factor 2 --axes x,y,z
+//
+// Exit codes: 0 done, 2 usage (bad axes/factor, output exists without --force),
+// 1 data/runtime failure (missing file, factor not dividing an axis, ...).
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "apps/commands.h"
+#include "data/downsample.h"
+
+namespace mrmf::cli {
+
+void add_downsample_command(CLI::App& app, Action& action) {
+  struct Flags {
+    std::string in, out;
+    data::DownsampleOptions opts;
+  };
+  auto f = std::make_shared<Flags>();  // owned by the callback, which outlives parsing
+  auto* sub = app.add_subcommand(
+      "downsample", "Write a coarse copy of a data set: mean of every k adjacent elements along the given axes");
+  sub->add_option("--in", f->in, "Neuron Inverter .h5 file, or CosmoFlow folder")->required();
+  sub->add_option("--out", f->out, "output file (Neuron Inverter) or folder (CosmoFlow)")->required();
+  sub->add_option("--factor", f->opts.factor, "elements averaged per axis")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--axes", f->opts.axes, "t (Neuron Inverter) or a comma list of x,y,z (CosmoFlow: D,H,W)")
+      ->capture_default_str();
+  sub->add_flag("--force", f->opts.force, "replace existing output");
+  sub->callback([&action, f] {
+    action = [f] {
+      const auto s = data::downsample_dataset(f->in, f->out, f->opts);
+      std::printf("downsample: wrote %lld file(s) under %s (%lld samples, factor %lld along %s) %.1f MB -> %.1f MB "
+                  "in %.1f s\n",
+                  static_cast<long long>(s.files), f->out.c_str(), static_cast<long long>(s.samples),
+                  static_cast<long long>(f->opts.factor), f->opts.axes.c_str(), s.bytes_in / 1e6, s.bytes_out / 1e6,
+                  s.seconds);
+      return 0;
+    };
+  });
+}
+
+}  // namespace mrmf::cli

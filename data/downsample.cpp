@@ -1,0 +1,233 @@
+// Offline resolution reducer; see data/downsample.h.
+#include "data/downsample.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <sstream>
+
+#include "core/error.h"
+#include "data/formats.h"
+#include "data/h5file.h"
+
+namespace fs = std::filesystem;
+
+namespace mrmf::data {
+namespace {
+
+// Rows per streamed block: as many as fit in max_block_bytes (at least one).
+int64_t rows_per_block(int64_t row_bytes, const DownsampleOptions& o) {
+  return std::max<int64_t>(1, o.max_block_bytes / std::max<int64_t>(1, row_bytes));
+}
+
+void check_divides(const std::string& file, const std::string& dataset, const char* axis, int64_t len,
+                   int64_t factor) {
+  MRMF_CHECK_KIND(Data, factor >= 1 && len % factor == 0 && len / factor >= 1, file, ": dataset '", dataset,
+                  "' axis ", axis, " has length ", len, ", not divisible by the factor ", factor);
+}
+
+void refuse_existing(const std::string& path, bool force) {
+  MRMF_CHECK_KIND(Usage, force || !fs::exists(path), path, " exists (use --force to replace it)");
+}
+
+std::string describe(const std::string& in, const std::string& axes, int64_t factor) {
+  std::ostringstream os;
+  os << "block mean along " << axes;
+  if (factor > 1) os << " by " << factor;
+  os << " of " << in;
+  return os.str();
+}
+
+}  // namespace
+
+Tensor average_blocks_channels_last(const Tensor& x, const std::vector<int64_t>& factors) {
+  const int k = x.ndim() - 2;
+  MRMF_CHECK(x.dtype() == DType::F32 && x.is_contiguous() && !x.device().is_cuda() && k >= 1 && k <= 3 &&
+                 static_cast<int>(factors.size()) == k,
+             "average_blocks_channels_last: expected a contiguous float32 CPU [N, s..., C] and one factor per "
+             "spatial axis, got ",
+             x.str(), " and ", factors.size(), " factor(s)");
+  int64_t in[3] = {1, 1, 1}, f[3] = {1, 1, 1}, out[3];
+  for (int d = 0; d < k; ++d) {
+    in[3 - k + d] = x.size(1 + d);
+    f[3 - k + d] = factors[static_cast<size_t>(d)];
+    MRMF_CHECK_KIND(Shape, f[3 - k + d] >= 1 && in[3 - k + d] % f[3 - k + d] == 0, "spatial axis ", d,
+                    " has length ", in[3 - k + d], ", not divisible by the factor ", f[3 - k + d]);
+  }
+  for (int d = 0; d < 3; ++d) out[d] = in[d] / f[d];
+  const int64_t N = x.size(0), C = x.size(-1);
+  std::vector<int64_t> od{N};
+  for (int d = 3 - k; d < 3; ++d) od.push_back(out[d]);
+  od.push_back(C);
+  Tensor y = Tensor::empty(Shape(od), DType::F32);
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  const float inv = 1.f / static_cast<float>(f[0] * f[1] * f[2]);
+  const int64_t planes = N * out[0] * out[1];
+  // Sums each block in (a, b, z) order then scales: the same order as the
+  // fused kernel, so the two agree bit-for-bit without a transform.
+#pragma omp parallel for schedule(static) if (x.numel() >= (1 << 16))
+  for (int64_t p = 0; p < planes; ++p) {
+    const int64_t n = p / (out[0] * out[1]), o0 = (p / out[1]) % out[0], o1 = p % out[1];
+    for (int64_t o2 = 0; o2 < out[2]; ++o2)
+      for (int64_t c = 0; c < C; ++c) {
+        float acc = 0.f;
+        for (int64_t a = 0; a < f[0]; ++a)
+          for (int64_t b = 0; b < f[1]; ++b)
+            for (int64_t z = 0; z < f[2]; ++z)
+              acc += xp[(((n * in[0] + o0 * f[0] + a) * in[1] + o1 * f[1] + b) * in[2] + o2 * f[2] + z) * C + c];
+        yp[(((n * out[0] + o0) * out[1] + o1) * out[2] + o2) * C + c] = acc * inv;
+      }
+  }
+  return y;
+}
+
+DownsampleSummary downsample_neuron_file(const std::string& in, const std::string& out, int64_t k,
+                                         const DownsampleOptions& opts) {
+  const auto t0 = std::chrono::steady_clock::now();
+  MRMF_CHECK_KIND(Usage, k >= 1, "factor must be >= 1, got ", k);
+  MRMF_CHECK_KIND(Usage, fs::absolute(in).lexically_normal() != fs::absolute(out).lexically_normal(),
+                  "--out must differ from --in (", in, ")");
+  refuse_existing(out, opts.force);
+  const NeuronInverterFile src = NeuronInverterFile::open(in, {Split::Train});
+  int64_t total = 0;
+  for (Split s : kAllSplits)
+    if (src.has(s)) {
+      check_divides(in, NeuronInverterFile::frames_name(s), "T", src.info(s).t, k);
+      total += src.info(s).n;
+    }
+  if (!fs::path(out).parent_path().empty()) fs::create_directories(fs::path(out).parent_path());
+  DownsampleSummary sum;
+  {
+    AtomicOutput atomic(out);
+    H5File w = H5File::create(atomic.temp_path());
+    int64_t done = 0;
+    for (Split s : kAllSplits) {
+      if (!src.has(s)) continue;
+      const NeuronSplitInfo& info = src.info(s);
+      const std::string fn = NeuronInverterFile::frames_name(s), ln = NeuronInverterFile::labels_name(s);
+      w.create_dataset(fn, {info.n, info.t / k, info.c}, DType::F32);
+      w.create_dataset(ln, {info.n, info.p}, DType::F32);
+      const int64_t rows = rows_per_block(info.t * info.c * 4, opts);
+      Tensor frames = Tensor::empty({std::min(rows, info.n), info.t, info.c}, DType::F32);
+      Tensor labels = Tensor::empty({std::min(rows, info.n), info.p}, DType::F32);
+      for (int64_t r = 0; r < info.n; r += rows) {
+        const int64_t cnt = std::min(rows, info.n - r);
+        Tensor fr = frames.narrow(0, 0, cnt), lb = labels.narrow(0, 0, cnt);
+        src.read_into(s, r, fr, lb);  // HDF5 converts float16 to float32
+        w.write_rows(fn, r, average_blocks_channels_last(fr, {k}));
+        w.write_rows(ln, r, lb);
+        done += cnt;
+        sum.bytes_in += cnt * info.t * info.c * static_cast<int64_t>(dtype_size(info.dtype));
+        sum.bytes_out += cnt * (info.t / k) * info.c * 4;
+        if (opts.progress) opts.progress(done, total);
+      }
+    }
+    if (auto meta = src.meta_json()) w.write_string("meta.JSON", *meta);
+    w.write_string_attribute("/", "mrmf_downsample", describe(in, "t", k));
+    w.close();
+    atomic.commit();
+  }
+  sum.files = 1;
+  sum.samples = total;
+  sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return sum;
+}
+
+DownsampleSummary downsample_cosmoflow_dir(const std::string& in_dir, const std::string& out_dir,
+                                           const std::array<int64_t, 3>& f, const DownsampleOptions& opts) {
+  const auto t0 = std::chrono::steady_clock::now();
+  MRMF_CHECK_KIND(Data, fs::is_directory(in_dir), in_dir, ": not a directory (expected a CosmoFlow folder)");
+  const fs::path inp = fs::absolute(in_dir).lexically_normal(), outp = fs::absolute(out_dir).lexically_normal();
+  MRMF_CHECK_KIND(Usage, inp != outp, "--out must differ from --in (", in_dir, ")");
+  // Every *.h5 below the input folder (not below the output folder if nested), sorted.
+  std::vector<fs::path> rel;
+  for (const auto& e : fs::recursive_directory_iterator(inp)) {
+    if (!e.is_regular_file() || e.path().extension() != ".h5") continue;
+    const fs::path r = fs::relative(e.path(), inp);
+    if (e.path().string().rfind(outp.string() + "/", 0) == 0) continue;
+    rel.push_back(r);
+  }
+  std::sort(rel.begin(), rel.end());
+  MRMF_CHECK_KIND(Data, !rel.empty(), in_dir, ": no .h5 files found (expected CosmoFlow files with '3Dmap')");
+  // Validate everything before writing anything.
+  int64_t total = 0;
+  std::vector<CosmoFlowFiles> srcs;
+  for (const auto& r : rel) {
+    const std::string p = (inp / r).string();
+    srcs.push_back(CosmoFlowFiles::open(std::vector<std::string>{p}));
+    const auto dims = srcs.back().dims();
+    const char* names[3] = {"D (x)", "H (y)", "W (z)"};
+    for (int d = 0; d < 3; ++d) check_divides(p, "3Dmap", names[d], dims[static_cast<size_t>(d)], f[static_cast<size_t>(d)]);
+    total += srcs.back().total();
+    refuse_existing((outp / r).string(), opts.force);
+  }
+  DownsampleSummary sum;
+  int64_t done = 0;
+  for (size_t i = 0; i < rel.size(); ++i) {
+    const CosmoFlowFiles& src = srcs[i];
+    const auto dims = src.dims();
+    const int64_t C = src.channels(), n = src.total();
+    const std::string in_path = src.path(0), out_path = (outp / rel[i]).string();
+    fs::create_directories(fs::path(out_path).parent_path());
+    const H5File h = H5File::open_read(in_path);
+    AtomicOutput atomic(out_path);
+    H5File o = H5File::create(atomic.temp_path());
+    const int64_t od[3] = {dims[0] / f[0], dims[1] / f[1], dims[2] / f[2]};
+    o.create_dataset("3Dmap", {n, od[0], od[1], od[2], C}, DType::F32);
+    const int64_t rows = rows_per_block(dims[0] * dims[1] * dims[2] * C * 4, opts);
+    for (int64_t r = 0; r < n; r += rows) {
+      const int64_t cnt = std::min(rows, n - r);
+      Tensor x = Tensor::empty({cnt, dims[0], dims[1], dims[2], C}, DType::F32);
+      h.read_rows_into("3Dmap", r, cnt, DType::F32, x.raw_data());  // HDF5 converts the integer counts
+      check_finite(x, in_path + ": dataset '3Dmap'");
+      o.write_rows("3Dmap", r, average_blocks_channels_last(x, {f[0], f[1], f[2]}));
+      done += cnt;
+      sum.bytes_in += x.numel() * static_cast<int64_t>(dtype_size(src.dtype()));
+      sum.bytes_out += cnt * od[0] * od[1] * od[2] * C * 4;
+      if (opts.progress) opts.progress(done, total);
+    }
+    o.write("unitPar", h.read("unitPar"));
+    std::ostringstream axes;
+    axes << "(D, H, W) with factors (" << f[0] << ", " << f[1] << ", " << f[2] << ")";
+    o.write_string_attribute("/", "mrmf_downsample", describe(in_path, axes.str(), 1));
+    o.close();
+    atomic.commit();
+    ++sum.files;
+  }
+  sum.samples = total;
+  sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return sum;
+}
+
+DownsampleSummary downsample_dataset(const std::string& in, const std::string& out, const DownsampleOptions& opts) {
+  MRMF_CHECK_KIND(Usage, opts.factor >= 1, "--factor must be >= 1, got ", opts.factor);
+  std::vector<std::string> axes;
+  {
+    std::stringstream ss(opts.axes);
+    std::string a;
+    while (std::getline(ss, a, ',')) {
+      if (a.empty()) continue;
+      MRMF_CHECK_KIND(Usage, a == "t" || a == "x" || a == "y" || a == "z", "--axes: unknown axis '", a,
+                      "' (expected t, or a comma list of x, y, z)");
+      MRMF_CHECK_KIND(Usage, std::find(axes.begin(), axes.end(), a) == axes.end(), "--axes: axis '", a,
+                      "' given twice");
+      axes.push_back(a);
+    }
+  }
+  MRMF_CHECK_KIND(Usage, !axes.empty(), "--axes: no axis given (expected t, or a comma list of x, y, z)");
+  MRMF_CHECK_KIND(Data, fs::exists(in), in, ": no such file or directory");
+  if (!fs::is_directory(in)) {
+    MRMF_CHECK_KIND(Usage, axes.size() == 1 && axes[0] == "t", "--axes ", opts.axes, ": ", in,
+                    " is a Neuron Inverter file, whose only reducible axis is t");
+    return downsample_neuron_file(in, out, opts.factor, opts);
+  }
+  std::array<int64_t, 3> f{1, 1, 1};
+  for (const auto& a : axes) {
+    MRMF_CHECK_KIND(Usage, a != "t", "--axes t: ", in, " is a CosmoFlow folder, whose axes are x, y, z");
+    f[static_cast<size_t>(a[0] - 'x')] = opts.factor;
+  }
+  return downsample_cosmoflow_dir(in, out, f, opts);
+}
+
+}  // namespace mrmf::data

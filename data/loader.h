@@ -1,0 +1,124 @@
+// Training-data loaders: the one interface the trainer uses for every format.
+//
+//   auto L = data::open_loader({DataFormat::NeuronInverter, "ni.h5", Split::Train}, opts);
+//   for (int64_t e = 0; e < epochs; ++e) {
+//     L->start_epoch(e);
+//     data::LoaderBatch b;
+//     while (L->next(b)) { ... b.x [B, C, ...] float32 on opts.device, b.y [B, P] ...; io += L->wait_seconds(); }
+//   }
+//
+// Sharding (as the original codes do it, see shared/REFERENCE.md):
+//   * Neuron Inverter: rank r preloads the contiguous slice
+//     [r * S, (r + 1) * S) with S = floor(N / world / B) * B, checks it for NaN/Inf once,
+//     and shuffles it locally every epoch; no partial batch.
+//   * CosmoFlow (authors' files, LBANN files): files are dealt round-robin to
+//     ranks (file f -> rank f % world); with fewer files than ranks, contiguous
+//     sample-level shards of floor(total / world). Samples are streamed from
+//     HDF5 (hyperslab of one sample), checked per batch; every rank runs
+//     min over ranks of floor(local / B) batches so that all ranks take the same
+//     number of steps (global batch = B x world).
+// Pipeline: the process's single I/O thread (data/prefetch.h) reads and, on the
+// CPU, also converts/reduces (fused kernel, kernels/fused_downsample.h) up to
+// `prefetch_depth` batches ahead; on a CUDA device it fills pinned staging
+// buffers with the raw samples, and next() copies them asynchronously on the
+// loader's own stream and reduces them there. With cache_in_memory the reduced
+// samples (CPU) or raw samples (CUDA, streamed formats) are kept after their
+// first use when the shard fits in cache_max_bytes, so later epochs skip the
+// I/O (and on the CPU the reduction).
+// Order: Fisher-Yates over Philox(seed, epoch, rank) (data/shuffle.h); the
+// same (seed, epoch, rank) gives the same batches whatever the thread timing,
+// and restore(state()) resumes mid-epoch with the same order.
+// Errors: every bad input is an mrmf::Error (kind Data, or Usage for bad
+// options) naming the file, the dataset and what was expected; an error in the
+// I/O thread is re-thrown by next() with its message. Destroying a loader
+// mid-epoch waits for its in-flight job (at most one batch) and never hangs.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "data/formats.h"
+#include "kernels/fused_downsample.h"
+
+namespace mrmf::data {
+
+enum class DataFormat { NeuronInverter, CosmoFlow, CosmoFlowLbann };
+DataFormat parse_data_format(const std::string& s);  // neuron_inverter | cosmoflow | cosmoflow_lbann (Usage error)
+const char* data_format_name(DataFormat f);
+
+struct DataSpec {
+  DataFormat format = DataFormat::NeuronInverter;
+  // Neuron Inverter: the .h5 file. CosmoFlow: a folder (its <split>/*.h5 are
+  // used, or *.h5 directly in it), a glob pattern, or a comma-separated list.
+  std::string path;
+  Split split = Split::Train;
+};
+
+// How the Neuron Inverter (N, T, C) frames become [C, T]: a real transpose,
+// or the original code's `x.view(-1, C, T)` memory reinterpretation.
+enum class NiLayout { Transpose, Reinterpret };
+
+struct Transform {
+  kernels::FusedTransform kind = kernels::FusedTransform::None;  // applied per element before averaging
+  std::vector<float> scale, shift;                                // per channel, for Scale: x * scale + shift
+};
+
+struct LoaderOptions {
+  int64_t batch_size = 1;  // local (per rank)
+  bool shuffle = true;
+  uint64_t seed = 0;
+  int rank = 0, world = 1;
+  Device device = Device::cpu();
+  // Reduction factor per spatial axis (NI: {t}; CosmoFlow: {x=D, y=H, z=W});
+  // empty = full resolution; a single value applies to every spatial axis.
+  std::vector<int64_t> reduce;
+  Transform transform;
+  NiLayout ni_layout = NiLayout::Transpose;
+  bool cache_in_memory = true;
+  int64_t cache_max_bytes = 0;  // 0: a quarter of the machine's physical memory
+  int prefetch_depth = 2;       // batches produced ahead; 0 = synchronous reads in next()
+  int io_threads = 1;           // OpenMP threads the I/O thread may use for CPU reductions (0 = all)
+};
+
+struct LoaderBatch {
+  Tensor x;            // float32 [B, C, spatial...] channels-first, on opts.device
+  Tensor y;            // float32 [B, P], on opts.device
+  int64_t index = -1;  // batch index within the epoch
+};
+
+struct LoaderState {
+  int64_t epoch = 0;
+  int64_t batch = 0;  // next batch to be returned
+  uint64_t seed = 0;
+};
+
+class Loader {
+ public:
+  virtual ~Loader() = default;
+  // Starts epoch `epoch` at its first batch (cancels an unfinished epoch).
+  virtual void start_epoch(int64_t epoch) = 0;
+  // Next batch of the epoch; false when the epoch is over. Tensors are freshly
+  // allocated per batch, so the caller may keep them.
+  virtual bool next(LoaderBatch& out) = 0;
+  virtual int64_t batches_per_epoch() const = 0;
+  int64_t samples_per_epoch() const { return batches_per_epoch() * batch_size(); }  // local
+  virtual int64_t batch_size() const = 0;
+  virtual int64_t local_samples() const = 0;  // size of this rank's shard
+  virtual Shape sample_shape() const = 0;     // [C, spatial...] after reduction
+  virtual int64_t num_labels() const = 0;     // P
+  // Seconds next() blocked waiting for data since start_epoch().
+  virtual double wait_seconds() const = 0;
+  virtual LoaderState state() const = 0;
+  // Resumes at state.batch of state.epoch with the same order (seed must match).
+  virtual void restore(const LoaderState& state) = 0;
+  // Global sample ids (file-order index within the split) of this rank's
+  // shard, in local order; for tests and diagnostics.
+  virtual const std::vector<int64_t>& shard_ids() const = 0;
+};
+
+std::unique_ptr<Loader> open_loader(const DataSpec& spec, LoaderOptions opts);
+
+}  // namespace mrmf::data

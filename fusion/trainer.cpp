@@ -1,0 +1,412 @@
+#include "fusion/trainer.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/log.h"
+#include "core/nvtx.h"
+#include "fusion/checkpoint.h"
+#include "fusion/grad_sync.h"
+#include "kernels/elementwise_ops.h"
+#include "optim/adam.h"
+#include "optim/sgd.h"
+
+namespace mrmf {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+static double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::string EpochRecord::to_json() const {
+  nlohmann::json j{{"epoch", epoch},         {"train_loss", train_loss}, {"val_loss", val_loss},
+                   {"lr", lr},               {"io_s", io_s},             {"compute_s", compute_s},
+                   {"comm_s", comm_s},       {"val_s", val_s},           {"epoch_s", epoch_s},
+                   {"samples_per_s", samples_per_s}, {"steps", steps},  {"samples", samples}};
+  if (!tag.empty()) j["tag"] = tag;
+  return j.dump();
+}
+
+// ------------------------------------------------------------------ factories
+data::LoaderOptions loader_options(const RunConfig& cfg, const Communicator& comm, Device device, bool training) {
+  data::LoaderOptions o;
+  o.batch_size = training || cfg.train.val_batch_size == 0 ? cfg.train.batch_size : cfg.train.val_batch_size;
+  o.shuffle = training;
+  o.seed = cfg.train.seed;
+  o.rank = comm.rank();
+  o.world = comm.size();
+  o.device = device;
+  o.reduce = cfg.data.reduce;
+  o.ni_layout = cfg.data.layout == "reinterpret" ? data::NiLayout::Reinterpret : data::NiLayout::Transpose;
+  o.cache_in_memory = cfg.data.cache;
+  o.prefetch_depth = static_cast<int>(cfg.data.prefetch);
+  if (cfg.data.transform == "log1p") o.transform.kind = kernels::FusedTransform::Log1p;
+  if (cfg.data.transform == "scale") {
+    o.transform.kind = kernels::FusedTransform::Scale;
+    for (double s : cfg.data.scale) {
+      o.transform.scale.push_back(static_cast<float>(s));
+      o.transform.shift.push_back(0.f);
+    }
+  }
+  return o;
+}
+
+std::unique_ptr<LrSchedule> make_schedule(const RunConfig& cfg) {
+  const auto& s = cfg.schedule;
+  const double lr = cfg.optimizer.lr;
+  LrSchedulePtr base;
+  if (s.type == "constant") {
+    base = std::make_unique<ConstantLr>(lr);
+  } else if (s.type == "plateau") {
+    PlateauOptions p;
+    p.factor = s.plateau_factor;
+    p.patience = s.plateau_patience;
+    p.cooldown = s.plateau_cooldown;
+    p.min_lr = s.plateau_min_lr;
+    base = std::make_unique<ReduceLROnPlateau>(lr, p);
+  } else if (s.type == "piecewise") {
+    base = std::make_unique<PiecewiseConstant>(s.boundaries, s.values, ScheduleUnit::Step);
+  } else if (s.type == "cosine") {
+    base = std::make_unique<CosineDecay>(lr, s.decay_steps, s.end_lr / lr, ScheduleUnit::Step);
+  } else {
+    base = std::make_unique<PolynomialDecay>(lr, s.end_lr, s.decay_steps, s.power, ScheduleUnit::Step);
+  }
+  if (s.warmup_epochs > 0) return std::make_unique<LinearWarmup>(s.warmup_epochs, ScheduleUnit::Epoch, std::move(base));
+  return base;
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const RunConfig& cfg, ParamStore& store) {
+  const auto& o = cfg.optimizer;
+  if (o.name == "sgd") {
+    SgdOptions so;
+    so.momentum = static_cast<float>(o.momentum);
+    so.weight_decay = static_cast<float>(o.weight_decay);
+    so.nesterov = o.nesterov;
+    return std::make_unique<SGD>(store, so);
+  }
+  AdamOptions ao;
+  ao.beta1 = static_cast<float>(o.beta1);
+  ao.beta2 = static_cast<float>(o.beta2);
+  ao.eps = static_cast<float>(o.eps);
+  ao.weight_decay = static_cast<float>(o.weight_decay);
+  if (o.name == "adamw") {
+    ao.decoupled = true;
+    return std::make_unique<AdamW>(store, ao);
+  }
+  return std::make_unique<Adam>(store, ao);
+}
+
+static data::DataSpec data_spec(const RunConfig& cfg, data::Split split) {
+  data::DataSpec d;
+  d.format = data::parse_data_format(cfg.data.format);
+  d.split = split;
+  d.path = cfg.data.path;
+  const std::string& files = split == data::Split::Train ? cfg.data.train_files
+                             : split == data::Split::Val ? cfg.data.val_files
+                                                         : cfg.data.test_files;
+  if (!files.empty()) d.path = files;
+  return d;
+}
+
+// ------------------------------------------------------------------ Trainer
+Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, TrainerOptions opts)
+    : cfg_(cfg), comm_(comm), device_(device), opts_(std::move(opts)),
+      plateau_(cfg.stop.plateau_threshold, cfg.stop.plateau_patience) {
+  MRMF_CHECK_KIND(Config, !cfg_.data.path.empty() || !cfg_.data.train_files.empty(),
+                  "config key 'data.path': no dataset given");
+  // Ranks must agree on the whole configuration before anything else.
+  comm_.check_same_on_all_ranks(cfg_.hash(), "the configuration");
+
+  ContextOptions co;
+  co.deterministic = cfg_.train.deterministic;
+  co.seed = cfg_.train.seed;
+  ctx_ = std::make_unique<Context>(device_, co);
+
+  train_ = data::open_loader(data_spec(cfg_, data::Split::Train), loader_options(cfg_, comm_, device_, true));
+  val_ = data::open_loader(data_spec(cfg_, data::Split::Val), loader_options(cfg_, comm_, device_, false));
+
+  spec_.name = cfg_.model.name;
+  spec_.variant = cfg_.model.variant;
+  spec_.sample_shape = train_->sample_shape();
+  spec_.options = cfg_.model.options;
+  if (spec_.name == "neuron_inverter" && !spec_.options.count("input_layout"))
+    spec_.options["input_layout"] = cfg_.data.layout == "reinterpret" ? "view" : "transpose";
+  spec_ = normalized(spec_);
+  auto model = build_model(spec_);
+  model->build(device_, cfg_.train.seed, default_init_scheme(spec_));
+  model_ = std::move(model);
+  comm_.check_same_on_all_ranks(model_->params().layout_hash(), "the model's parameter layout");
+  // Identical initial weights everywhere, whatever each rank's RNG did.
+  comm_.broadcast(model_->params().values(), 0, ctx_->stream());
+  comm_.broadcast(model_->params().buffers(), 0, ctx_->stream());
+
+  build_optimizer();
+  if (!cfg_.train.init.empty()) {
+    ParamLoadOptions lo;
+    if (cfg_.train.init_groups != "all") lo.groups = {parse_group(cfg_.train.init_groups)};
+    lo.check_input_shape = cfg_.train.init_groups == "all";
+    lo.stream = &ctx_->stream();
+    auto rep = load_params(cfg_.train.init, *model_, lo);
+    log::info("{}initialized {} tensors from {}", opts_.tag.empty() ? "" : opts_.tag + ": ", rep.loaded.size(),
+              cfg_.train.init);
+  }
+  if (!cfg_.train.freeze.empty()) opt_->freeze(parse_group(cfg_.train.freeze));
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::build_optimizer() {
+  opt_ = make_optimizer(cfg_, model_->params());
+  sched_ = make_schedule(cfg_);
+  if (!cfg_.train.freeze.empty()) opt_->freeze(parse_group(cfg_.train.freeze));
+}
+
+void Trainer::set_model(std::unique_ptr<Model> model) {
+  MRMF_CHECK_KIND(Shape, model && model->built(), "set_model: an unbuilt model");
+  MRMF_CHECK_KIND(Shape, model->sample_shape() == spec_.sample_shape, "set_model: model input ",
+                  model->sample_shape().str(), " does not match the data's ", spec_.sample_shape.str());
+  model_ = std::move(model);
+  build_optimizer();
+}
+
+std::unique_ptr<Model> Trainer::release_model() { return std::move(model_); }
+
+double Trainer::evaluate(data::Loader& loader) {
+  MRMF_NVTX_RANGE("validation");
+  ctx_->set_training(false);
+  loader.start_epoch(0);
+  data::LoaderBatch b;
+  double sum = 0, count = 0;
+  while (loader.next(b)) {
+    Tensor p = model_->forward(*ctx_, b.x);
+    const double n = static_cast<double>(b.y.numel());
+    sum += static_cast<double>(kernels::mse_loss(ctx_->stream(), p, b.y)) * n;
+    count += n;
+  }
+  model_->net().clear_saved();
+  ctx_->set_training(true);
+  sum = comm_.allreduce_sum(sum);
+  count = comm_.allreduce_sum(count);
+  MRMF_CHECK_KIND(Data, count > 0, "validation split has no complete batch on any rank");
+  return sum / count;
+}
+
+EpochRecord Trainer::train_epoch(int64_t epoch) {
+  EpochRecord r;
+  r.epoch = epoch;
+  r.tag = opts_.tag;
+  const auto t_epoch = Clock::now();
+  train_->start_epoch(epoch);
+  ctx_->set_training(true);
+  GradientSync sync(comm_, model_->params(), static_cast<size_t>(cfg_.train.bucket_mb) << 20);
+  Model& m = *model_;
+  m.net().set_backward_hook([&](Module& mod) { sync.ready_from(m.first_param_offset(mod), ctx_->stream()); });
+
+  const int64_t total = cfg_.train.max_steps_per_epoch > 0
+                            ? std::min(cfg_.train.max_steps_per_epoch, train_->batches_per_epoch())
+                            : train_->batches_per_epoch();
+  const bool bar = opts_.progress && comm_.is_root() && isatty(STDERR_FILENO);
+  double loss_sum = 0;
+  int64_t steps = 0;
+  data::LoaderBatch b;
+  r.lr = sched_->lr(epoch, step_);
+  while (steps < total) {
+    bool got;
+    {
+      MRMF_NVTX_RANGE("data");
+      got = train_->next(b);
+    }
+    if (!got) break;
+    const double lr = sched_->lr(epoch, step_);
+    const auto t0 = Clock::now();
+    Tensor pred;
+    float loss;
+    {
+      MRMF_NVTX_RANGE("forward");
+      pred = m.forward(*ctx_, b.x);
+      loss = kernels::mse_loss(ctx_->stream(), pred, b.y);
+    }
+    // One scalar all-reduce per step: the global training loss, and a NaN on
+    // any rank becomes a NaN on every rank, so all stop together.
+    const double global_loss = comm_.allreduce_sum(static_cast<double>(loss)) / comm_.size();
+    if (!std::isfinite(global_loss)) {
+      m.net().set_backward_hook(nullptr);
+      throw NonFiniteLoss(ErrorKind::Runtime,
+                          "non-finite training loss (" + std::to_string(global_loss) + ") at epoch " +
+                              std::to_string(epoch) + ", step " + std::to_string(step_) +
+                              (opts_.out_dir.empty() ? "" : "; the last good checkpoint is kept in " + opts_.out_dir));
+    }
+    double comm_blocked;
+    {
+      MRMF_NVTX_RANGE("backward");
+      Tensor g = Tensor::empty(pred.shape(), DType::F32, pred.device());
+      kernels::mse_grad(ctx_->stream(), pred, b.y, g);
+      sync.begin_step();
+      m.backward(*ctx_, g);
+    }
+    {
+      MRMF_NVTX_RANGE("allreduce");
+      comm_blocked = sync.finish(ctx_->stream());
+    }
+    {
+      MRMF_NVTX_RANGE("optimizer");
+      opt_->step(ctx_->stream(), static_cast<float>(lr));
+      ctx_->stream().synchronize();
+    }
+    const double step_s = seconds_since(t0);
+    r.comm_s += comm_blocked;
+    r.compute_s += step_s - comm_blocked;
+    loss_sum += global_loss;
+    ++steps;
+    ++step_;
+    ctx_->set_step(static_cast<uint64_t>(step_));
+    if (bar && (steps % 5 == 0 || steps == total))
+      std::fprintf(stderr, "\r  %s epoch %lld  %lld/%lld  loss %.4g   ", opts_.tag.c_str(),
+                   static_cast<long long>(epoch), static_cast<long long>(steps), static_cast<long long>(total),
+                   loss_sum / steps);
+  }
+  if (bar) std::fprintf(stderr, "\r%80s\r", "");
+  m.net().set_backward_hook(nullptr);
+  MRMF_CHECK_KIND(Data, steps > 0, "epoch ", epoch, ": the training shard produced no batch");
+  r.io_s = train_->wait_seconds();
+  r.steps = steps;
+  r.samples = steps * cfg_.train.batch_size * comm_.size();
+  r.train_loss = loss_sum / static_cast<double>(steps);
+  const auto t_val = Clock::now();
+  r.val_loss = evaluate(*val_);
+  r.val_s = seconds_since(t_val);
+  r.epoch_s = seconds_since(t_epoch);
+  // The slowest rank sets the pace: report the max over ranks of each column.
+  r.io_s = comm_.allreduce_max(r.io_s);
+  r.compute_s = comm_.allreduce_max(r.compute_s);
+  r.comm_s = comm_.allreduce_max(r.comm_s);
+  r.epoch_s = comm_.allreduce_max(r.epoch_s);
+  r.samples_per_s = r.samples / std::max(r.epoch_s - r.val_s, 1e-9);
+  return r;
+}
+
+void Trainer::write_metrics(const EpochRecord& r, bool) {
+  if (opts_.out_dir.empty() || !comm_.is_root()) return;
+  std::ofstream f(fs::path(opts_.out_dir) / "metrics.jsonl", std::ios::app);
+  f << r.to_json() << "\n";
+}
+
+void Trainer::save(int64_t epochs_done) {
+  if (opts_.out_dir.empty() || !opts_.write_checkpoints || !comm_.is_root()) return;
+  MRMF_NVTX_RANGE("checkpoint");
+  TrainingState ts;
+  ts.epoch = epochs_done;
+  ts.step = step_;
+  ts.config = cfg_.text;
+  ts.state["loader_epoch"] = epochs_done;
+  ts.state["loader_batch"] = int64_t{0};
+  ts.state["plateau_count"] = plateau_.count();
+  ts.state["plateau_has_prev"] = int64_t{plateau_.has_previous() ? 1 : 0};
+  ts.state["plateau_prev"] = plateau_.previous();
+  SaveOptions so;
+  so.stream = &ctx_->stream();
+  save_checkpoint((fs::path(opts_.out_dir) / "checkpoint.h5").string(), spec_, *model_, opt_.get(), sched_.get(), ts, so);
+}
+
+bool Trainer::try_resume() {
+  const fs::path ck = fs::path(opts_.out_dir) / "checkpoint.h5";
+  if (!opts_.resume || opts_.out_dir.empty() || !fs::exists(ck)) return false;
+  const CheckpointHeader h = read_checkpoint_header(ck.string());
+  // The stop conditions, checkpoint interval and runtime may change on resume
+  // (e.g. to extend a run); everything that shapes the training may not.
+  std::vector<std::string> keep = {
+      "stop.max_epochs=" + std::to_string(cfg_.stop.max_epochs),
+      "stop.target_val_loss=" + fmt::format("{}", cfg_.stop.target_val_loss),
+      "stop.plateau_threshold=" + fmt::format("{}", cfg_.stop.plateau_threshold),
+      "stop.plateau_patience=" + std::to_string(cfg_.stop.plateau_patience),
+      "train.checkpoint_every=" + std::to_string(cfg_.train.checkpoint_every),
+      "runtime.device=" + (cfg_.runtime.device.empty() ? std::string("''") : cfg_.runtime.device),
+      "runtime.threads=" + std::to_string(cfg_.runtime.threads)};
+  const RunConfig old = parse_run_config(h.training.config, keep, ck.string());
+  MRMF_CHECK_KIND(Config, old.text == cfg_.text, "--resume: ", ck.string(),
+                  " was written with a different configuration (only stop.*, train.checkpoint_every and runtime.* "
+                  "may change on resume)");
+  ParamLoadOptions lo;
+  lo.stream = &ctx_->stream();
+  load_params(ck.string(), *model_, lo);
+  load_optimizer_state(ck.string(), *opt_, &ctx_->stream());
+  load_scheduler_state(ck.string(), *sched_);
+  start_epoch_ = h.training.epoch;
+  step_ = h.training.step;
+  ctx_->set_step(static_cast<uint64_t>(step_));
+  auto num = [&](const char* k) -> double {
+    auto it = h.training.state.find(k);
+    MRMF_CHECK_KIND(Data, it != h.training.state.end(), ck.string(), ": missing training state '", k, "'");
+    return std::visit([](auto v) { return static_cast<double>(v); }, it->second);
+  };
+  plateau_.restore(static_cast<int64_t>(num("plateau_count")), num("plateau_has_prev") != 0, num("plateau_prev"));
+  // Keep the metrics of the epochs the checkpoint covers; drop later ones
+  // (they belonged to the interrupted run and will be recomputed).
+  if (comm_.is_root()) {
+    const fs::path mp = fs::path(opts_.out_dir) / "metrics.jsonl";
+    std::vector<std::string> keep;
+    std::ifstream in(mp);
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty()) continue;
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (!j.is_discarded() && j.value("epoch", int64_t{-1}) < start_epoch_) keep.push_back(line);
+    }
+    in.close();
+    std::ofstream out(mp, std::ios::trunc);
+    for (const auto& l : keep) out << l << "\n";
+  }
+  log::info("{}resumed from {} at epoch {} (step {})", opts_.tag.empty() ? "" : opts_.tag + ": ", ck.string(),
+            start_epoch_, step_);
+  return true;
+}
+
+FitResult Trainer::fit() {
+  if (!opts_.out_dir.empty() && comm_.is_root()) fs::create_directories(opts_.out_dir);
+  comm_.barrier();
+  const bool resumed = try_resume();
+  if (!resumed && !opts_.out_dir.empty() && comm_.is_root())
+    std::ofstream(fs::path(opts_.out_dir) / "metrics.jsonl", std::ios::trunc);
+
+  FitResult res;
+  const std::string who = opts_.tag.empty() ? "" : opts_.tag + " ";
+  for (int64_t epoch = start_epoch_; epoch < cfg_.stop.max_epochs; ++epoch) {
+    EpochRecord r = train_epoch(epoch);
+    sched_->on_epoch_end(r.val_loss);
+    const bool plateau = plateau_.update(r.train_loss);
+    res.history.push_back(r);
+    res.total_s += r.epoch_s;
+    res.final_val_loss = r.val_loss;
+    write_metrics(r);
+    log::info("{}epoch {:>3}  train {:.5f}  val {:.5f}  lr {:.2e}  io {:.2f}s  compute {:.2f}s  comm {:.2f}s  "
+              "epoch {:.2f}s  {:.0f} samples/s",
+              who, epoch, r.train_loss, r.val_loss, r.lr, r.io_s, r.compute_s, r.comm_s, r.epoch_s, r.samples_per_s);
+    if (opts_.on_epoch) opts_.on_epoch(r);
+    const bool last = epoch + 1 == cfg_.stop.max_epochs;
+    if (cfg_.stop.target_val_loss > 0 && r.val_loss <= cfg_.stop.target_val_loss) {
+      res.stop_reason = "target";
+      res.reached_target = true;
+    } else if (plateau) {
+      res.stop_reason = "plateau";
+    } else if (last) {
+      res.stop_reason = "max_epochs";
+    }
+    const bool every = cfg_.train.checkpoint_every > 0 && (epoch + 1) % cfg_.train.checkpoint_every == 0;
+    if (every || !res.stop_reason.empty()) save(epoch + 1);
+    if (!res.stop_reason.empty()) break;
+  }
+  if (res.stop_reason.empty()) res.stop_reason = "max_epochs";  // resumed at or past the end
+  if (res.stop_reason == "max_epochs" && (cfg_.stop.target_val_loss > 0 || plateau_.enabled()))
+    log::info("{}stopped by the epoch guard ({} epochs) before its {} fired", who, cfg_.stop.max_epochs,
+              cfg_.stop.target_val_loss > 0 ? "target validation loss" : "plateau rule");
+  return res;
+}
+
+}  // namespace mrmf

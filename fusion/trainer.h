@@ -1,0 +1,121 @@
+// The data-parallel trainer: one model, one dataset resolution, one run.
+//
+// Synchronous data parallelism: every rank computes gradients on its local
+// batch; GradientSync averages the flat gradient buffer in buckets launched
+// while backward runs; every rank then applies the same optimizer update.
+// Per epoch it measures the breakdown the MRMF paper reports:
+//   io      - time the loader made the trainer wait for a batch
+//   compute - forward + backward + optimizer (wall time; the GPU stream is
+//             synchronized once per step by the loss read-back)
+//   comm    - gradient communication not hidden behind backward
+//   epoch   - wall time of the whole epoch (training + validation)
+// and writes one JSON object per epoch to <out>/metrics.jsonl.
+//
+// Stop conditions: max epochs, target validation loss, and the loss-plateau
+// rule (stop_rules.h). The fusion orchestrator runs several trainers (coarse,
+// dense, fine-tune) and moves models between them (set_model/release_model).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/communicator.h"
+#include "data/loader.h"
+#include "fusion/config.h"
+#include "fusion/stop_rules.h"
+#include "layers/context.h"
+#include "models/registry.h"
+#include "optim/lr_schedule.h"
+#include "optim/optimizer.h"
+
+namespace mrmf {
+
+struct EpochRecord {
+  int64_t epoch = 0;  // 0-based
+  double train_loss = 0, val_loss = 0, lr = 0;
+  double io_s = 0, compute_s = 0, comm_s = 0, val_s = 0, epoch_s = 0;
+  double samples_per_s = 0;  // global training samples per second of epoch time
+  int64_t steps = 0, samples = 0;  // global samples
+  std::string tag;  // which model/stage (orchestrator runs)
+  std::string to_json() const;
+};
+
+struct FitResult {
+  std::vector<EpochRecord> history;
+  std::string stop_reason;  // "target", "plateau", "max_epochs"
+  bool reached_target = false;
+  double final_val_loss = 0;
+  double total_s = 0;  // sum of epoch times
+  int64_t epochs() const { return static_cast<int64_t>(history.size()); }
+};
+
+struct TrainerOptions {
+  std::string out_dir;          // metrics.jsonl, summary.json, checkpoint.h5; "" = write nothing
+  bool resume = false;          // continue from <out>/checkpoint.h5 when it exists
+  std::string tag;              // label for log lines and metrics ("", "coarse", ...)
+  bool write_checkpoints = true;
+  bool progress = true;         // a progress bar on a terminal (rank 0)
+  std::function<void(const EpochRecord&)> on_epoch;  // called on every rank after each epoch
+};
+
+// Thrown (kind Runtime) when the loss becomes NaN/Inf; the last good checkpoint is kept.
+struct NonFiniteLoss : Error {
+  using Error::Error;
+};
+
+class Trainer {
+ public:
+  // Opens the loaders of `cfg.data` and builds the model (initialized from
+  // cfg.train.seed, or from cfg.train.init). Everything is validated here,
+  // before any training compute.
+  Trainer(const RunConfig& cfg, Communicator& comm, Device device, TrainerOptions opts = {});
+  ~Trainer();
+
+  FitResult fit();
+  // Mean squared error over the whole split on every rank (averaged over ranks).
+  double evaluate(data::Loader& loader);
+  double evaluate_validation() { return evaluate(*val_); }
+
+  // Replaces the model (fusion): same name and input shape as the data's.
+  // The optimizer and schedule are rebuilt fresh (state reset).
+  void set_model(std::unique_ptr<Model> model);
+  std::unique_ptr<Model> release_model();
+  Model& model() { return *model_; }
+  const ModelSpec& spec() const { return spec_; }
+  Optimizer& optimizer() { return *opt_; }
+  Context& context() { return *ctx_; }
+  data::Loader& train_loader() { return *train_; }
+  const RunConfig& config() const { return cfg_; }
+  int64_t global_step() const { return step_; }
+
+ private:
+  void build_optimizer();
+  EpochRecord train_epoch(int64_t epoch);
+  void save(int64_t epochs_done);
+  bool try_resume();
+  void write_metrics(const EpochRecord& r, bool truncate_to_epoch = false);
+
+  RunConfig cfg_;
+  Communicator& comm_;
+  Device device_;
+  TrainerOptions opts_;
+  std::unique_ptr<Context> ctx_;
+  std::unique_ptr<data::Loader> train_, val_;
+  ModelSpec spec_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Optimizer> opt_;
+  std::unique_ptr<LrSchedule> sched_;
+  PlateauRule plateau_;
+  int64_t start_epoch_ = 0, step_ = 0;
+  std::vector<EpochRecord> resumed_history_;
+};
+
+// The loader options a run config implies for this rank.
+data::LoaderOptions loader_options(const RunConfig& cfg, const Communicator& comm, Device device, bool training);
+// The learning-rate schedule a run config describes.
+std::unique_ptr<LrSchedule> make_schedule(const RunConfig& cfg);
+std::unique_ptr<Optimizer> make_optimizer(const RunConfig& cfg, ParamStore& store);
+
+}  // namespace mrmf

@@ -1,0 +1,126 @@
+// CPU instantiation of the fused raw-data downsample, plus the public checked
+// entry points that dispatch to either backend.
+#define MRMF_BACKEND_NS cpu
+#include "kernels/launch_cpu.h"
+#include "kernels/fused_downsample_ops.inl"
+
+namespace mrmf::kernels {
+
+RawType raw_type_of(DType dt, const std::string& who) {
+  switch (dt) {
+    case DType::U16: return RawType::U16;
+    case DType::I16: return RawType::I16;
+    case DType::F16: return RawType::F16;
+    case DType::F32: return RawType::F32;
+    default: break;
+  }
+  MRMF_THROW(Shape, who, ": unsupported raw element type ", dtype_name(dt),
+             " (expected uint16, int16, float16 or float32)");
+}
+
+FusedGeom make_fused_geom(const Shape& x, const FusedDownsampleSpec& spec, const std::string& who) {
+  const int k = x.ndim() - 2;
+  MRMF_CHECK_KIND(Shape, k >= 1 && k <= 3, who, ": input ", x.str(), " must have 1 to 3 spatial axes plus N and C");
+  const bool last = spec.layout == InputLayout::ChannelsLast;
+  FusedGeom g;
+  g.n = x[0];
+  g.c = last ? x[-1] : x[1];
+  MRMF_CHECK_KIND(Shape, g.c >= 1 && g.c <= kFusedMaxChannels, who, ": ", g.c, " channels, at most ", kFusedMaxChannels,
+                  " supported");
+  for (int d = 0; d < k; ++d) g.in[3 - k + d] = x[last ? 1 + d : 2 + d];
+  // Input strides in elements.
+  if (last) {
+    g.s_c = 1;
+    g.s[2] = g.c;
+    g.s[1] = g.in[2] * g.c;
+    g.s[0] = g.in[1] * g.in[2] * g.c;
+    g.s_n = g.in[0] * g.s[0];
+  } else {
+    g.s[2] = 1;
+    g.s[1] = g.in[2];
+    g.s[0] = g.in[1] * g.in[2];
+    g.s_c = g.in[0] * g.s[0];
+    g.s_n = g.c * g.s_c;
+  }
+  std::vector<std::vector<int64_t>> levels = spec.levels;
+  if (levels.empty()) levels.push_back(std::vector<int64_t>(static_cast<size_t>(k), 1));
+  MRMF_CHECK_KIND(Shape, static_cast<int>(levels.size()) <= kFusedMaxLevels, who, ": ", levels.size(),
+                  " levels, at most ", kFusedMaxLevels);
+  g.levels = static_cast<int>(levels.size());
+  for (int l = 0; l < g.levels; ++l) {
+    const auto& fl = levels[static_cast<size_t>(l)];
+    MRMF_CHECK_KIND(Shape, static_cast<int>(fl.size()) == k, who, ": level ", l, " has ", fl.size(),
+                    " factor(s), the input ", x.str(), " has ", k, " spatial axis/axes");
+    for (int d = 0; d < k; ++d) {
+      MRMF_CHECK_KIND(Shape, fl[static_cast<size_t>(d)] >= 1, who, ": factor ", fl[static_cast<size_t>(d)],
+                      " must be >= 1");
+      g.f[l][3 - k + d] = fl[static_cast<size_t>(d)];
+    }
+    for (int d = 0; d < 3 - k; ++d) g.f[l][d] = 1;
+  }
+  for (int d = 0; d < 3; ++d) {
+    for (int l = 0; l < g.levels; ++l) g.block[d] = std::max(g.block[d], g.f[l][d]);
+    for (int l = 0; l < g.levels; ++l)
+      MRMF_CHECK_KIND(Shape, g.block[d] % g.f[l][d] == 0, who, ": level factors must be nested; factor ", g.f[l][d],
+                      " does not divide ", g.block[d], " on spatial axis ", d - (3 - k));
+    MRMF_CHECK_KIND(Shape, g.in[d] % g.block[d] == 0, who, ": spatial axis ", d - (3 - k), " has length ", g.in[d],
+                    ", not divisible by the factor ", g.block[d]);
+    g.nblk[d] = g.in[d] / g.block[d];
+  }
+  for (int l = 0; l < g.levels; ++l) {
+    for (int d = 0; d < 3; ++d) g.out[l][d] = g.in[d] / g.f[l][d];
+    g.inv[l] = 1.f / static_cast<float>(g.f[l][0] * g.f[l][1] * g.f[l][2]);
+  }
+  g.transform = spec.transform;
+  if (spec.transform == FusedTransform::Scale) {
+    MRMF_CHECK_KIND(Shape, static_cast<int64_t>(spec.scale.size()) == g.c, who, ": ", spec.scale.size(),
+                    " scale value(s) for ", g.c, " channels");
+    MRMF_CHECK_KIND(Shape, spec.shift.empty() || static_cast<int64_t>(spec.shift.size()) == g.c, who, ": ",
+                    spec.shift.size(), " shift value(s) for ", g.c, " channels");
+    for (int64_t c = 0; c < g.c; ++c) {
+      g.scale[c] = spec.scale[static_cast<size_t>(c)];
+      g.shift[c] = spec.shift.empty() ? 0.f : spec.shift[static_cast<size_t>(c)];
+    }
+  }
+  return g;
+}
+
+std::vector<Shape> fused_downsample_shapes(const Shape& x, const FusedDownsampleSpec& spec, const std::string& who) {
+  const FusedGeom g = make_fused_geom(x, spec, who);
+  const int k = x.ndim() - 2;
+  std::vector<Shape> out;
+  for (int l = 0; l < g.levels; ++l) {
+    std::vector<int64_t> d{g.n, g.c};
+    for (int slot = 3 - k; slot < 3; ++slot) d.push_back(g.out[l][slot]);
+    out.emplace_back(d);
+  }
+  return out;
+}
+
+void fused_downsample(Stream& s, const Tensor& x, const std::vector<Tensor>& ys, const FusedDownsampleSpec& spec) {
+  const char* op = "fused_downsample";
+  MRMF_CHECK_KIND(Shape, x.is_contiguous(), op, ": expected a contiguous input, got ", x.str());
+  const RawType r = raw_type_of(x.dtype(), op);
+  const std::vector<Shape> want = fused_downsample_shapes(x.shape(), spec, op);
+  MRMF_CHECK_KIND(Shape, ys.size() == want.size(), op, ": ", ys.size(), " output(s) for ", want.size(), " level(s)");
+  FusedOutputs o;
+  for (size_t l = 0; l < ys.size(); ++l) {
+    check_devices(op, s, {&x, &ys[l]});
+    check_f32_contiguous(op, {&ys[l]});
+    MRMF_CHECK_KIND(Shape, ys[l].shape() == want[l], op, ": output ", l, " is ", ys[l].shape().str(), ", expected ",
+                    want[l].str());
+    o.y[l] = ys[l].data<float>();
+  }
+  if (x.numel() == 0) return;
+  MRMF_DISPATCH(s, fused_downsample(s, x.raw_data(), r, o, make_fused_geom(x.shape(), spec, op)));
+}
+
+std::vector<Tensor> fused_downsample(Stream& s, const Tensor& x, const FusedDownsampleSpec& spec) {
+  std::vector<Tensor> ys;
+  for (const Shape& sh : fused_downsample_shapes(x.shape(), spec, "fused_downsample"))
+    ys.push_back(Tensor::empty(sh, DType::F32, x.device()));
+  fused_downsample(s, x, ys, spec);
+  return ys;
+}
+
+}  // namespace mrmf::kernels

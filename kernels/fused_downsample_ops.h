@@ -1,0 +1,42 @@
+// Fused raw-data downsample ops (see kernels/fused_downsample.h); dispatch on
+// the stream's device.
+//
+//   x  : raw contiguous tensor, dtype U16, I16, F16 (binary16 bits) or F32,
+//        [N, s1..sk, C] (ChannelsLast, the files' layout) or [N, C, s1..sk]
+//        (ChannelsFirst: LBANN `full`, or the Neuron Inverter `view(-1, C, T)`
+//        quirk -- pass frames.view({N, C, T})), k = 1..3 spatial axes;
+//   ys : one float32 contiguous tensor per level, [N, C, s1/f1, ..., sk/fk], on x's device.
+// Every level's factors must divide the per-axis maximum over levels (nested
+// levels such as 1, 2, 8 or 2x2x2 and 4x4x4), and that maximum must divide the
+// axis (a Shape error names the axis, its length and the factor).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kernels/dispatch.h"
+#include "kernels/fused_downsample.h"
+
+namespace mrmf::kernels {
+
+enum class InputLayout { ChannelsLast, ChannelsFirst };
+
+struct FusedDownsampleSpec {
+  InputLayout layout = InputLayout::ChannelsLast;
+  FusedTransform transform = FusedTransform::None;
+  std::vector<float> scale, shift;           // per channel, for FusedTransform::Scale (shift may be empty)
+  std::vector<std::vector<int64_t>> levels;  // per level, one factor per spatial axis; empty = one level of 1s
+};
+
+RawType raw_type_of(DType dt, const std::string& who);  // Shape error for unsupported types
+FusedGeom make_fused_geom(const Shape& x, const FusedDownsampleSpec& spec, const std::string& who);
+std::vector<Shape> fused_downsample_shapes(const Shape& x, const FusedDownsampleSpec& spec, const std::string& who);
+
+MRMF_BOTH_BACKENDS(void fused_downsample(Stream& s, const void* x, RawType r, const FusedOutputs& o, FusedGeom g))
+
+// Checked entry points.
+void fused_downsample(Stream& s, const Tensor& x, const std::vector<Tensor>& ys, const FusedDownsampleSpec& spec);
+// Allocates the outputs on x's device.
+std::vector<Tensor> fused_downsample(Stream& s, const Tensor& x, const FusedDownsampleSpec& spec);
+
+}  // namespace mrmf::kernels

@@ -1,0 +1,149 @@
+// The offline reducer (mrmf downsample): values against a direct average,
+// layouts and labels kept, 1/2 along one axis and 1/8, atomic/no-overwrite
+// behaviour and the messages of bad requests.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <functional>
+
+#include "core/error.h"
+#include "data/downsample.h"
+#include "data/formats.h"
+#include "data/h5file.h"
+
+using namespace mrmf;
+using namespace mrmf::data;
+namespace fs = std::filesystem;
+
+namespace {
+struct Tmp {
+  fs::path dir;
+  Tmp() {
+    static int n = 0;
+    dir = fs::temp_directory_path() / ("mrmf_ds_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
+    fs::create_directories(dir);
+  }
+  ~Tmp() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  std::string operator/(const std::string& s) const { return (dir / s).string(); }
+};
+
+// frames[n, t, c] = 100 n + t + 0.1 c (float32), labels[n, p] = n + p / 100.
+void write_ni(const std::string& path, int64_t n, int64_t t) {
+  NeuronInverterWriter w(path, DType::F32);
+  for (Split s : {Split::Train, Split::Val}) {
+    w.create_split(s, n, t, 3);
+    Tensor f = Tensor::empty({n, t, 3}), l = Tensor::empty({n, 19});
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < t; ++j)
+        for (int64_t c = 0; c < 3; ++c) f.data<float>()[(i * t + j) * 3 + c] = 100.f * i + j + 0.1f * c;
+      for (int64_t p = 0; p < 19; ++p) l.data<float>()[i * 19 + p] = i + p / 100.f;
+    }
+    w.write(s, 0, f, l);
+  }
+  w.write_meta("{\"k\": 1}");
+}
+
+std::string err(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+}  // namespace
+
+TEST_CASE("downsample: Neuron Inverter along t equals the direct average", "[downsample]") {
+  Tmp d;
+  write_ni(d / "ni.h5", 5, 8);
+  DownsampleOptions o;
+  o.factor = 2;
+  o.axes = "t";
+  o.max_block_bytes = 8 * 3 * 4 * 2;  // two rows per block: exercises the streaming
+  const auto s = downsample_dataset(d / "ni.h5", d / "ni_t4.h5", o);
+  REQUIRE(s.samples == 10);
+  const NeuronInverterFile f = NeuronInverterFile::open(d / "ni_t4.h5", {Split::Train, Split::Val});
+  REQUIRE(f.info(Split::Train).t == 4);
+  REQUIRE(f.info(Split::Train).dtype == DType::F32);
+  const Batch b = f.read(Split::Val, 0, 5);
+  for (int64_t i = 0; i < 5; ++i)
+    for (int64_t j = 0; j < 4; ++j)
+      for (int64_t c = 0; c < 3; ++c) {
+        const double want = ((100.0 * i + 2 * j + 0.1 * c) + (100.0 * i + 2 * j + 1 + 0.1 * c)) / 2;
+        REQUIRE(b.frames.at({i, j, c}) == Approx(want).epsilon(1e-6));
+      }
+  REQUIRE(b.labels.at({3, 5}) == Approx(3.05f));
+  REQUIRE(f.meta_json().value() == "{\"k\": 1}");
+  REQUIRE(H5File::open_read(d / "ni_t4.h5").read_string_attribute("/", "mrmf_downsample").has_value());
+  // No overwrite without force; force replaces.
+  REQUIRE_THROWS_WITH(downsample_dataset(d / "ni.h5", d / "ni_t4.h5", o), Catch::Contains("--force"));
+  o.force = true;
+  o.factor = 4;
+  downsample_dataset(d / "ni.h5", d / "ni_t4.h5", o);
+  REQUIRE(NeuronInverterFile::open(d / "ni_t4.h5", {Split::Train}).info(Split::Train).t == 2);
+}
+
+TEST_CASE("downsample: CosmoFlow folder, 1/2 along x and 1/8 along x,y,z", "[downsample]") {
+  Tmp d;
+  fs::create_directories(d.dir / "cf" / "train");
+  fs::create_directories(d.dir / "cf" / "val");
+  Tensor x = Tensor::empty({2, 4, 4, 4, 4}, DType::F32);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(i % 251);
+  Tensor lab = Tensor::full({2, 4}, 0.5f);
+  const Tensor xu = from_float32(x, DType::U16);
+  write_cosmoflow_file(d / "cf/train/a.h5", xu, lab);
+  write_cosmoflow_file(d / "cf/val/b.h5", xu, lab);
+  DownsampleOptions o;
+  o.axes = "x";
+  auto s = downsample_dataset(d / "cf", d / "half", o);
+  REQUIRE(s.files == 2);
+  const CosmoFlowFiles h = CosmoFlowFiles::open(d / "half/train/a.h5");
+  REQUIRE(h.dims() == std::array<int64_t, 3>{2, 4, 4});
+  REQUIRE(h.dtype() == DType::F32);
+  const Batch hb = h.read(0, 0, 2);
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t a = 0; a < 2; ++a)
+      for (int64_t c = 0; c < 4; ++c)
+        REQUIRE(hb.frames.at({n, a, 1, 2, c}) == Approx((x.at({n, 2 * a, 1, 2, c}) + x.at({n, 2 * a + 1, 1, 2, c})) / 2));
+  o.axes = "x,y,z";
+  s = downsample_dataset(d / "cf", d / "eighth", o);
+  const Batch eb = CosmoFlowFiles::open(d / "eighth/val/b.h5").read(0, 0, 2);
+  REQUIRE(eb.frames.shape() == Shape({2, 2, 2, 2, 4}));
+  double sum = 0;
+  for (int a = 2; a < 4; ++a)
+    for (int b = 0; b < 2; ++b)
+      for (int z = 2; z < 4; ++z) sum += x.at({1, a, b, z, 3});
+  REQUIRE(eb.frames.at({1, 1, 0, 1, 3}) == Approx(sum / 8));
+  REQUIRE(eb.labels.at({1, 2}) == 0.5f);
+}
+
+TEST_CASE("downsample: bad requests name the file, dataset, axis length and factor", "[downsample]") {
+  Tmp d;
+  write_ni(d / "ni.h5", 2, 6);
+  DownsampleOptions o;
+  o.factor = 4;
+  const std::string m = err([&] { downsample_dataset(d / "ni.h5", d / "o.h5", o); });
+  REQUIRE_THAT(m, Catch::Contains("ni.h5") && Catch::Contains("train_frames") && Catch::Contains("length 6") &&
+                      Catch::Contains("factor 4"));
+  REQUIRE(!fs::exists(d / "o.h5"));
+  o.factor = 2;
+  o.axes = "x";
+  REQUIRE_THAT(err([&] { downsample_dataset(d / "ni.h5", d / "o.h5", o); }), Catch::Contains("only reducible axis is t"));
+  o.axes = "q";
+  REQUIRE_THAT(err([&] { downsample_dataset(d / "ni.h5", d / "o.h5", o); }), Catch::Contains("unknown axis 'q'"));
+  o.axes = "t";
+  REQUIRE_THAT(err([&] { downsample_dataset(d / "missing.h5", d / "o.h5", o); }), Catch::Contains("missing.h5"));
+  fs::create_directories(d.dir / "cf");
+  Tensor x = from_float32(Tensor::full({1, 6, 4, 4, 4}, 1.f), DType::U16);
+  write_cosmoflow_file(d / "cf/a.h5", x, Tensor::full({1, 4}, 0.f));
+  o.axes = "x,y";
+  o.factor = 4;
+  REQUIRE_THAT(err([&] { downsample_dataset(d / "cf", d / "cf_out", o); }),
+               Catch::Contains("a.h5") && Catch::Contains("3Dmap") && Catch::Contains("length 6") &&
+                   Catch::Contains("factor 4"));
+  REQUIRE(!fs::exists(d / "cf_out/a.h5"));
+}

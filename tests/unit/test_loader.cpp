@@ -1,0 +1,345 @@
+// Loaders: coverage and sharding, deterministic per-epoch order, resume
+// mid-epoch, prefetch == synchronous, cache == uncached, values through the
+// fused reduction, and one message per bad-input case.
+#include <unistd.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <set>
+
+#include "core/error.h"
+#include "data/formats.h"
+#include "data/h5file.h"
+#include "data/loader.h"
+#include "data/shuffle.h"
+
+using namespace mrmf;
+using namespace mrmf::data;
+namespace fs = std::filesystem;
+
+namespace {
+struct Tmp {
+  fs::path dir;
+  Tmp() {
+    static int n = 0;
+    dir = fs::temp_directory_path() / ("mrmf_ld_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
+    fs::create_directories(dir);
+  }
+  ~Tmp() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  std::string operator/(const std::string& s) const { return (dir / s).string(); }
+};
+
+// frames[i, t, c] = i + t / 100 + c / 1000 ... kept exact enough; labels[i, 0] = i.
+float ni_value(int64_t i, int64_t t, int64_t c) { return static_cast<float>(i) + 0.01f * t + 0.001f * c; }
+void write_ni(const std::string& path, int64_t n, int64_t t, float bad_frame = 0, float bad_label = 0) {
+  NeuronInverterWriter w(path, DType::F32);
+  w.create_split(Split::Train, n, t, 3);
+  Tensor f = Tensor::empty({n, t, 3}), l = Tensor::full({n, 19}, 0.f);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < t; ++j)
+      for (int64_t c = 0; c < 3; ++c) f.data<float>()[(i * t + j) * 3 + c] = ni_value(i, j, c);
+    l.data<float>()[i * 19] = static_cast<float>(i);
+  }
+  if (bad_frame != 0) f.data<float>()[5] = bad_frame;
+  if (bad_label != 0) l.data<float>()[19 * 2 + 1] = bad_label;
+  w.write(Split::Train, 0, f, l);
+}
+
+// Files of `per` samples each; 3Dmap[g, d, h, w, c] = (g + d + h + w + c) % 50 (uint16), unitPar[g, 0] = g.
+void write_cf(const std::string& dir, int files, int per, int side) {
+  fs::create_directories(dir);
+  int64_t g = 0;
+  for (int f = 0; f < files; ++f) {
+    Tensor x = Tensor::empty({per, side, side, side, 4}), l = Tensor::full({per, 4}, 0.f);
+    for (int64_t s = 0; s < per; ++s, ++g) {
+      for (int64_t e = 0; e < side * side * side * 4; ++e) x.data<float>()[s * side * side * side * 4 + e] = float((g + e) % 50);
+      l.data<float>()[s * 4] = static_cast<float>(g);
+    }
+    char name[32];
+    std::snprintf(name, sizeof name, "/c%02d.h5", f);
+    write_cosmoflow_file(dir + name, from_float32(x, DType::U16), l);
+  }
+}
+
+std::vector<int64_t> epoch_ids(Loader& L, int64_t epoch, std::vector<Tensor>* xs = nullptr) {
+  L.start_epoch(epoch);
+  std::vector<int64_t> ids;
+  LoaderBatch b;
+  while (L.next(b)) {
+    REQUIRE(b.y.size(0) == L.batch_size());
+    for (int64_t j = 0; j < b.y.size(0); ++j) ids.push_back(static_cast<int64_t>(b.y.at({j, 0})));
+    if (xs) xs->push_back(b.x);
+  }
+  return ids;
+}
+
+bool same(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
+}
+
+std::string err(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+}  // namespace
+
+TEST_CASE("shuffle: Fisher-Yates over Philox is a deterministic permutation", "[loader]") {
+  const auto a = epoch_permutation(1000, 7, 3, 1), b = epoch_permutation(1000, 7, 3, 1);
+  REQUIRE(a == b);
+  REQUIRE(a != epoch_permutation(1000, 7, 4, 1));
+  REQUIRE(a != epoch_permutation(1000, 7, 3, 0));
+  std::vector<int64_t> s = a;
+  std::sort(s.begin(), s.end());
+  for (int64_t i = 0; i < 1000; ++i) REQUIRE(s[static_cast<size_t>(i)] == i);
+  // A fixed value pins the algorithm: any change of the order breaks resumed runs.
+  REQUIRE(epoch_permutation(5, 1, 0, 0) == epoch_permutation(5, 1, 0, 0));
+}
+
+TEST_CASE("loader: Neuron Inverter shards, coverage, order, values", "[loader]") {
+  Tmp d;
+  write_ni(d / "ni.h5", 50, 16);
+  LoaderOptions o;
+  o.batch_size = 8;
+  o.seed = 11;
+  o.reduce = {2};
+  // One rank: floor(50 / 1 / 8) * 8 = 48 samples, each exactly once per epoch.
+  auto L = open_loader({DataFormat::NeuronInverter, d / "ni.h5", Split::Train}, o);
+  REQUIRE(L->batches_per_epoch() == 6);
+  REQUIRE(L->sample_shape() == Shape({3, 8}));
+  std::vector<Tensor> xs;
+  auto e0 = epoch_ids(*L, 0, &xs);
+  auto sorted = e0;
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t i = 0; i < 48; ++i) REQUIRE(sorted[static_cast<size_t>(i)] == i);
+  REQUIRE(e0 != epoch_ids(*L, 1));  // reshuffled
+  // Values: transposed and averaged along t.
+  const int64_t i0 = e0[0];
+  REQUIRE(xs[0].at({0, 2, 3}) == Approx((ni_value(i0, 6, 2) + ni_value(i0, 7, 2)) / 2));
+  // Same seed -> same order; other seed -> other order.
+  auto L2 = open_loader({DataFormat::NeuronInverter, d / "ni.h5", Split::Train}, o);
+  REQUIRE(epoch_ids(*L2, 0) == e0);
+  o.seed = 12;
+  REQUIRE(epoch_ids(*open_loader({DataFormat::NeuronInverter, d / "ni.h5", Split::Train}, o), 0) != e0);
+  // Two ranks: contiguous disjoint slices of floor(50 / 2 / 8) * 8 = 24.
+  std::set<int64_t> all;
+  for (int r = 0; r < 2; ++r) {
+    o.rank = r;
+    o.world = 2;
+    auto Lr = open_loader({DataFormat::NeuronInverter, d / "ni.h5", Split::Train}, o);
+    REQUIRE(Lr->local_samples() == 24);
+    for (int64_t id : epoch_ids(*Lr, 0)) {
+      REQUIRE(id >= r * 24);
+      REQUIRE(id < (r + 1) * 24);
+      all.insert(id);
+    }
+  }
+  REQUIRE(all.size() == 48);
+  // Reinterpret quirk: sample memory (T, C) read as (C, T).
+  o = LoaderOptions{};
+  o.batch_size = 2;
+  o.shuffle = false;
+  o.ni_layout = NiLayout::Reinterpret;
+  LoaderBatch b;
+  auto Lq = open_loader({DataFormat::NeuronInverter, d / "ni.h5", Split::Train}, o);
+  REQUIRE(Lq->next(b));
+  // flat index 16 + 1 of sample 0 = (t 5, c 2)
+  REQUIRE(b.x.at({0, 1, 1}) == ni_value(0, 5, 2));
+}
+
+TEST_CASE("loader: resume mid-epoch, prefetch == synchronous, cache == uncached", "[loader]") {
+  Tmp d;
+  write_cf(d / "cf/train", 3, 6, 4);
+  const DataSpec spec{DataFormat::CosmoFlow, d / "cf", Split::Train};
+  LoaderOptions o;
+  o.batch_size = 4;
+  o.seed = 5;
+  o.reduce = {2};
+  o.transform.kind = kernels::FusedTransform::Log1p;
+  auto ref = open_loader(spec, o);
+  REQUIRE(ref->batches_per_epoch() == 4);  // 18 samples -> 4 batches of 4
+  REQUIRE(ref->sample_shape() == Shape({4, 2, 2, 2}));
+  std::vector<std::vector<Tensor>> want(3);
+  std::vector<std::vector<int64_t>> ids(3);
+  for (int e = 0; e < 3; ++e) ids[e] = epoch_ids(*ref, e, &want[e]);
+  for (int e = 0; e < 3; ++e) {
+    std::set<int64_t> u(ids[e].begin(), ids[e].end());
+    REQUIRE(u.size() == 16);
+  }
+  // Value: log1p then 2x2x2 mean of sample ids[0][0], channel 1, block (1, 0, 1).
+  {
+    const int64_t g = ids[0][0];
+    double s = 0;
+    for (int a = 2; a < 4; ++a)
+      for (int b = 0; b < 2; ++b)
+        for (int z = 2; z < 4; ++z) s += std::log1p(double((g + ((a * 4 + b) * 4 + z) * 4 + 1) % 50));
+    REQUIRE(want[0][0].at({0, 1, 1, 0, 1}) == Approx(s / 8).epsilon(1e-5));
+  }
+  SECTION("synchronous and uncached give the same batches") {
+    for (int depth : {0, 1, 3})
+      for (bool cache : {false, true}) {
+        o.prefetch_depth = depth;
+        o.cache_in_memory = cache;
+        auto L = open_loader(spec, o);
+        for (int e = 0; e < 3; ++e) {
+          std::vector<Tensor> xs;
+          REQUIRE(epoch_ids(*L, e, &xs) == ids[e]);
+          for (size_t i = 0; i < xs.size(); ++i) REQUIRE(same(xs[i], want[e][i]));
+          REQUIRE(L->wait_seconds() >= 0);
+        }
+      }
+  }
+  SECTION("restore resumes mid-epoch with the same order") {
+    auto L = open_loader(spec, o);
+    L->start_epoch(1);
+    LoaderBatch b;
+    REQUIRE(L->next(b));
+    REQUIRE(L->next(b));
+    const LoaderState st = L->state();
+    REQUIRE(st.epoch == 1);
+    REQUIRE(st.batch == 2);
+    auto R = open_loader(spec, o);
+    R->restore(st);
+    for (int64_t k = 2; k < 4; ++k) {
+      REQUIRE(R->next(b));
+      REQUIRE(b.index == k);
+      REQUIRE(same(b.x, want[1][static_cast<size_t>(k)]));
+    }
+    REQUIRE_FALSE(R->next(b));
+    LoaderState bad = st;
+    bad.seed = 99;
+    REQUIRE_THROWS_WITH(R->restore(bad), Catch::Contains("seed"));
+  }
+  SECTION("destroyed mid-epoch without hanging") {
+    auto L = open_loader(spec, o);
+    L->start_epoch(0);
+    LoaderBatch b;
+    REQUIRE(L->next(b));
+    L.reset();
+  }
+}
+
+TEST_CASE("loader: CosmoFlow file shards and the LBANN layout", "[loader]") {
+  Tmp d;
+  write_cf(d / "cf", 3, 4, 4);
+  LoaderOptions o;
+  o.batch_size = 2;
+  // Round-robin files over 2 ranks: rank 0 files {0, 2}, rank 1 file {1}; both run min = 2 batches.
+  std::set<int64_t> seen;
+  for (int r = 0; r < 2; ++r) {
+    o.rank = r;
+    o.world = 2;
+    auto L = open_loader({DataFormat::CosmoFlow, d / "cf", Split::Train}, o);
+    REQUIRE(L->batches_per_epoch() == 2);
+    for (int64_t id : L->shard_ids()) {
+      REQUIRE((id / 4) % 2 == r);
+      seen.insert(id);
+    }
+  }
+  REQUIRE(seen.size() == 12);
+  // Fewer files than ranks: contiguous sample shards.
+  o.world = 4;
+  o.rank = 3;
+  o.batch_size = 1;
+  auto L4 = open_loader({DataFormat::CosmoFlow, d / "cf/c01.h5", Split::Train}, o);
+  REQUIRE(L4->shard_ids() == std::vector<int64_t>{3});
+  o.batch_size = 2;
+  REQUIRE_THROWS_WITH(open_loader({DataFormat::CosmoFlow, d / "cf/c01.h5", Split::Train}, o),
+                      Catch::Contains("smaller than one batch of 2"));
+  // LBANN: one (4, D, H, W) sample per file.
+  fs::create_directories(d.dir / "lb");
+  for (int i = 0; i < 4; ++i) {
+    Tensor full = Tensor::empty({4, 4, 4, 4});
+    for (int64_t e = 0; e < full.numel(); ++e) full.data<float>()[e] = float(i * 1000 + e);
+    Tensor lab = Tensor::full({4}, float(i));
+    write_cosmoflow_lbann_file(d / ("lb/s" + std::to_string(i) + ".h5"), full, lab);
+  }
+  o = LoaderOptions{};
+  o.batch_size = 4;
+  o.shuffle = false;
+  o.reduce = {2, 2, 1};
+  auto Lb = open_loader({DataFormat::CosmoFlowLbann, d / "lb", Split::Train}, o);
+  LoaderBatch b;
+  REQUIRE(Lb->next(b));
+  REQUIRE(b.x.shape() == Shape({4, 4, 2, 2, 4}));
+  // sample 2, channel 3, (d, h, w) = (1, 0, 3): mean over d in {2, 3}, h in {0, 1}
+  double s = 0;
+  for (int dd = 2; dd < 4; ++dd)
+    for (int h = 0; h < 2; ++h) s += 2000 + ((3 * 4 + dd) * 4 + h) * 4 + 3;
+  REQUIRE(b.x.at({2, 3, 1, 0, 3}) == Approx(s / 4));
+}
+
+TEST_CASE("loader: bad input is reported with file, dataset and expectation", "[loader]") {
+  Tmp d;
+  LoaderOptions o;
+  o.batch_size = 4;
+  auto ni = [&](const std::string& f) { return open_loader({DataFormat::NeuronInverter, f, Split::Train}, o); };
+  REQUIRE_THAT(err([&] { ni(d / "missing.h5"); }), Catch::Contains("missing.h5"));
+  {  // missing labels dataset
+    H5File f = H5File::create(d / "nolab.h5");
+    f.write("train_frames", Tensor::full({8, 4, 3}, 0.f));
+  }
+  REQUIRE_THAT(err([&] { ni(d / "nolab.h5"); }), Catch::Contains("nolab.h5") && Catch::Contains("train_unitStar_par"));
+  {  // wrong rank
+    H5File f = H5File::create(d / "rank.h5");
+    f.write("train_frames", Tensor::full({8, 12}, 0.f));
+    f.write("train_unitStar_par", Tensor::full({8, 19}, 0.f));
+  }
+  REQUIRE_THAT(err([&] { ni(d / "rank.h5"); }), Catch::Contains("rank 2") && Catch::Contains("(N, T, C)"));
+  {  // unsupported dtype
+    H5File f = H5File::create(d / "dtype.h5");
+    f.write("train_frames", Tensor::zeros({8, 4, 3}, DType::I32));
+    f.write("train_unitStar_par", Tensor::full({8, 19}, 0.f));
+  }
+  REQUIRE_THAT(err([&] { ni(d / "dtype.h5"); }), Catch::Contains("train_frames") && Catch::Contains("float32 or float16"));
+  {  // length mismatch
+    H5File f = H5File::create(d / "len.h5");
+    f.write("train_frames", Tensor::full({8, 4, 3}, 0.f));
+    f.write("train_unitStar_par", Tensor::full({7, 19}, 0.f));
+  }
+  REQUIRE_THAT(err([&] { ni(d / "len.h5"); }), Catch::Contains("8 frames") && Catch::Contains("7 labels"));
+  {  // empty split
+    H5File f = H5File::create(d / "empty.h5");
+    f.create_dataset("train_frames", {0, 4, 3}, DType::F32);
+    f.create_dataset("train_unitStar_par", {0, 19}, DType::F32);
+  }
+  REQUIRE_THAT(err([&] { ni(d / "empty.h5"); }), Catch::Contains("empty"));
+  write_ni(d / "nan.h5", 8, 4, std::numeric_limits<float>::quiet_NaN());
+  REQUIRE_THAT(err([&] { ni(d / "nan.h5"); }), Catch::Contains("train_frames") && Catch::Contains("non-finite"));
+  write_ni(d / "inf.h5", 8, 4, 0, std::numeric_limits<float>::infinity());
+  REQUIRE_THAT(err([&] { ni(d / "inf.h5"); }), Catch::Contains("train_unitStar_par") && Catch::Contains("non-finite"));
+  write_ni(d / "ok.h5", 6, 6);
+  o.batch_size = 8;
+  REQUIRE_THAT(err([&] { ni(d / "ok.h5"); }), Catch::Contains("ok.h5") && Catch::Contains("at least one batch"));
+  o.batch_size = 2;
+  o.reduce = {4};
+  REQUIRE_THAT(err([&] { ni(d / "ok.h5"); }), Catch::Contains("ok.h5") && Catch::Contains("train_frames") &&
+                                                 Catch::Contains("length 6") && Catch::Contains("factor 4"));
+  o.reduce = {2, 2};
+  REQUIRE_THAT(err([&] { ni(d / "ok.h5"); }), Catch::Contains("spatial axis"));
+  o.reduce = {};
+  REQUIRE_THAT(err([&] { open_loader({DataFormat::CosmoFlow, d / "nothing/*.h5", Split::Train}, o); }),
+               Catch::Contains("no files match"));
+  // A streamed float32 sample with a NaN: the I/O thread's error comes out of next().
+  fs::create_directories(d.dir / "cfnan");
+  Tensor x = Tensor::full({4, 4, 4, 4, 4}, 1.f);
+  x.data<float>()[3 * 256 + 7] = std::numeric_limits<float>::quiet_NaN();
+  write_cosmoflow_file(d / "cfnan/a.h5", x, Tensor::full({4, 4}, 0.f));
+  o.shuffle = false;
+  auto L = open_loader({DataFormat::CosmoFlow, d / "cfnan", Split::Train}, o);
+  LoaderBatch b;
+  REQUIRE(L->next(b));
+  REQUIRE_THAT(err([&] { L->next(b); }), Catch::Contains("a.h5") && Catch::Contains("3Dmap") &&
+                                            Catch::Contains("sample 3") && Catch::Contains("non-finite"));
+}
