@@ -20,6 +20,7 @@ void add_datagen_command(CLI::App& app, Action& action);
 void add_downsample_command(CLI::App& app, Action& action);
 void add_demo_command(CLI::App& app, Action& action);
 void add_train_command(CLI::App& app, Action& action);
+void add_experiment_command(CLI::App& app, Action& action);
 
 // Common options shared by subcommands that run models.
 struct RuntimeFlags {

@@ -527,4 +527,26 @@ std::unique_ptr<Loader> open_loader(const DataSpec& spec, LoaderOptions opts) {
   return std::make_unique<LoaderImpl>(std::move(src), opts);
 }
 
+Shape dataset_sample_shape(const DataSpec& spec) {
+  std::lock_guard<std::recursive_mutex> lk(hdf5_mutex());
+  switch (spec.format) {
+    case DataFormat::NeuronInverter: {
+      const auto f = NeuronInverterFile::open(spec.path, {spec.split});
+      const auto& i = f.info(spec.split);
+      return Shape{i.c, i.t};
+    }
+    case DataFormat::CosmoFlow: {
+      const auto f = CosmoFlowFiles::open(cosmo_paths(spec));
+      const auto d = f.dims();
+      return Shape{f.channels(), d[0], d[1], d[2]};
+    }
+    case DataFormat::CosmoFlowLbann: {
+      const auto f = CosmoFlowLbannFiles::open(cosmo_paths(spec));
+      const auto d = f.dims();
+      return Shape{4, d[0], d[1], d[2]};
+    }
+  }
+  MRMF_THROW(Usage, "unknown data format");
+}
+
 }  // namespace mrmf::data

@@ -121,4 +121,8 @@ class Loader {
 
 std::unique_ptr<Loader> open_loader(const DataSpec& spec, LoaderOptions opts);
 
+// The stored per-sample shape [C, spatial...] of a split, from the file
+// metadata alone (no data is read): for validating resolution ladders.
+Shape dataset_sample_shape(const DataSpec& spec);
+
 }  // namespace mrmf::data

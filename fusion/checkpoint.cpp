@@ -1,5 +1,9 @@
 #include "fusion/checkpoint.h"
 
+#include <mutex>
+
+#include "data/prefetch.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -330,6 +334,8 @@ void compare_hyper(const H5File& f, const Optimizer& opt) {
 // ---------------------------------------------------------------- save
 void save_checkpoint(const std::string& path, const ModelSpec& spec_in, const Model& model, const Optimizer* opt,
                      const LrSchedule* sched, const TrainingState& ts, const SaveOptions& options) {
+  // HDF5 is not thread-safe: exclude the loaders' I/O thread.
+  std::lock_guard<std::recursive_mutex> hdf5_lock(data::hdf5_mutex());
   const ModelSpec spec = normalized(spec_in);
   MRMF_CHECK_KIND(Usage, spec.name == model.name(), "save_checkpoint: spec is for '", spec.name, "' but the model is '",
                   model.name(), "'");
@@ -409,11 +415,15 @@ void save_checkpoint(const std::string& path, const ModelSpec& spec_in, const Mo
 
 // ---------------------------------------------------------------- load
 CheckpointHeader read_checkpoint_header(const std::string& path) {
+  // HDF5 is not thread-safe: exclude the loaders' I/O thread.
+  std::lock_guard<std::recursive_mutex> hdf5_lock(data::hdf5_mutex());
   const H5File f = H5File::open_read(path);
   return read_header(f);
 }
 
 ParamLoadReport load_params(const std::string& path, Model& model, const ParamLoadOptions& opts) {
+  // HDF5 is not thread-safe: exclude the loaders' I/O thread.
+  std::lock_guard<std::recursive_mutex> hdf5_lock(data::hdf5_mutex());
   MRMF_CHECK(model.built(), "load_params: model '", model.name(), "' is not built");
   const H5File f = H5File::open_read(path);
   const CheckpointHeader h = read_header(f);
@@ -457,6 +467,8 @@ ParamLoadReport load_params(const std::string& path, Model& model, const ParamLo
 }
 
 void load_optimizer_state(const std::string& path, Optimizer& opt, Stream* stream) {
+  // HDF5 is not thread-safe: exclude the loaders' I/O thread.
+  std::lock_guard<std::recursive_mutex> hdf5_lock(data::hdf5_mutex());
   const H5File f = H5File::open_read(path);
   MRMF_CHECK_KIND(Data, f.exists("optimizer"), path, ": the checkpoint has no optimizer state");
   const std::string type = f.read_string_attribute("optimizer", "type").value_or("");
@@ -498,6 +510,8 @@ void load_optimizer_state(const std::string& path, Optimizer& opt, Stream* strea
 }
 
 void load_scheduler_state(const std::string& path, LrSchedule& sched) {
+  // HDF5 is not thread-safe: exclude the loaders' I/O thread.
+  std::lock_guard<std::recursive_mutex> hdf5_lock(data::hdf5_mutex());
   const H5File f = H5File::open_read(path);
   MRMF_CHECK_KIND(Data, f.exists("scheduler"), path, ": the checkpoint has no scheduler state");
   ScheduleState st;
@@ -507,6 +521,8 @@ void load_scheduler_state(const std::string& path, LrSchedule& sched) {
 }
 
 LoadedModel load_model_from_checkpoint(const std::string& path, Device device) {
+  // HDF5 is not thread-safe: exclude the loaders' I/O thread.
+  std::lock_guard<std::recursive_mutex> hdf5_lock(data::hdf5_mutex());
   LoadedModel out;
   out.header = read_checkpoint_header(path);
   out.model = build_model(out.header.spec);

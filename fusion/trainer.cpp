@@ -104,6 +104,37 @@ std::unique_ptr<Optimizer> make_optimizer(const RunConfig& cfg, ParamStore& stor
   return std::make_unique<Adam>(store, ao);
 }
 
+static data::DataSpec data_spec(const RunConfig& cfg, data::Split split);
+
+ModelSpec model_spec_for(const RunConfig& cfg, const Shape& sample_shape) {
+  ModelSpec spec;
+  spec.name = cfg.model.name;
+  spec.variant = cfg.model.variant;
+  spec.sample_shape = sample_shape;
+  spec.options = cfg.model.options;
+  if (spec.name == "neuron_inverter" && !spec.options.count("input_layout"))
+    spec.options["input_layout"] = cfg.data.layout == "reinterpret" ? "view" : "transpose";
+  return normalized(spec);
+}
+
+Shape reduced_sample_shape(const RunConfig& cfg) {
+  const data::DataSpec ds = data_spec(cfg, data::Split::Train);
+  Shape s = data::dataset_sample_shape(ds);
+  const int spatial = s.ndim() - 1;
+  const auto& r = cfg.data.reduce;
+  MRMF_CHECK_KIND(Config, r.empty() || r.size() == 1 || static_cast<int>(r.size()) == spatial, "config key 'data.reduce': ",
+                  r.size(), " factors for data with ", spatial, " spatial axes (", ds.path, ")");
+  static const char* names3[] = {"x (D)", "y (H)", "z (W)"};
+  for (int a = 0; a < spatial && !r.empty(); ++a) {
+    const int64_t f = r.size() == 1 ? r[0] : r[static_cast<size_t>(a)];
+    const int64_t len = s[a + 1];
+    MRMF_CHECK_KIND(Config, f >= 1 && len % f == 0, ds.path, ": reduction factor ", f, " does not divide axis ",
+                    spatial == 1 ? "t" : names3[a], " of length ", len);
+    s[a + 1] = len / f;
+  }
+  return s;
+}
+
 static data::DataSpec data_spec(const RunConfig& cfg, data::Split split) {
   data::DataSpec d;
   d.format = data::parse_data_format(cfg.data.format);
@@ -133,13 +164,7 @@ Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, Traine
   train_ = data::open_loader(data_spec(cfg_, data::Split::Train), loader_options(cfg_, comm_, device_, true));
   val_ = data::open_loader(data_spec(cfg_, data::Split::Val), loader_options(cfg_, comm_, device_, false));
 
-  spec_.name = cfg_.model.name;
-  spec_.variant = cfg_.model.variant;
-  spec_.sample_shape = train_->sample_shape();
-  spec_.options = cfg_.model.options;
-  if (spec_.name == "neuron_inverter" && !spec_.options.count("input_layout"))
-    spec_.options["input_layout"] = cfg_.data.layout == "reinterpret" ? "view" : "transpose";
-  spec_ = normalized(spec_);
+  spec_ = model_spec_for(cfg_, train_->sample_shape());
   auto model = build_model(spec_);
   model->build(device_, cfg_.train.seed, default_init_scheme(spec_));
   model_ = std::move(model);
@@ -199,7 +224,12 @@ double Trainer::evaluate(data::Loader& loader) {
   return sum / count;
 }
 
-EpochRecord Trainer::train_epoch(int64_t epoch) {
+double Trainer::time_steps(int64_t steps) {
+  const EpochRecord r = train_epoch(0, steps, /*validate=*/false);
+  return (r.io_s + r.compute_s + r.comm_s) / static_cast<double>(std::max<int64_t>(r.steps, 1));
+}
+
+EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate) {
   EpochRecord r;
   r.epoch = epoch;
   r.tag = opts_.tag;
@@ -210,9 +240,10 @@ EpochRecord Trainer::train_epoch(int64_t epoch) {
   Model& m = *model_;
   m.net().set_backward_hook([&](Module& mod) { sync.ready_from(m.first_param_offset(mod), ctx_->stream()); });
 
-  const int64_t total = cfg_.train.max_steps_per_epoch > 0
-                            ? std::min(cfg_.train.max_steps_per_epoch, train_->batches_per_epoch())
-                            : train_->batches_per_epoch();
+  int64_t total = cfg_.train.max_steps_per_epoch > 0
+                      ? std::min(cfg_.train.max_steps_per_epoch, train_->batches_per_epoch())
+                      : train_->batches_per_epoch();
+  if (max_steps > 0) total = std::min(total, max_steps);
   const bool bar = opts_.progress && comm_.is_root() && isatty(STDERR_FILENO);
   double loss_sum = 0;
   int64_t steps = 0;
@@ -281,7 +312,7 @@ EpochRecord Trainer::train_epoch(int64_t epoch) {
   r.samples = steps * cfg_.train.batch_size * comm_.size();
   r.train_loss = loss_sum / static_cast<double>(steps);
   const auto t_val = Clock::now();
-  r.val_loss = evaluate(*val_);
+  r.val_loss = validate ? evaluate(*val_) : 0.0;
   r.val_s = seconds_since(t_val);
   r.epoch_s = seconds_since(t_epoch);
   // The slowest rank sets the pace: report the max over ranks of each column.

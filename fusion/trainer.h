@@ -74,6 +74,9 @@ class Trainer {
   ~Trainer();
 
   FitResult fit();
+  // Mean wall seconds per training step over `steps` steps (no validation, no
+  // checkpoint): the probe that sizes the concurrent groups. Trains the model.
+  double time_steps(int64_t steps);
   // Mean squared error over the whole split on every rank (averaged over ranks).
   double evaluate(data::Loader& loader);
   double evaluate_validation() { return evaluate(*val_); }
@@ -92,7 +95,7 @@ class Trainer {
 
  private:
   void build_optimizer();
-  EpochRecord train_epoch(int64_t epoch);
+  EpochRecord train_epoch(int64_t epoch, int64_t max_steps = 0, bool validate = true);
   void save(int64_t epochs_done);
   bool try_resume();
   void write_metrics(const EpochRecord& r, bool truncate_to_epoch = false);
@@ -111,6 +114,13 @@ class Trainer {
   int64_t start_epoch_ = 0, step_ = 0;
   std::vector<EpochRecord> resumed_history_;
 };
+
+// The model spec a run configuration describes for data of `sample_shape`.
+ModelSpec model_spec_for(const RunConfig& cfg, const Shape& sample_shape);
+// The per-sample input shape a run configuration gives (stored shape reduced
+// by data.reduce), from file metadata only. Throws naming the axis when a
+// factor does not divide it.
+Shape reduced_sample_shape(const RunConfig& cfg);
 
 // The loader options a run config implies for this rank.
 data::LoaderOptions loader_options(const RunConfig& cfg, const Communicator& comm, Device device, bool training);

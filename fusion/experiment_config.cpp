@@ -1,0 +1,204 @@
+#include "fusion/experiment_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+#include "fusion/config.h"
+
+namespace mrmf {
+namespace fs = std::filesystem;
+
+std::string resolution_key(const Resolution& r) {
+  std::string s;
+  for (size_t i = 0; i < r.size(); ++i) s += (i ? "," : "") + std::to_string(r[i]);
+  return s.empty() ? "1" : s;
+}
+
+bool is_original(const Resolution& r) {
+  for (int64_t f : r)
+    if (f != 1) return false;
+  return true;
+}
+
+std::vector<Resolution> ExperimentConfig::ladder_for(const std::string& method) const {
+  const Resolution coarse1 = one_fusion_coarse.empty() ? ladder[ladder.size() - 2] : one_fusion_coarse;
+  if (method == "baseline") return {ladder.back()};
+  if (method == "mrt" || method == "mrmf1" || method == "concurrent") return {coarse1, ladder.back()};
+  // mrmfN: the last N + 1 rungs
+  const size_t n = static_cast<size_t>(std::stoi(method.substr(4)));
+  return std::vector<Resolution>(ladder.end() - static_cast<std::ptrdiff_t>(n + 1), ladder.end());
+}
+
+StageStops ExperimentConfig::stops_for_stage(size_t stage) const {
+  return stage < stages.size() ? stages[stage] : StageStops{coarse_stop, dense_stop};
+}
+
+namespace {
+const std::set<std::string> kExperimentKeys = {
+    "methods", "seeds", "target_val_loss", "max_epochs", "ladder", "one_fusion_coarse", "coarse_stop", "dense_stop",
+    "stages", "resolution_overrides", "optimizer_at_fusion", "concurrent_times", "probe_steps"};
+
+template <class T>
+T get(const YAML::Node& n, const std::string& key) {
+  try {
+    return n.as<T>();
+  } catch (const YAML::Exception&) {
+    MRMF_THROW(Config, "experiment key '", key, "': wrong type (got '", YAML::Dump(n), "')");
+  }
+}
+
+Resolution parse_resolution(const YAML::Node& n, const std::string& key) {
+  Resolution r = n.IsScalar() ? Resolution{get<int64_t>(n, key)} : get<std::vector<int64_t>>(n, key);
+  MRMF_CHECK_KIND(Config, !r.empty(), "experiment key '", key, "': an empty resolution");
+  for (int64_t f : r) MRMF_CHECK_KIND(Config, f >= 1, "experiment key '", key, "': factors must be >= 1, got ", f);
+  return r;
+}
+
+StopRule parse_stop(const YAML::Node& n, const std::string& key, StopRule base) {
+  MRMF_CHECK_KIND(Config, n.IsMap(), "experiment key '", key, "': expected {threshold, patience, max_epochs}");
+  for (const auto& kv : n) {
+    const std::string k = kv.first.as<std::string>();
+    if (k == "threshold") base.threshold = get<double>(kv.second, key + ".threshold");
+    else if (k == "patience") base.patience = get<int64_t>(kv.second, key + ".patience");
+    else if (k == "max_epochs") base.max_epochs = get<int64_t>(kv.second, key + ".max_epochs");
+    else MRMF_THROW(Config, "unknown experiment key '", key, ".", k, "' (expected threshold, patience, max_epochs)");
+  }
+  MRMF_CHECK_KIND(Config, base.threshold >= 0, "experiment key '", key, ".threshold': must be >= 0");
+  MRMF_CHECK_KIND(Config, base.threshold == 0 || base.patience >= 1, "experiment key '", key,
+                  ".patience': must be at least 1 when a threshold is set");
+  MRMF_CHECK_KIND(Config, base.max_epochs >= 1, "experiment key '", key, ".max_epochs': must be at least 1");
+  return base;
+}
+
+void validate_methods(const ExperimentConfig& c) {
+  MRMF_CHECK_KIND(Config, !c.methods.empty(), "experiment key 'methods': no method given");
+  for (const auto& m : c.methods) {
+    const bool mrmf_n = m.size() > 4 && m.rfind("mrmf", 0) == 0 &&
+                        m.find_first_not_of("0123456789", 4) == std::string::npos;
+    MRMF_CHECK_KIND(Config, m == "baseline" || m == "mrt" || m == "concurrent" || mrmf_n, "experiment key 'methods': '",
+                    m, "' is not one of baseline, mrt, mrmf1, mrmf2, ..., concurrent");
+    if (mrmf_n) {
+      const int n = std::stoi(m.substr(4));
+      MRMF_CHECK_KIND(Config, n >= 1 && static_cast<size_t>(n) + 1 <= c.ladder.size(), "experiment method '", m,
+                      "' needs ", n + 1, " rungs in the ladder, which has ", c.ladder.size());
+    }
+  }
+}
+}  // namespace
+
+ExperimentConfig parse_experiment_config(const std::string& text, const std::vector<std::string>& overrides,
+                                         const std::string& origin, const std::string& base_dir) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    MRMF_THROW(Config, origin, ":", e.mark.line + 1, ": invalid YAML: ", e.msg);
+  }
+  MRMF_CHECK_KIND(Config, root.IsMap(), origin, ": expected a map with 'run' (or 'base') and 'experiment'");
+  ExperimentConfig c;
+  for (const auto& o : overrides) {
+    if (o.rfind("experiment.", 0) == 0) apply_override(root, o);
+    else c.run_sets.push_back(o);
+  }
+  for (const auto& kv : root) {
+    const std::string k = kv.first.as<std::string>();
+    MRMF_CHECK_KIND(Config, k == "run" || k == "base" || k == "experiment", origin, ": unknown section '", k,
+                    "' (expected run, base, experiment)");
+  }
+  MRMF_CHECK_KIND(Config, !(root["run"] && root["base"]), origin, ": give either 'run' or 'base', not both");
+  if (root["base"]) {
+    fs::path p = get<std::string>(root["base"], "base");
+    if (p.is_relative() && !fs::exists(p)) p = fs::path(base_dir) / p;
+    std::ifstream in(p);
+    MRMF_CHECK_KIND(Config, in.good(), origin, ": cannot read the base run configuration '", p.string(), "'");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    c.run_yaml = ss.str();
+  } else if (root["run"]) {
+    c.run_yaml = YAML::Dump(root["run"]);
+  }
+
+  const YAML::Node e = root["experiment"];
+  if (e) {
+    MRMF_CHECK_KIND(Config, e.IsMap(), origin, ": 'experiment' must be a map");
+    for (const auto& kv : e) {
+      const std::string k = kv.first.as<std::string>();
+      MRMF_CHECK_KIND(Config, kExperimentKeys.count(k), origin, ": unknown experiment key '", k, "'");
+    }
+    if (e["methods"]) c.methods = get<std::vector<std::string>>(e["methods"], "methods");
+    if (e["seeds"]) c.seeds = get<std::vector<uint64_t>>(e["seeds"], "seeds");
+    if (e["target_val_loss"]) c.target_val_loss = get<double>(e["target_val_loss"], "target_val_loss");
+    if (e["max_epochs"]) c.max_epochs = get<int64_t>(e["max_epochs"], "max_epochs");
+    if (e["ladder"]) {
+      c.ladder.clear();
+      for (size_t i = 0; i < e["ladder"].size(); ++i)
+        c.ladder.push_back(parse_resolution(e["ladder"][i], "ladder[" + std::to_string(i) + "]"));
+    }
+    if (e["one_fusion_coarse"]) c.one_fusion_coarse = parse_resolution(e["one_fusion_coarse"], "one_fusion_coarse");
+    if (e["coarse_stop"]) c.coarse_stop = parse_stop(e["coarse_stop"], "coarse_stop", c.coarse_stop);
+    if (e["dense_stop"]) c.dense_stop = parse_stop(e["dense_stop"], "dense_stop", c.dense_stop);
+    if (e["stages"]) {
+      for (size_t i = 0; i < e["stages"].size(); ++i) {
+        const YAML::Node s = e["stages"][i];
+        const std::string key = "stages[" + std::to_string(i) + "]";
+        StageStops st{c.coarse_stop, c.dense_stop};
+        for (const auto& kv : s) {
+          const std::string k = kv.first.as<std::string>();
+          if (k == "coarse_stop") st.coarse = parse_stop(kv.second, key + ".coarse_stop", st.coarse);
+          else if (k == "dense_stop") st.dense = parse_stop(kv.second, key + ".dense_stop", st.dense);
+          else MRMF_THROW(Config, "unknown experiment key '", key, ".", k, "'");
+        }
+        c.stages.push_back(st);
+      }
+    }
+    if (e["resolution_overrides"])
+      c.resolution_overrides =
+          get<std::map<std::string, std::vector<std::string>>>(e["resolution_overrides"], "resolution_overrides");
+    if (e["optimizer_at_fusion"]) c.optimizer_at_fusion = get<std::string>(e["optimizer_at_fusion"], "optimizer_at_fusion");
+    if (e["concurrent_times"]) c.concurrent_times = get<std::vector<double>>(e["concurrent_times"], "concurrent_times");
+    if (e["probe_steps"]) c.probe_steps = get<int64_t>(e["probe_steps"], "probe_steps");
+  }
+
+  MRMF_CHECK_KIND(Config, c.ladder.size() >= 2, "experiment key 'ladder': needs at least two resolutions");
+  MRMF_CHECK_KIND(Config, is_original(c.ladder.back()), "experiment key 'ladder': the last rung must be the original "
+                  "resolution ([1]), got [", resolution_key(c.ladder.back()), "]");
+  MRMF_CHECK_KIND(Config, !c.seeds.empty(), "experiment key 'seeds': no seed given");
+  MRMF_CHECK_KIND(Config, c.target_val_loss > 0, "experiment key 'target_val_loss': must be positive (every method "
+                  "trains to the same target)");
+  MRMF_CHECK_KIND(Config, c.max_epochs >= 1, "experiment key 'max_epochs': must be at least 1");
+  MRMF_CHECK_KIND(Config, c.optimizer_at_fusion == "reset" || c.optimizer_at_fusion == "keep",
+                  "experiment key 'optimizer_at_fusion': '", c.optimizer_at_fusion, "' is not one of reset, keep");
+  MRMF_CHECK_KIND(Config, c.concurrent_times.empty() || (c.concurrent_times.size() == 2 && c.concurrent_times[0] > 0 &&
+                                                         c.concurrent_times[1] > 0),
+                  "experiment key 'concurrent_times': expected [t_dense, t_coarse], both positive");
+  MRMF_CHECK_KIND(Config, c.probe_steps >= 1, "experiment key 'probe_steps': must be at least 1");
+  validate_methods(c);
+  // Every run configuration the experiment will use must parse.
+  for (const auto& r : c.ladder) {
+    std::vector<std::string> sets = c.run_sets;
+    auto it = c.resolution_overrides.find(resolution_key(r));
+    if (it != c.resolution_overrides.end()) sets.insert(sets.end(), it->second.begin(), it->second.end());
+    parse_run_config(c.run_yaml, sets, origin + " (run configuration at resolution " + resolution_key(r) + ")");
+  }
+  for (const auto& [key, sets] : c.resolution_overrides) {
+    bool found = key == resolution_key(c.one_fusion_coarse);
+    for (const auto& r : c.ladder) found = found || key == resolution_key(r);
+    MRMF_CHECK_KIND(Config, found, "experiment key 'resolution_overrides': '", key, "' is not a rung of the ladder");
+  }
+  return c;
+}
+
+ExperimentConfig load_experiment_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path);
+  MRMF_CHECK_KIND(Config, in.good(), "cannot read experiment config '", path, "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_experiment_config(ss.str(), overrides, path, fs::path(path).parent_path().string());
+}
+
+}  // namespace mrmf

@@ -1,0 +1,74 @@
+// The MRMF experiment configuration: a base run configuration plus the
+// methods to compare, the resolution ladder, the stop rules per role and
+// stage, and the seeds.
+//
+//   run: {...}                      # a run configuration (fusion/config.h), or
+//   base: configs/neuron_inverter_cpu.yaml
+//   experiment:
+//     methods: [baseline, mrt, mrmf1, mrmf2, concurrent]
+//     seeds: [1, 2, 3]
+//     target_val_loss: 0.08         # every method trains its final stage to this
+//     max_epochs: 40                # guard for baseline, MRT and fine-tuning
+//     ladder: [[4], [2], [1]]       # reduction factors, coarsest first, original last
+//     one_fusion_coarse: [2]        # coarse resolution of mrmf1 / mrt / concurrent (default: ladder[-2])
+//     coarse_stop: {threshold: 0.002, patience: 2, max_epochs: 20}
+//     dense_stop:  {threshold: 0.005, patience: 1, max_epochs: 10}
+//     stages:                       # optional per-stage overrides, first fusion stage first
+//       - {dense_stop: {threshold: 0.01}}
+//     resolution_overrides: {"4": ["train.batch_size=512", "optimizer.lr=2e-3"]}
+//     optimizer_at_fusion: reset    # or keep: Adam moments travel with their blocks
+//     concurrent_times: []          # [t_dense, t_coarse] epoch times; empty = measured by a probe
+//     probe_steps: 3
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mrmf {
+
+struct StopRule {
+  double threshold = 0;  // loss-plateau threshold epsilon (0: off)
+  int64_t patience = 0;  // T_p
+  int64_t max_epochs = 20;  // the guard
+};
+
+struct StageStops {
+  StopRule coarse, dense;
+};
+
+using Resolution = std::vector<int64_t>;  // per spatial axis; {1} = original
+std::string resolution_key(const Resolution& r);  // "2", "2,2,2", "1"
+bool is_original(const Resolution& r);
+
+struct ExperimentConfig {
+  std::string run_yaml;                 // the base run configuration
+  std::vector<std::string> run_sets;    // --set overrides for every run
+  std::vector<std::string> methods{"baseline", "mrt", "mrmf1", "mrmf2"};
+  std::vector<uint64_t> seeds{1};
+  double target_val_loss = 0;
+  int64_t max_epochs = 40;
+  std::vector<Resolution> ladder{{4}, {2}, {1}};
+  Resolution one_fusion_coarse;         // empty: ladder[-2]
+  StopRule coarse_stop{0.002, 2, 20}, dense_stop{0.005, 1, 10};
+  std::vector<StageStops> stages;       // per fusion stage (defaults filled in)
+  std::map<std::string, std::vector<std::string>> resolution_overrides;
+  std::string optimizer_at_fusion = "reset";
+  std::vector<double> concurrent_times;
+  int64_t probe_steps = 3;
+
+  // The ladder a method uses (coarsest first, original last).
+  std::vector<Resolution> ladder_for(const std::string& method) const;
+  StageStops stops_for_stage(size_t stage) const;
+};
+
+// Parses an experiment file (plus `--set experiment.x=...` or run-key overrides:
+// keys starting with "experiment." go to this section, others to every run).
+// Validates everything -- including a trial parse of the run configuration at
+// every resolution -- before any training starts.
+ExperimentConfig load_experiment_config(const std::string& path, const std::vector<std::string>& overrides);
+ExperimentConfig parse_experiment_config(const std::string& text, const std::vector<std::string>& overrides,
+                                         const std::string& origin, const std::string& base_dir = ".");
+
+}  // namespace mrmf

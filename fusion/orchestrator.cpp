@@ -1,0 +1,317 @@
+#include "fusion/orchestrator.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/check_mpi.h"
+#include "core/log.h"
+#include "fusion/fuse.h"
+
+namespace mrmf {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+static double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+Orchestrator::Orchestrator(ExperimentConfig cfg, Communicator& world, Device device, std::string out_dir)
+    : cfg_(std::move(cfg)), world_(world), device_(device), out_(std::move(out_dir)) {
+  check_ladder_divides();
+}
+
+RunConfig Orchestrator::stage_config(const Resolution& r, uint64_t seed, const StopRule& stop, double target) const {
+  std::vector<std::string> sets = cfg_.run_sets;
+  auto it = cfg_.resolution_overrides.find(resolution_key(r));
+  if (it != cfg_.resolution_overrides.end()) sets.insert(sets.end(), it->second.begin(), it->second.end());
+  sets.push_back("data.reduce=[" + resolution_key(r) + "]");
+  sets.push_back("train.seed=" + std::to_string(seed));
+  sets.push_back("stop.max_epochs=" + std::to_string(stop.max_epochs));
+  sets.push_back("stop.plateau_threshold=" + fmt::format("{}", stop.threshold));
+  sets.push_back("stop.plateau_patience=" + std::to_string(stop.patience));
+  sets.push_back("stop.target_val_loss=" + fmt::format("{}", target));
+  return parse_run_config(cfg_.run_yaml, sets, "experiment run configuration");
+}
+
+void Orchestrator::check_ladder_divides() {
+  // Fail before any training: a rung whose factors do not divide the data.
+  std::vector<Resolution> rungs = cfg_.ladder;
+  if (!cfg_.one_fusion_coarse.empty()) rungs.push_back(cfg_.one_fusion_coarse);
+  for (const auto& r : rungs) (void)reduced_sample_shape(stage_config(r, 1, StopRule{}, 0));
+}
+
+int Orchestrator::dense_group_size(int world, double t_dense, double t_coarse) {
+  MRMF_CHECK_KIND(Config, world >= 2, "a concurrent split needs at least two ranks, got ", world);
+  MRMF_CHECK_KIND(Config, t_dense > 0 && t_coarse > 0, "concurrent split: epoch times must be positive (t_dense ",
+                  t_dense, ", t_coarse ", t_coarse, ")");
+  const double share = t_dense / (t_dense + t_coarse);
+  int nd = static_cast<int>(std::lround(share * world));
+  // Neither group may be empty: that would leave one model untrained.
+  if (nd < 1) nd = 1;
+  if (nd > world - 1) nd = world - 1;
+  return nd;
+}
+
+Orchestrator::Stage Orchestrator::train_stage(const std::string& name, const std::string& role, const Resolution& r,
+                                              uint64_t seed, const StopRule& stop, double target,
+                                              std::unique_ptr<Model> start, Communicator& comm,
+                                              const std::string& dir,
+                                              const std::function<void(Trainer&)>& before_fit) {
+  const auto t0 = Clock::now();
+  const RunConfig rc = stage_config(r, seed, stop, target);
+  TrainerOptions to;
+  to.out_dir = dir;
+  to.tag = name;
+  to.write_checkpoints = false;
+  Stage s;
+  s.trainer = std::make_unique<Trainer>(rc, comm, device_, to);
+  if (start) s.trainer->set_model(std::move(start));
+  if (before_fit) before_fit(*s.trainer);
+  log::info("[{}] {} on {} rank(s): {} samples/rank/epoch, stop: plateau eps={} Tp={}, target {}, guard {} epochs",
+            name, s.trainer->spec().str(), comm.size(), s.trainer->train_loader().samples_per_epoch(), stop.threshold,
+            stop.patience, target, stop.max_epochs);
+  const FitResult fr = s.trainer->fit();
+  s.result.name = name;
+  s.result.role = role;
+  s.result.resolution = resolution_key(r);
+  s.result.epochs = fr.epochs();
+  s.result.final_val_loss = fr.final_val_loss;
+  s.result.stop_reason = fr.stop_reason;
+  s.result.history = fr.history;
+  s.result.ranks = comm.size();
+  s.result.time_s = comm.allreduce_max(since(t0));
+  if (fr.stop_reason == "max_epochs" && (stop.threshold > 0 || target > 0))
+    log::info("[{}] notice: the {}-epoch guard stopped this stage before its {} fired", name, stop.max_epochs,
+              target > 0 ? "target" : "plateau rule");
+  return s;
+}
+
+void Orchestrator::keep_optimizer_state(Trainer& fused, Trainer* coarse, Trainer* dense) {
+  if (cfg_.optimizer_at_fusion != "keep") return;
+  if (coarse) fused.optimizer().copy_group_state_from(coarse->optimizer(), ParamGroup::Bottom);
+  if (dense) fused.optimizer().copy_group_state_from(dense->optimizer(), ParamGroup::Top);
+}
+
+MethodRun Orchestrator::run(const std::string& method, uint64_t seed) {
+  if (method == "concurrent") return run_concurrent(seed);
+  return run_sequential(method, seed);
+}
+
+MethodRun Orchestrator::run_sequential(const std::string& method, uint64_t seed) {
+  MethodRun mr;
+  mr.method = method;
+  mr.seed = seed;
+  const std::string dir = (fs::path(out_) / method / ("seed" + std::to_string(seed))).string();
+  const auto ladder = cfg_.ladder_for(method);
+  const double target = cfg_.target_val_loss;
+  const StopRule final_rule{0, 0, cfg_.max_epochs};
+  auto sub = [&](const std::string& n) { return (fs::path(dir) / n).string(); };
+  std::unique_ptr<Model> final_start;
+
+  if (method == "baseline") {
+    auto s = train_stage(method + "/baseline@1", "baseline", ladder.back(), seed, final_rule, target, nullptr, world_,
+                         sub("baseline"));
+    mr.stages.push_back(s.result);
+  } else if (method == "mrt") {
+    auto c = train_stage("mrt/coarse@" + resolution_key(ladder[0]), "coarse", ladder[0], seed,
+                         cfg_.stops_for_stage(0).coarse, 0, nullptr, world_, sub("coarse"));
+    mr.stages.push_back(c.result);
+    mr.epochs_before_fusion += c.result.epochs;
+    const auto t0 = Clock::now();
+    const RunConfig rc = stage_config(ladder.back(), seed, final_rule, target);
+    const ModelSpec dense_spec = model_spec_for(rc, reduced_sample_shape(rc));
+    // A fresh top: initialised from a different stream than the coarse model's.
+    final_start = transfer_bottom(c.trainer->model(), dense_spec, device_, seed + 7919);
+    mr.fusion_s += since(t0);
+  } else {
+    std::unique_ptr<Model> carried;  // the fused model of the previous stage
+    std::unique_ptr<Trainer> prev_coarse, prev_dense;
+    // With optimizer_at_fusion = keep, a trainer that starts from a fused
+    // model takes the bottom's optimizer state from the coarse trainer and
+    // the top's from the dense one (reset is the default: fresh state).
+    auto keep = [&](Trainer& t) { keep_optimizer_state(t, prev_coarse.get(), prev_dense.get()); };
+    for (size_t st = 0; st + 1 < ladder.size(); ++st) {
+      const StageStops stops = cfg_.stops_for_stage(st);
+      const std::string prefix = method + "/stage" + std::to_string(st + 1) + "/";
+      auto c = train_stage(prefix + "coarse@" + resolution_key(ladder[st]), "coarse", ladder[st], seed, stops.coarse,
+                           0, std::move(carried), world_, sub("stage" + std::to_string(st + 1) + "_coarse"),
+                           st > 0 ? std::function<void(Trainer&)>(keep) : nullptr);
+      auto d = train_stage(prefix + "dense@" + resolution_key(ladder[st + 1]), "dense", ladder[st + 1],
+                           seed + 1000 * (st + 1), stops.dense, 0, nullptr, world_,
+                           sub("stage" + std::to_string(st + 1) + "_dense"));
+      mr.stages.push_back(c.result);
+      mr.stages.push_back(d.result);
+      mr.epochs_before_fusion += c.result.epochs + d.result.epochs;
+      const auto t0 = Clock::now();
+      carried = fuse_models(c.trainer->model(), d.trainer->model(), d.trainer->spec(), device_, seed);
+      mr.fusion_s += since(t0);
+      prev_coarse = std::move(c.trainer);
+      prev_dense = std::move(d.trainer);
+    }
+    final_start = std::move(carried);
+    auto f = train_stage(method + "/finetune@1", "finetune", ladder.back(), seed, final_rule, target,
+                         std::move(final_start), world_, sub("finetune"), keep);
+    mr.stages.push_back(f.result);
+    mr.epochs_after_fusion = f.result.epochs;
+    mr.final_val_loss = f.result.final_val_loss;
+    mr.reached_target = f.result.stop_reason == "target";
+  }
+  if (method == "mrt") {
+    auto f = train_stage("mrt/finetune@1", "finetune", ladder.back(), seed, final_rule, target, std::move(final_start),
+                         world_, sub("finetune"));
+    mr.stages.push_back(f.result);
+    mr.epochs_after_fusion = f.result.epochs;
+  }
+  const StageResult& last = mr.stages.back();
+  mr.final_val_loss = last.final_val_loss;
+  mr.reached_target = last.stop_reason == "target";
+  if (method == "baseline") mr.epochs_after_fusion = last.epochs;
+  for (const auto& s : mr.stages) mr.total_s += s.time_s;
+  mr.total_s += mr.fusion_s;
+  return mr;
+}
+
+std::pair<double, double> Orchestrator::probe_epoch_times(const Resolution& coarse, uint64_t seed) {
+  if (!cfg_.concurrent_times.empty()) return {cfg_.concurrent_times[0], cfg_.concurrent_times[1]};
+  double t[2];
+  const Resolution res[2] = {cfg_.ladder.back(), coarse};
+  for (int i = 0; i < 2; ++i) {
+    TrainerOptions to;
+    to.progress = false;
+    Trainer probe(stage_config(res[i], seed, StopRule{}, 0), world_, device_, to);
+    probe.time_steps(1);  // warm-up: primitive creation, first-touch allocations
+    const double per_step = probe.time_steps(cfg_.probe_steps);
+    t[i] = world_.allreduce_max(per_step * static_cast<double>(probe.train_loader().batches_per_epoch()));
+  }
+  log::info("concurrent probe: dense epoch ~{:.2f} s, coarse epoch ~{:.2f} s", t[0], t[1]);
+  return {t[0], t[1]};
+}
+
+namespace {
+// Broadcasts a string (JSON) from `root` over the world communicator.
+std::string bcast_string(const Communicator& world, const std::string& s, int root) {
+  int64_t n = static_cast<int64_t>(s.size());
+  MRMF_MPI_CHECK(MPI_Bcast(&n, 1, MPI_INT64_T, root, world.native()));
+  std::string out = world.rank() == root ? s : std::string(static_cast<size_t>(n), '\0');
+  MRMF_MPI_CHECK(MPI_Bcast(out.data(), static_cast<int>(n), MPI_CHAR, root, world.native()));
+  return out;
+}
+
+nlohmann::json stage_to_json(const StageResult& s) {
+  nlohmann::json h = nlohmann::json::array();
+  for (const auto& e : s.history) h.push_back(nlohmann::json::parse(e.to_json()));
+  return {{"name", s.name},        {"role", s.role},   {"resolution", s.resolution},    {"epochs", s.epochs},
+          {"time_s", s.time_s},    {"val", s.final_val_loss}, {"stop", s.stop_reason}, {"ranks", s.ranks},
+          {"history", h}};
+}
+
+StageResult stage_from_json(const nlohmann::json& j) {
+  StageResult s;
+  s.name = j["name"];
+  s.role = j["role"];
+  s.resolution = j["resolution"];
+  s.epochs = j["epochs"];
+  s.time_s = j["time_s"];
+  s.final_val_loss = j["val"];
+  s.stop_reason = j["stop"];
+  s.ranks = j["ranks"];
+  for (const auto& e : j["history"]) {
+    EpochRecord r;
+    r.epoch = e["epoch"];
+    r.train_loss = e["train_loss"];
+    r.val_loss = e["val_loss"];
+    r.lr = e["lr"];
+    r.io_s = e["io_s"];
+    r.compute_s = e["compute_s"];
+    r.comm_s = e["comm_s"];
+    r.val_s = e["val_s"];
+    r.epoch_s = e["epoch_s"];
+    r.samples_per_s = e["samples_per_s"];
+    r.steps = e["steps"];
+    r.samples = e["samples"];
+    s.history.push_back(r);
+  }
+  return s;
+}
+}  // namespace
+
+std::unique_ptr<Model> exchange_and_fuse(Communicator& world, int coarse_root, std::unique_ptr<Model> mine,
+                                         const ModelSpec& coarse_spec, const ModelSpec& dense_spec, Device device,
+                                         uint64_t seed) {
+  const bool dense_rank = world.rank() < coarse_root;
+  std::unique_ptr<Model> mc = dense_rank ? nullptr : std::move(mine);
+  std::unique_ptr<Model> md = dense_rank ? std::move(mine) : nullptr;
+  auto skeleton = [&](const ModelSpec& s) {
+    auto m = build_model(s);
+    m->build(device, seed, default_init_scheme(s));
+    return m;
+  };
+  if (!mc) mc = skeleton(coarse_spec);
+  if (!md) md = skeleton(dense_spec);
+  MRMF_CHECK_KIND(Shape, mc->params().layout_hash() == skeleton(coarse_spec)->params().layout_hash(),
+                  "concurrent exchange: the coarse model does not match its spec ", coarse_spec.str());
+  Stream& st = cpu_stream();
+  world.broadcast(mc->params().values(), coarse_root, st);
+  world.broadcast(mc->params().buffers(), coarse_root, st);
+  world.broadcast(md->params().values(), 0, st);
+  world.broadcast(md->params().buffers(), 0, st);
+  return fuse_models(*mc, *md, dense_spec, device, seed);
+}
+
+MethodRun Orchestrator::run_concurrent(uint64_t seed) {
+  if (world_.size() < 2) {
+    log::info("notice: concurrent training needs at least two ranks; running the one-fusion stages sequentially");
+    MethodRun mr = run_sequential("mrmf1", seed);
+    mr.method = "concurrent";
+    return mr;
+  }
+  MethodRun mr;
+  mr.method = "concurrent";
+  mr.seed = seed;
+  const std::string dir = (fs::path(out_) / "concurrent" / ("seed" + std::to_string(seed))).string();
+  const auto ladder = cfg_.ladder_for("concurrent");
+  const auto [t_dense, t_coarse] = probe_epoch_times(ladder[0], seed);
+  const int nd = dense_group_size(world_.size(), t_dense, t_coarse);
+  const bool dense_rank = world_.rank() < nd;
+  log::info("concurrent split: {} rank(s) dense, {} rank(s) coarse (t_dense {:.2f} s, t_coarse {:.2f} s)", nd,
+            world_.size() - nd, t_dense, t_coarse);
+  Communicator group = world_.split(dense_rank ? 0 : 1, world_.rank());
+  const StageStops stops = cfg_.stops_for_stage(0);
+
+  const auto t0 = Clock::now();
+  Stage mine = dense_rank
+                   ? train_stage("concurrent/dense@1", "dense", ladder[1], seed + 1000, stops.dense, 0, nullptr, group,
+                                 (fs::path(dir) / "stage1_dense").string())
+                   : train_stage("concurrent/coarse@" + resolution_key(ladder[0]), "coarse", ladder[0], seed,
+                                 stops.coarse, 0, nullptr, group, (fs::path(dir) / "stage1_coarse").string());
+  const double pretrain_s = world_.allreduce_max(since(t0));
+
+  // Exchange: the dense group's root (world rank 0) and the coarse group's
+  // root (world rank nd) broadcast their models' flat buffers to everyone.
+  const auto tf = Clock::now();
+  const RunConfig rc_c = stage_config(ladder[0], seed, StopRule{}, 0), rc_d = stage_config(ladder[1], seed, StopRule{}, 0);
+  const ModelSpec spec_c = model_spec_for(rc_c, reduced_sample_shape(rc_c));
+  const ModelSpec spec_d = model_spec_for(rc_d, reduced_sample_shape(rc_d));
+  auto fused = exchange_and_fuse(world_, nd, mine.trainer->release_model(), spec_c, spec_d, device_, seed);
+  mr.fusion_s = world_.allreduce_max(since(tf));
+
+  // Both groups' stage records, on every rank (rank 0 writes the report).
+  const std::string my_json = stage_to_json(mine.result).dump();
+  const StageResult dense_res = stage_from_json(nlohmann::json::parse(bcast_string(world_, my_json, 0)));
+  const StageResult coarse_res = stage_from_json(nlohmann::json::parse(bcast_string(world_, my_json, nd)));
+  mr.stages.push_back(coarse_res);
+  mr.stages.push_back(dense_res);
+  mr.epochs_before_fusion = coarse_res.epochs + dense_res.epochs;
+  mine.trainer.reset();
+
+  auto f = train_stage("concurrent/finetune@1", "finetune", ladder[1], seed, StopRule{0, 0, cfg_.max_epochs},
+                       cfg_.target_val_loss, std::move(fused), world_, (fs::path(dir) / "finetune").string());
+  mr.stages.push_back(f.result);
+  mr.epochs_after_fusion = f.result.epochs;
+  mr.final_val_loss = f.result.final_val_loss;
+  mr.reached_target = f.result.stop_reason == "target";
+  mr.total_s = pretrain_s + mr.fusion_s + f.result.time_s;
+  return mr;
+}
+
+}  // namespace mrmf

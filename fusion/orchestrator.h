@@ -1,0 +1,92 @@
+// The MRMF orchestrator: runs one training method end to end.
+//
+//   baseline    the original model on original data until the target
+//   mrt         coarse model until its stop rule; its bottom group (with BN
+//               statistics) into a fresh original-resolution model; to the target
+//   mrmfN       N fusion stages over the last N+1 rungs of the ladder: in each,
+//               M_c (fresh in stage 0, the previous fused model after) trains on
+//               the coarse rung and a fresh M_d on the dense rung, each until
+//               its stop rule; M_f = bottom(M_c) + top(M_d); finally M_f is
+//               fine-tuned on original data to the target
+//   concurrent  mrmf1 with M_c and M_d trained at the same time on two groups
+//               of ranks sized t_d/(t_d+t_c) : t_c/(t_d+t_c); the groups then
+//               exchange their blocks so every rank holds M_f (sequential with
+//               a notice when there are fewer than two ranks)
+// Each stage is a Trainer with its own run configuration (resolution,
+// per-resolution overrides, seed, stop rule) writing its metrics under
+// <out>/<method>/seed<k>/<stage>/.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/communicator.h"
+#include "fusion/experiment_config.h"
+#include "fusion/trainer.h"
+
+namespace mrmf {
+
+struct StageResult {
+  std::string name;        // "coarse@2", "dense@1", "finetune@1", "baseline@1", "stage1/coarse@4", ...
+  std::string role;        // baseline | coarse | dense | finetune | concurrent
+  std::string resolution;  // resolution_key
+  int64_t epochs = 0;
+  double time_s = 0;       // wall time of the stage on this rank's group (set-up + training + validation)
+  double final_val_loss = 0;
+  std::string stop_reason;
+  int ranks = 1;           // ranks that trained this stage
+  std::vector<EpochRecord> history;
+};
+
+struct MethodRun {
+  std::string method;
+  uint64_t seed = 0;
+  std::vector<StageResult> stages;
+  double total_s = 0;
+  double final_val_loss = 0;
+  bool reached_target = false;
+  int64_t epochs_before_fusion = 0, epochs_after_fusion = 0;
+  double fusion_s = 0;  // time spent building fused models and exchanging blocks
+};
+
+// Concurrent training's parameter exchange: ranks [0, coarse_root) trained
+// the dense model, ranks [coarse_root, world) the coarse one. Each rank
+// passes the model it trained (the other is built here from its spec); the
+// two groups' roots broadcast their flat buffers to the world, and every rank
+// returns the same fused model.
+std::unique_ptr<Model> exchange_and_fuse(Communicator& world, int coarse_root, std::unique_ptr<Model> mine,
+                                         const ModelSpec& coarse_spec, const ModelSpec& dense_spec, Device device,
+                                         uint64_t seed);
+
+class Orchestrator {
+ public:
+  Orchestrator(ExperimentConfig cfg, Communicator& world, Device device, std::string out_dir);
+  MethodRun run(const std::string& method, uint64_t seed);
+
+  // The run configuration of one stage (exposed for tests).
+  RunConfig stage_config(const Resolution& r, uint64_t seed, const StopRule& stop, double target) const;
+  // Ranks for the dense group when splitting `world` ranks by epoch times.
+  static int dense_group_size(int world, double t_dense, double t_coarse);
+
+ private:
+  struct Stage {
+    std::unique_ptr<Trainer> trainer;
+    StageResult result;
+  };
+  Stage train_stage(const std::string& name, const std::string& role, const Resolution& r, uint64_t seed,
+                    const StopRule& stop, double target, std::unique_ptr<Model> start, Communicator& comm,
+                    const std::string& dir, const std::function<void(Trainer&)>& before_fit = {});
+  void keep_optimizer_state(Trainer& fused, Trainer* coarse, Trainer* dense);
+  MethodRun run_sequential(const std::string& method, uint64_t seed);
+  MethodRun run_concurrent(uint64_t seed);
+  std::pair<double, double> probe_epoch_times(const Resolution& coarse, uint64_t seed);
+  void check_ladder_divides();
+
+  ExperimentConfig cfg_;
+  Communicator& world_;
+  Device device_;
+  std::string out_;
+};
+
+}  // namespace mrmf

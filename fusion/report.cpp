@@ -1,0 +1,301 @@
+#include "fusion/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+namespace mrmf {
+namespace fs = std::filesystem;
+
+namespace {
+struct Stat {
+  double mean = 0, sd = 0;
+  int n = 0;
+};
+Stat stat(const std::vector<double>& v) {
+  Stat s;
+  s.n = static_cast<int>(v.size());
+  if (v.empty()) return s;
+  for (double x : v) s.mean += x;
+  s.mean /= v.size();
+  if (v.size() > 1) {
+    for (double x : v) s.sd += (x - s.mean) * (x - s.mean);
+    s.sd = std::sqrt(s.sd / (v.size() - 1));
+  }
+  return s;
+}
+std::string pm(const Stat& s, int prec) {
+  if (s.n == 0) return "-";
+  return s.n > 1 ? fmt::format("{:.{}f} ± {:.{}f}", s.mean, prec, s.sd, prec) : fmt::format("{:.{}f}", s.mean, prec);
+}
+
+std::vector<std::string> method_order(const std::vector<MethodRun>& runs) {
+  std::vector<std::string> order;
+  for (const auto& r : runs)
+    if (std::find(order.begin(), order.end(), r.method) == order.end()) order.push_back(r.method);
+  return order;
+}
+
+std::vector<const MethodRun*> of(const std::vector<MethodRun>& runs, const std::string& m) {
+  std::vector<const MethodRun*> out;
+  for (const auto& r : runs)
+    if (r.method == m) out.push_back(&r);
+  return out;
+}
+
+template <class F>
+Stat over(const std::vector<const MethodRun*>& rs, F f) {
+  std::vector<double> v;
+  for (const auto* r : rs) v.push_back(f(*r));
+  return stat(v);
+}
+
+std::string display(const std::string& m) {
+  if (m == "baseline") return "Baseline";
+  if (m == "mrt") return "MRT";
+  if (m == "concurrent") return "MRMF (concurrent)";
+  if (m == "mrmf1") return "MRMF (one fusion)";
+  if (m.rfind("mrmf", 0) == 0) return "MRMF (" + m.substr(4) + " fusions)";
+  return m;
+}
+
+// Stage label without the method prefix: "stage1/coarse@4" -> "stage 1 coarse (4)".
+std::string stage_label(const StageResult& s) {
+  std::string n = s.name.substr(s.name.find('/') + 1);
+  return n;
+}
+
+// Segment of the stacked bar a stage belongs to, as in the paper's figures:
+// first training stage, second training stage, ..., fine-tuning.
+std::string segment_of(const StageResult& s) {
+  if (s.role == "finetune" || s.role == "baseline") return "fine-tuning / original";
+  const auto slash = s.name.find("/stage");
+  if (slash != std::string::npos) return "stage " + s.name.substr(slash + 6, s.name.find('/', slash + 1) - slash - 6);
+  return "stage 1";
+}
+}  // namespace
+
+std::string summary_table(const std::vector<MethodRun>& runs) {
+  const auto order = method_order(runs);
+  const auto base = of(runs, "baseline"), mrt = of(runs, "mrt");
+  const double tb = base.empty() ? 0 : over(base, [](const MethodRun& r) { return r.total_s; }).mean;
+  const double tm = mrt.empty() ? 0 : over(mrt, [](const MethodRun& r) { return r.total_s; }).mean;
+  std::string out = "| | " ;
+  for (const auto& m : order) out += display(m) + " | ";
+  out += "\n|---|";
+  for (size_t i = 0; i < order.size(); ++i) out += "---|";
+  out += "\n";
+  auto row = [&](const std::string& name, auto cell) {
+    out += "| " + name + " | ";
+    for (const auto& m : order) out += cell(of(runs, m)) + " | ";
+    out += "\n";
+  };
+  row("Validation loss (MSE)", [](auto rs) { return pm(over(rs, [](const MethodRun& r) { return r.final_val_loss; }), 4); });
+  row("Epochs before fusion", [](auto rs) {
+    return rs[0]->method == "baseline" ? std::string("-")
+                                       : pm(over(rs, [](const MethodRun& r) { return double(r.epochs_before_fusion); }), 1);
+  });
+  row("Epochs after fusion", [](auto rs) { return pm(over(rs, [](const MethodRun& r) { return double(r.epochs_after_fusion); }), 1); });
+  row("Total time (s)", [](auto rs) { return pm(over(rs, [](const MethodRun& r) { return r.total_s; }), 1); });
+  row("Improvement over baseline", [&](auto rs) {
+    if (tb <= 0 || rs[0]->method == "baseline") return std::string("-");
+    return fmt::format("{:+.1f} %", 100.0 * (tb - over(rs, [](const MethodRun& r) { return r.total_s; }).mean) / tb);
+  });
+  row("Improvement over MRT", [&](auto rs) {
+    if (tm <= 0 || rs[0]->method == "baseline" || rs[0]->method == "mrt") return std::string("-");
+    return fmt::format("{:+.1f} %", 100.0 * (tm - over(rs, [](const MethodRun& r) { return r.total_s; }).mean) / tm);
+  });
+  row("Reached target", [](auto rs) {
+    int k = 0;
+    for (const auto* r : rs) k += r->reached_target;
+    return fmt::format("{}/{}", k, rs.size());
+  });
+  return out;
+}
+
+static std::string chart_svg(const std::vector<MethodRun>& runs) {
+  const auto order = method_order(runs);
+  // Mean time per segment per method.
+  std::vector<std::string> segments;
+  std::map<std::string, std::map<std::string, double>> t;  // method -> segment -> mean seconds
+  for (const auto& m : order) {
+    const auto rs = of(runs, m);
+    for (const auto* r : rs) {
+      std::map<std::string, double> seg;
+      for (const auto& s : r->stages) seg[segment_of(s)] += s.time_s;
+      if (r->method == "concurrent") {  // the two groups ran at the same time: the slower one counts
+        double pre = 0;
+        for (const auto& s : r->stages)
+          if (s.role != "finetune") pre = std::max(pre, s.time_s);
+        seg["stage 1"] = pre;
+      }
+      seg["fusion"] += r->fusion_s;
+      for (auto& [k, v] : seg) {
+        t[m][k] += v / rs.size();
+        if (std::find(segments.begin(), segments.end(), k) == segments.end()) segments.push_back(k);
+      }
+    }
+  }
+  std::sort(segments.begin(), segments.end(), [](const std::string& a, const std::string& b) {
+    auto rank = [](const std::string& s) { return s.rfind("stage", 0) == 0 ? 0 : s == "fusion" ? 1 : 2; };
+    return rank(a) != rank(b) ? rank(a) < rank(b) : a < b;
+  });
+  double tmax = 1e-9;
+  for (const auto& m : order) {
+    double sum = 0;
+    for (const auto& [k, v] : t[m]) sum += v;
+    tmax = std::max(tmax, sum);
+  }
+  const char* colors[] = {"#d62728", "#ff7f0e", "#bcbd22", "#9467bd", "#8c564b", "#7f7f7f"};
+  auto color = [&](const std::string& seg) -> std::string {
+    if (seg == "fine-tuning / original") return "#f2d43d";
+    if (seg == "fusion") return "#555555";
+    const size_t i = static_cast<size_t>(std::find(segments.begin(), segments.end(), seg) - segments.begin());
+    return colors[i % 6];
+  };
+  const int W = 760, left = 170, right = 30, bar_h = 34, gap = 18, top = 50;
+  const int H = top + static_cast<int>(order.size()) * (bar_h + gap) + 80;
+  const double scale = (W - left - right) / tmax;
+  std::string svg = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"13\">\n"
+      "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+      "<text x=\"{}\" y=\"24\" font-size=\"16\" font-weight=\"bold\">End-to-end training time per stage (mean over seeds)</text>\n",
+      W, H, left);
+  int y = top;
+  for (const auto& m : order) {
+    svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", left - 8, y + bar_h / 2 + 5, display(m));
+    double x = left, total = 0;
+    for (const auto& seg : segments) {
+      const double v = t[m].count(seg) ? t[m][seg] : 0;
+      if (v <= 0) continue;
+      svg += fmt::format("<rect x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"><title>{}: {:.1f} s</title></rect>\n",
+                         x, y, v * scale, bar_h, color(seg), seg, v);
+      x += v * scale;
+      total += v;
+    }
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\">{:.1f} s</text>\n", x + 5, y + bar_h / 2 + 5, total);
+    y += bar_h + gap;
+  }
+  // Axis and legend.
+  svg += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n", left, y, W - right, y);
+  for (int i = 0; i <= 4; ++i) {
+    const double v = tmax * i / 4, x = left + v * scale;
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{:.0f}</text>\n", x, y + 16, v);
+  }
+  svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">seconds</text>\n", (left + W - right) / 2, y + 34);
+  int lx = left;
+  for (const auto& seg : segments) {
+    svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/><text x=\"{}\" y=\"{}\">{}</text>\n",
+                       lx, y + 48, color(seg), lx + 16, y + 59, seg);
+    lx += 30 + static_cast<int>(seg.size()) * 7;
+  }
+  svg += "</svg>\n";
+  return svg;
+}
+
+std::string write_report(const std::string& dir, const std::vector<MethodRun>& runs, const ReportContext& ctx) {
+  fs::create_directories(dir);
+  const auto order = method_order(runs);
+  std::string md = "# " + ctx.title + "\n\n";
+  const std::time_t now = std::time(nullptr);
+  char date[64];
+  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
+  md += fmt::format("{} — {} rank(s) on {}; target validation loss {}; seeds: {}.\n\n", date, ctx.ranks, ctx.device,
+                    ctx.target_val_loss, runs.empty() ? 0 : of(runs, order[0]).size());
+  md += "## End-to-end results (mean ± sd over seeds)\n\n" + summary_table(runs) + "\n";
+  md += "Times are wall-clock seconds of each stage on its ranks (set-up, training and per-epoch validation), "
+        "plus the fusion itself. Improvements are relative to the mean total time.\n\n";
+
+  md += "## Time per stage (s)\n\n| method | stage | resolution | ranks | epochs | time (s) | val loss | stopped by |\n"
+        "|---|---|---|---|---|---|---|---|\n";
+  for (const auto& m : order) {
+    const auto rs = of(runs, m);
+    // Stages line up across seeds (same method, same ladder).
+    for (size_t i = 0; i < rs[0]->stages.size(); ++i) {
+      std::vector<double> ep, tt, vl;
+      std::set<std::string> stops;
+      for (const auto* r : rs) {
+        if (i >= r->stages.size()) continue;
+        ep.push_back(double(r->stages[i].epochs));
+        tt.push_back(r->stages[i].time_s);
+        vl.push_back(r->stages[i].final_val_loss);
+        stops.insert(r->stages[i].stop_reason);
+      }
+      std::string st;
+      for (const auto& s : stops) st += (st.empty() ? "" : ", ") + s;
+      const auto& s0 = rs[0]->stages[i];
+      md += fmt::format("| {} | {} | 1/{} | {} | {} | {} | {} | {} |\n", display(m), stage_label(s0), s0.resolution,
+                        s0.ranks, pm(stat(ep), 1), pm(stat(tt), 1), pm(stat(vl), 4), st);
+    }
+    md += fmt::format("| {} | fusion | | | | {} | | |\n", display(m),
+                      pm(over(rs, [](const MethodRun& r) { return r.fusion_s; }), 2));
+  }
+
+  md += "\n## Per-epoch breakdown per resolution (mean over all epochs of all runs)\n\n"
+        "| resolution | epochs | io (s) | compute (s) | comm (s) | validation (s) | epoch (s) | samples/s |\n"
+        "|---|---|---|---|---|---|---|---|\n";
+  std::map<std::string, std::vector<const EpochRecord*>> by_res;
+  for (const auto& r : runs)
+    for (const auto& s : r.stages)
+      for (const auto& e : s.history) by_res[s.resolution].push_back(&e);
+  for (const auto& [res, es] : by_res) {
+    auto mean = [&](auto f) {
+      double v = 0;
+      for (const auto* e : es) v += f(*e);
+      return v / es.size();
+    };
+    md += fmt::format("| 1/{} | {} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {:.0f} |\n", res, es.size(),
+                      mean([](const EpochRecord& e) { return e.io_s; }), mean([](const EpochRecord& e) { return e.compute_s; }),
+                      mean([](const EpochRecord& e) { return e.comm_s; }), mean([](const EpochRecord& e) { return e.val_s; }),
+                      mean([](const EpochRecord& e) { return e.epoch_s; }),
+                      mean([](const EpochRecord& e) { return e.samples_per_s; }));
+  }
+  md += "\n![time per stage](chart.svg)\n\nEach run's per-epoch metrics: `<method>/seed<k>/<stage>/metrics.jsonl`.\n";
+  md += "\n## Configuration\n\n```yaml\n" + ctx.config_text + "\n```\n";
+
+  nlohmann::json j;
+  j["title"] = ctx.title;
+  j["date"] = date;
+  j["ranks"] = ctx.ranks;
+  j["device"] = ctx.device;
+  j["target_val_loss"] = ctx.target_val_loss;
+  for (const auto& r : runs) {
+    nlohmann::json jr{{"method", r.method},
+                      {"seed", r.seed},
+                      {"total_s", r.total_s},
+                      {"fusion_s", r.fusion_s},
+                      {"final_val_loss", r.final_val_loss},
+                      {"reached_target", r.reached_target},
+                      {"epochs_before_fusion", r.epochs_before_fusion},
+                      {"epochs_after_fusion", r.epochs_after_fusion}};
+    for (const auto& s : r.stages)
+      jr["stages"].push_back({{"name", s.name}, {"role", s.role}, {"resolution", s.resolution}, {"ranks", s.ranks},
+                              {"epochs", s.epochs}, {"time_s", s.time_s}, {"final_val_loss", s.final_val_loss},
+                              {"stop_reason", s.stop_reason}});
+    j["runs"].push_back(jr);
+  }
+  for (const auto& m : order) {
+    const auto rs = of(runs, m);
+    const Stat tt = over(rs, [](const MethodRun& r) { return r.total_s; });
+    const Stat vl = over(rs, [](const MethodRun& r) { return r.final_val_loss; });
+    j["methods"][m] = {{"total_s_mean", tt.mean}, {"total_s_sd", tt.sd}, {"val_loss_mean", vl.mean}, {"val_loss_sd", vl.sd}};
+  }
+  const auto base = of(runs, "baseline"), mrt = of(runs, "mrt");
+  for (const auto& m : order) {
+    const double t = j["methods"][m]["total_s_mean"];
+    if (!base.empty()) j["methods"][m]["improvement_over_baseline_pct"] = 100.0 * (double(j["methods"]["baseline"]["total_s_mean"]) - t) / double(j["methods"]["baseline"]["total_s_mean"]);
+    if (!mrt.empty()) j["methods"][m]["improvement_over_mrt_pct"] = 100.0 * (double(j["methods"]["mrt"]["total_s_mean"]) - t) / double(j["methods"]["mrt"]["total_s_mean"]);
+  }
+  std::ofstream(fs::path(dir) / "summary.json") << j.dump(2) << "\n";
+  std::ofstream(fs::path(dir) / "report.md") << md;
+  std::ofstream(fs::path(dir) / "chart.svg") << chart_svg(runs);
+  return md;
+}
+
+}  // namespace mrmf

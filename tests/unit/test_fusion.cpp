@@ -1,0 +1,156 @@
+// Fusion copies exactly the intended blocks across resolutions; the stop
+// rule fires exactly when it should; the concurrent split; experiment
+// configuration errors.
+#include <catch2/catch.hpp>
+
+#include "core/error.h"
+#include "fusion/experiment_config.h"
+#include "fusion/fuse.h"
+#include "fusion/orchestrator.h"
+#include "fusion/stop_rules.h"
+#include "kernels/philox.h"
+
+using namespace mrmf;
+
+namespace {
+ModelSpec ni_spec(int64_t T) {
+  ModelSpec s;
+  s.name = "neuron_inverter";
+  s.sample_shape = Shape{3, T};
+  return normalized(s);
+}
+std::unique_ptr<Model> built(const ModelSpec& s, uint64_t seed) {
+  auto m = build_model(s);
+  m->build(Device::cpu(), seed, default_init_scheme(s));
+  // Distinct, recognisable buffer values (BN running statistics) per model.
+  Tensor b = m->params().buffers();
+  for (int64_t i = 0; i < b.numel(); ++i) b.data<float>()[i] = static_cast<float>(seed) + 0.001f * static_cast<float>(i);
+  return m;
+}
+bool same(const Tensor& a, const Tensor& b) {
+  if (a.numel() != b.numel()) return false;
+  for (int64_t i = 0; i < a.numel(); ++i)
+    if (a.data<float>()[i] != b.data<float>()[i]) return false;
+  return true;
+}
+}  // namespace
+
+TEST_CASE("fusion: bottom from the coarse model, top (first FC included) from the dense one", "[fusion]") {
+  const ModelSpec cs = ni_spec(800), ds = ni_spec(1600);
+  auto coarse = built(cs, 11), dense = built(ds, 22);
+  auto fused = fuse_models(*coarse, *dense, ds, Device::cpu(), 33);
+  REQUIRE(fused->sample_shape() == ds.sample_shape);
+  int bottom = 0, top = 0;
+  for (const auto& e : fused->params().entries()) {
+    const Tensor v = fused->params().value(fused->params().at(e.name));
+    const Model& src = e.group == ParamGroup::Bottom ? *coarse : *dense;
+    INFO(e.name);
+    REQUIRE(same(v, src.params().value(src.params().at(e.name))));
+    (e.group == ParamGroup::Bottom ? bottom : top)++;
+  }
+  REQUIRE(bottom > 0);
+  REQUIRE(top > 0);
+  // The first FC layer's shape depends on the resolution: it must be the dense one's.
+  const ParamId fc0 = fused->params().at("fc_block.0.weight");
+  REQUIRE(fused->params().info(fc0).shape == dense->params().info(dense->params().at("fc_block.0.weight")).shape);
+  REQUIRE(fused->params().info(fc0).shape != coarse->params().info(coarse->params().at("fc_block.0.weight")).shape);
+}
+
+TEST_CASE("fusion: CosmoFlow BN running statistics travel with their layers", "[fusion]") {
+  ModelSpec cs, ds;
+  cs.name = ds.name = "cosmoflow";
+  cs.sample_shape = Shape{4, 8, 8, 8};
+  ds.sample_shape = Shape{4, 16, 16, 16};
+  cs = normalized(cs);
+  ds = normalized(ds);
+  auto coarse = built(cs, 5), dense = built(ds, 6);
+  auto fused = fuse_models(*coarse, *dense, ds, Device::cpu(), 7);
+  int checked = 0;
+  for (const auto& e : fused->params().entries()) {
+    if (e.kind != ParamKind::Buffer) continue;
+    const Model& src = e.group == ParamGroup::Bottom ? *coarse : *dense;
+    INFO(e.name);
+    REQUIRE(same(fused->params().value(fused->params().at(e.name)), src.params().value(src.params().at(e.name))));
+    ++checked;
+  }
+  REQUIRE(checked > 0);
+}
+
+TEST_CASE("MRT transfer: bottom copied, top freshly initialised and untouched", "[fusion]") {
+  const ModelSpec cs = ni_spec(400), ds = ni_spec(1600);
+  auto coarse = built(cs, 1);
+  auto fresh = build_model(ds);
+  fresh->build(Device::cpu(), 99, default_init_scheme(ds));
+  auto t = transfer_bottom(*coarse, ds, Device::cpu(), 99);
+  for (const auto& e : t->params().entries()) {
+    if (e.kind != ParamKind::Param) continue;
+    const Model& src = e.group == ParamGroup::Bottom ? *coarse : *fresh;
+    INFO(e.name);
+    REQUIRE(same(t->params().value(t->params().at(e.name)), src.params().value(src.params().at(e.name))));
+  }
+}
+
+TEST_CASE("fusion: incompatible models are refused with the offending names", "[fusion]") {
+  const ModelSpec a = ni_spec(1600);
+  ModelSpec other = a;
+  other.options["conv_channels"] = "30,90,200";
+  other = normalized(other);
+  auto m1 = built(a, 1), m2 = built(other, 2);
+  REQUIRE_THROWS_WITH(fuse_models(*m2, *m1, a, Device::cpu(), 3), Catch::Contains("cnn_block.6.weight"));
+}
+
+TEST_CASE("stop rule: the plateau fires exactly after T_p small reductions in a row", "[fusion][stop]") {
+  PlateauRule r(0.01, 3);
+  // reductions: -, 0.1, 0.005, 0.002, 0.05 (resets), 0.001, 0.0, 0.009 -> fires at the 8th epoch
+  const double losses[] = {1.0, 0.9, 0.895, 0.893, 0.843, 0.842, 0.842, 0.833};
+  std::vector<bool> fired;
+  for (double l : losses) fired.push_back(r.update(l));
+  REQUIRE(fired == std::vector<bool>{false, false, false, false, false, false, false, true});
+  // A loss that goes up counts as no reduction.
+  PlateauRule up(0.01, 2);
+  REQUIRE_FALSE(up.update(1.0));
+  REQUIRE_FALSE(up.update(1.2));
+  REQUIRE(up.update(1.3));
+  // Disabled rule never fires.
+  PlateauRule off(0.0, 0);
+  for (int i = 0; i < 10; ++i) REQUIRE_FALSE(off.update(1.0));
+}
+
+TEST_CASE("concurrent split: groups sized by epoch times, never empty", "[fusion]") {
+  // Paper: 32 GPUs, 20 dense / 12 coarse.
+  REQUIRE(Orchestrator::dense_group_size(32, 20, 12) == 20);
+  REQUIRE(Orchestrator::dense_group_size(2, 100, 1) == 1);
+  REQUIRE(Orchestrator::dense_group_size(2, 1, 100) == 1);
+  REQUIRE(Orchestrator::dense_group_size(3, 2, 1) == 2);
+  REQUIRE_THROWS_WITH(Orchestrator::dense_group_size(1, 1, 1), Catch::Contains("at least two ranks"));
+}
+
+TEST_CASE("experiment config: bad input is reported before any training", "[fusion][config]") {
+  const std::string run = "run: {data: {path: x.h5}}\n";
+  auto fails = [&](const std::string& exp, const std::string& needle) {
+    try {
+      parse_experiment_config(run + exp, {}, "exp.yaml");
+      FAIL("accepted: " << exp);
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::Config);
+      CHECK_THAT(std::string(e.what()), Catch::Contains(needle));
+    }
+  };
+  fails("experiment: {target_val_loss: 0.1, ladder: [[2], [4]]}", "last rung must be the original");
+  fails("experiment: {target_val_loss: 0.1, methods: [mrmf3], ladder: [[2], [1]]}", "needs 4 rungs");
+  fails("experiment: {target_val_loss: 0.1, methods: [magic]}", "'magic' is not one of");
+  fails("experiment: {methods: [baseline]}", "target_val_loss");
+  fails("experiment: {target_val_loss: 0.1, coarse_stop: {threshold: 0.1, patience: 0}}", "patience");
+  fails("experiment: {target_val_loss: 0.1, colour: red}", "unknown experiment key 'colour'");
+  fails("experiment: {target_val_loss: 0.1, resolution_overrides: {\"8\": [\"train.batch_size=2\"]}}",
+        "'8' is not a rung");
+  fails("experiment: {target_val_loss: 0.1, resolution_overrides: {\"2\": [\"train.batch_size=0\"]}}",
+        "train.batch_size");
+  fails("experiment: {target_val_loss: 0.1, concurrent_times: [1]}", "concurrent_times");
+  const ExperimentConfig ok = parse_experiment_config(
+      run + "experiment: {target_val_loss: 0.1, methods: [baseline, mrt, mrmf1, mrmf2], ladder: [[4], [2], [1]]}", {},
+      "exp.yaml");
+  REQUIRE(ok.ladder_for("mrmf2").size() == 3);
+  REQUIRE(ok.ladder_for("mrmf1") == std::vector<Resolution>{{2}, {1}});
+  REQUIRE(ok.ladder_for("mrt") == std::vector<Resolution>{{2}, {1}});
+}
