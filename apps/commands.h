@@ -21,6 +21,8 @@ void add_downsample_command(CLI::App& app, Action& action);
 void add_demo_command(CLI::App& app, Action& action);
 void add_train_command(CLI::App& app, Action& action);
 void add_experiment_command(CLI::App& app, Action& action);
+void add_eval_command(CLI::App& app, Action& action);
+void add_predict_command(CLI::App& app, Action& action);
 
 // Common options shared by subcommands that run models.
 struct RuntimeFlags {

@@ -56,6 +56,8 @@ int main(int argc, char** argv) {
   cli::add_demo_command(app, action);
   cli::add_train_command(app, action);
   cli::add_experiment_command(app, action);
+  cli::add_eval_command(app, action);
+  cli::add_predict_command(app, action);
 
   // MPI is initialized for every command (a singleton launch needs no
   // mpirun); usage errors are reported before that.

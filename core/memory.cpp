@@ -14,15 +14,115 @@
 
 namespace mrmf {
 
-void* cpu_alloc(size_t bytes) {
-  if (bytes == 0) bytes = kCpuAlignment;
-  size_t rounded = (bytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
+namespace {
+void* raw_cpu_alloc(size_t rounded) {
   void* p = std::aligned_alloc(kCpuAlignment, rounded);
-  MRMF_CHECK(p != nullptr, "out of host memory allocating ", bytes, " bytes");
+  MRMF_CHECK(p != nullptr, "out of host memory allocating ", rounded, " bytes");
   return p;
 }
 
-void cpu_free(void* p) noexcept { std::free(p); }
+// Host caching allocator. Why: glibc serves blocks above its mmap threshold
+// (at most 32 MiB) with a fresh mmap and returns them with munmap, so every
+// training step page-faulted its large activations in again (~25k faults,
+// tens of ms, per 100 MB). Freed large blocks are kept in size buckets
+// (caching_round_size, like the GPU allocator) and handed out again, so a
+// steady-state step touches only already-mapped memory. Bounded: at most
+// MRMF_CPU_CACHE_MB (default 2048; 0 disables) of free blocks are held, a
+// block that would exceed it goes back to the system. Small blocks bypass
+// the cache (malloc's own bins recycle them).
+class HostCache {
+ public:
+  static constexpr size_t kMinCached = size_t(256) << 10;
+
+  HostCache() {
+    limit_ = size_t(2048) << 20;
+    if (const char* e = std::getenv("MRMF_CPU_CACHE_MB")) limit_ = size_t(std::strtoull(e, nullptr, 10)) << 20;
+  }
+  bool enabled() const { return limit_ > 0; }
+
+  void* allocate(size_t bytes) {
+    size_t size = caching_round_size(bytes);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      auto it = free_.lower_bound(size);
+      if (it != free_.end() && it->first <= 2 * size) {
+        void* p = it->second;
+        size = it->first;
+        free_.erase(it);
+        cached_ -= size;
+        live_[p] = size;
+        return p;
+      }
+    }
+    void* p = raw_cpu_alloc(size);
+    std::lock_guard<std::mutex> lk(mu_);
+    live_[p] = size;
+    return p;
+  }
+
+  // false: `p` did not come from the cache (the caller frees it).
+  bool release(void* p) noexcept {
+    void* drop = nullptr;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      auto it = live_.find(p);
+      if (it == live_.end()) return false;
+      const size_t size = it->second;
+      live_.erase(it);
+      // Over the bound: evict the largest cached blocks first, then keep p if it fits.
+      while (cached_ + size > limit_ && !free_.empty()) {
+        auto big = std::prev(free_.end());
+        std::free(big->second);
+        cached_ -= big->first;
+        free_.erase(big);
+      }
+      if (cached_ + size <= limit_) {
+        free_.emplace(size, p);
+        cached_ += size;
+      } else {
+        drop = p;
+      }
+    }
+    std::free(drop);
+    return true;
+  }
+
+  void trim() noexcept {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto& [size, p] : free_) std::free(p);
+    free_.clear();
+    cached_ = 0;
+  }
+
+ private:
+  std::mutex mu_;
+  std::multimap<size_t, void*> free_;
+  std::unordered_map<void*, size_t> live_;
+  size_t cached_ = 0, limit_ = 0;
+};
+
+// Leaked on purpose: tensors with static storage duration may be freed after
+// a function-local static would have been destroyed.
+HostCache& host_cache() {
+  static auto* c = new HostCache();
+  return *c;
+}
+}  // namespace
+
+void* cpu_alloc(size_t bytes) {
+  if (bytes == 0) bytes = kCpuAlignment;
+  size_t rounded = (bytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
+  HostCache& cache = host_cache();
+  if (rounded >= HostCache::kMinCached && cache.enabled()) return cache.allocate(rounded);
+  return raw_cpu_alloc(rounded);
+}
+
+void cpu_free(void* p) noexcept {
+  if (!p) return;
+  if (!host_cache().release(p)) std::free(p);
+}
+
+void release_cached_host_memory() noexcept { host_cache().trim(); }
 
 void* pinned_alloc(size_t bytes) {
 #ifdef MRMF_HAVE_CUDA
@@ -167,6 +267,7 @@ void cuda_free(int device, void* p) noexcept {
 CudaMemoryStats cuda_memory_stats(int device) { return allocator_for(device).stats(); }
 void reset_cuda_peak(int device) { allocator_for(device).reset_peak(); }
 void release_cached_memory() noexcept {
+  release_cached_host_memory();
   std::lock_guard<std::mutex> lk(allocators_mutex());
   for (auto* a : allocators())
     if (a) a->release();
@@ -184,7 +285,7 @@ void* cuda_alloc(int device, size_t, void*) { MRMF_THROW(Device, "cuda:", device
 void cuda_free(int, void*) noexcept {}
 CudaMemoryStats cuda_memory_stats(int) { return {}; }
 void reset_cuda_peak(int) {}
-void release_cached_memory() noexcept {}
+void release_cached_memory() noexcept { release_cached_host_memory(); }
 #endif
 
 void copy_bytes(void* dst, MemoryKind dst_kind, const void* src, MemoryKind src_kind, size_t bytes, void* stream) {

@@ -20,8 +20,12 @@ namespace mrmf {
 
 constexpr size_t kCpuAlignment = 64;
 
+// Large host blocks (>= 256 KiB) are recycled through a bounded cache (see
+// memory.cpp; MRMF_CPU_CACHE_MB caps it, 0 disables it).
 void* cpu_alloc(size_t bytes);
 void cpu_free(void* p) noexcept;
+// Returns the host cache's free blocks to the system (release_cached_memory() does too).
+void release_cached_host_memory() noexcept;
 
 void* pinned_alloc(size_t bytes);
 void pinned_free(void* p) noexcept;
@@ -39,7 +43,7 @@ struct CudaMemoryStats {
 };
 CudaMemoryStats cuda_memory_stats(int device);
 void reset_cuda_peak(int device);
-// Frees every cached (not in use) block on every device.
+// Frees every cached (not in use) block on every device, and the host cache.
 void release_cached_memory() noexcept;
 
 // Size rounding used by the caching allocator (exposed for tests): 512-byte

@@ -13,8 +13,7 @@ struct LeakyReluForward {
   float* y;
   float slope;
   MRMF_HD void operator()(int64_t i) const {
-    const float v = x[i];
-    y[i] = v > 0.f ? v : slope * v;
+    y[i] = leaky_relu_value(x[i], slope);  // hd.h: the vectorizable form
   }
 };
 
@@ -25,7 +24,9 @@ struct LeakyReluBackward {
   const float* dy;
   float* dx;
   float slope;
-  MRMF_HD void operator()(int64_t i) const { dx[i] = x[i] > 0.f ? dy[i] : slope * dy[i]; }
+  MRMF_HD void operator()(int64_t i) const {
+    dx[i] = leaky_relu_grad(dy[i], x[i], slope);
+  }
 };
 
 // y[n, c, k] += bias[c]

@@ -29,7 +29,9 @@ struct BnActParams {
     const float v = x[idx];
     return mean ? bn_affine(v, mean[c], invstd[c], gamma[c], beta[c]) : v;
   }
-  MRMF_HD MRMF_INLINE float activate(float z) const { return act && !(z > 0.f) ? slope * z : z; }
+  // The element-wise LeakyReLU expressions (hd.h), so fused == unfused.
+  MRMF_HD MRMF_INLINE float activate(float z) const { return act ? leaky_relu_value(z, slope) : z; }
+  MRMF_HD MRMF_INLINE float grad(float g, float z) const { return act ? leaky_relu_grad(g, z, slope) : g; }
   // Derivative convention as LeakyReluBackward: slope at z == 0.
   MRMF_HD MRMF_INLINE float dact(float z) const { return act && !(z > 0.f) ? slope : 1.f; }
 };
@@ -46,7 +48,7 @@ struct PostBnAct {
   static constexpr bool kNeedsChannel = true;
   BnActParams p;
   MRMF_HD float operator()(int64_t idx, int64_t c, float g) const {
-    return p.act ? g * p.dact(p.pre(idx, c)) : g;
+    return p.act ? p.grad(g, p.pre(idx, c)) : g;
   }
 };
 
@@ -69,7 +71,7 @@ struct BnActBackward {
   ChannelIndex ci;
   MRMF_HD void operator()(int64_t i) const {
     const int64_t c = ci.channel(i);
-    dz[i] = p.act ? dy[i] * p.dact(p.pre(i, c)) : dy[i];
+    dz[i] = p.act ? p.grad(dy[i], p.pre(i, c)) : dy[i];
   }
 };
 

@@ -2,6 +2,8 @@
 // entry points that dispatch to either backend.
 #define MRMF_BACKEND_NS cpu
 #include "kernels/launch_cpu.h"
+#include "kernels/pooling_rows_cpu.h"
+#define MRMF_POOL_ROWS 1
 #include "kernels/fused_epilogue_ops.inl"
 
 namespace mrmf::kernels {

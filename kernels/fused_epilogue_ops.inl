@@ -34,6 +34,9 @@ void fused_epilogue_forward(Stream& s, const Tensor& x, const Tensor& mean, cons
       break;
     case PoolKind::Max: {
       int32_t* am = argmax.defined() ? argmax.data<int32_t>() : nullptr;
+#ifdef MRMF_POOL_ROWS
+      if (pool_is_dense(g)) return max_pool_rows_forward(LoadBnAct{p}, yp, am, g);
+#endif
       if (pool_is_1d(g))
         launch(s.native(), n_out, MaxPoolForwardT<1, LoadBnAct>{LoadBnAct{p}, yp, am, g});
       else
@@ -41,6 +44,9 @@ void fused_epilogue_forward(Stream& s, const Tensor& x, const Tensor& mean, cons
       break;
     }
     case PoolKind::Avg:
+#ifdef MRMF_POOL_ROWS
+      if (pool_is_dense(g)) return avg_pool_rows_forward(LoadBnAct{p}, yp, g);
+#endif
       if (pool_is_1d(g))
         launch(s.native(), n_out, AvgPoolForwardT<1, LoadBnAct>{LoadBnAct{p}, yp, g});
       else
@@ -62,12 +68,18 @@ void fused_epilogue_backward(Stream& s, const Tensor& x, const Tensor& dy, const
       launch(s.native(), n_in, BnActBackward{p, dyp, dzp, ChannelIndex(x.size(1), g.in[2])});
       break;
     case PoolKind::Max:
+#ifdef MRMF_POOL_ROWS
+      if (pool_is_dense(g)) return max_pool_rows_backward(PostBnAct{p}, dyp, argmax.data<int32_t>(), dzp, g);
+#endif
       if (pool_is_1d(g))
         launch(s.native(), n_in, MaxPoolBackwardT<1, PostBnAct>{PostBnAct{p}, dyp, argmax.data<int32_t>(), dzp, g});
       else
         launch(s.native(), n_in, MaxPoolBackwardT<3, PostBnAct>{PostBnAct{p}, dyp, argmax.data<int32_t>(), dzp, g});
       break;
     case PoolKind::Avg:
+#ifdef MRMF_POOL_ROWS
+      if (pool_is_dense(g)) return avg_pool_rows_backward(PostBnAct{p}, dyp, dzp, g);
+#endif
       if (pool_is_1d(g))
         launch(s.native(), n_in, AvgPoolBackwardT<1, PostBnAct>{PostBnAct{p}, dyp, dzp, g});
       else

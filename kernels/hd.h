@@ -24,4 +24,19 @@ MRMF_HD MRMF_INLINE T max_of(T a, T b) { return a > b ? a : b; }
 template <class T>
 MRMF_HD MRMF_INLINE T min_of(T a, T b) { return a < b ? a : b; }
 
+// LeakyReLU (slope 0 = ReLU) and its backward, shared by the element-wise and
+// fused-epilogue functors. Written as selects feeding one multiply and one
+// add rather than `v > 0 ? v : slope * v`: with -ftrapping-math (GCC's
+// default) a multiply under a condition may not be executed speculatively,
+// so that form kept every CPU loop scalar and branchy (~1.5 GB/s), and GCC
+// folds `v * (v > 0 ? 1 : slope)` back into it. The values are identical
+// except that a zero result is +0 (PyTorch's relu gives +0 as well).
+MRMF_HD MRMF_INLINE float leaky_relu_value(float v, float slope) {
+  return (v > 0.f ? v : 0.f) + slope * (v > 0.f ? 0.f : v);
+}
+// dy * (z > 0 ? 1 : slope): the slope is used at the kink z == 0, as PyTorch does.
+MRMF_HD MRMF_INLINE float leaky_relu_grad(float dy, float z, float slope) {
+  return (z > 0.f ? dy : 0.f) + slope * (z > 0.f ? 0.f : dy);
+}
+
 }  // namespace mrmf::kernels

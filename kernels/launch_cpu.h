@@ -1,9 +1,11 @@
-// CPU launcher: runs a functor over [0, n) with a static OpenMP schedule.
+// CPU launcher: runs a functor over [0, n), one contiguous chunk per OpenMP thread.
 // Small ranges run serially (thread start-up costs more than the work).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+
+#include <omp.h>
 
 namespace mrmf::kernels::cpu {
 
@@ -20,11 +22,20 @@ void launch(void* /*stream*/, int64_t n, const F& f) {
     for (int64_t i = 0; i < n; ++i) local(i);
     return;
   }
+  // Each thread takes one contiguous chunk (what schedule(static) does), but
+  // as a plain counted loop: GCC does not vectorize the body of an
+  // `omp for` loop here (checked with -fopt-info-vec), while this form
+  // vectorizes exactly like the serial loop above. Chunk edges are multiples
+  // of 16 elements so no two threads share a cache line of a float output.
 #pragma omp parallel
   {
     const F local = f;
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < n; ++i) local(i);
+    const int64_t nt = omp_get_num_threads(), id = omp_get_thread_num();
+    const int64_t per = (n + nt - 1) / nt;
+    const int64_t chunk = (per + 15) / 16 * 16;
+    const int64_t lo = id * chunk < n ? id * chunk : n;
+    const int64_t hi = lo + chunk < n ? lo + chunk : n;
+    for (int64_t i = lo; i < hi; ++i) local(i);
   }
 }
 

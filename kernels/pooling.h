@@ -108,6 +108,32 @@ MRMF_HD MRMF_INLINE float pool_divisor(const PoolGeom& g, const int64_t* o) {
   return static_cast<float>((hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]));
 }
 
+// One step of the max-pool scan over a window, shared by the per-element
+// functors below and the CPU row loops (kernels/pooling_rows_cpu.h), so the
+// semantics are written once. PyTorch semantics: the first maximum wins; a
+// NaN wins and sticks (its last occurrence is the argmax). Written with
+// integer flags and a max-select so the compiler emits cmov/maxss (and
+// vector blends) instead of a branch that real data makes unpredictable.
+// (Index type I: int64_t in the functors, int32_t in the CPU row loops so
+// that the flag, the index and the value have the same vector lane width.)
+template <class I>
+MRMF_HD MRMF_INLINE void max_pool_step(float v, I pos, float& best, I& arg, int& nan_seen) {
+  const int is_nan = v != v;
+  const int take = is_nan | ((v > best) & !nan_seen);
+  arg = take ? pos : arg;
+  best = v > best ? v : best;
+  nan_seen |= is_nan;
+}
+MRMF_HD MRMF_INLINE float max_pool_result(float best, int nan_seen) { return nan_seen ? NAN : best; }
+
+// Stride == kernel and no padding in every dim: windows tile the input, each
+// input element lies in at most one window (the CPU row loops' fast case).
+MRMF_HD MRMF_INLINE bool pool_is_dense(const PoolGeom& g) {
+  for (int d = 0; d < 3; ++d)
+    if (g.s[d] != g.k[d] || g.p[d] != 0) return false;
+  return true;
+}
+
 // ---- loaders / post-processors for plain pooling ----
 struct LoadPlain {
   static constexpr bool kNeedsChannel = false;
@@ -132,26 +158,15 @@ struct MaxPoolForwardT {
     if constexpr (Load::kNeedsChannel) c = g.channel_of(plane);
     pool_window<ND>(g, o, lo, hi);
     const int64_t base = plane * g.in_plane();
-    // PyTorch semantics: the first maximum wins; a NaN wins and sticks (its
-    // last occurrence is the argmax). Written with integer flags and a
-    // max-select so the compiler emits cmov/maxss instead of a branch that
-    // real data makes unpredictable.
     float best = -INFINITY;
     int64_t arg = (lo[0] * g.in[1] + lo[1]) * g.in[2] + lo[2];
     int nan_seen = 0;
     for (int64_t z = lo[0]; z < hi[0]; ++z)
       for (int64_t h = lo[1]; h < hi[1]; ++h) {
         const int64_t row = (z * g.in[1] + h) * g.in[2];
-        for (int64_t w = lo[2]; w < hi[2]; ++w) {
-          const float v = load(base + row + w, c);
-          const int is_nan = v != v;
-          const int take = is_nan | ((v > best) & !nan_seen);
-          arg = take ? row + w : arg;
-          best = v > best ? v : best;
-          nan_seen |= is_nan;
-        }
+        for (int64_t w = lo[2]; w < hi[2]; ++w) max_pool_step(load(base + row + w, c), row + w, best, arg, nan_seen);
       }
-    y[i] = nan_seen ? NAN : best;
+    y[i] = max_pool_result(best, nan_seen);
     if (argmax) argmax[i] = static_cast<int32_t>(arg);
   }
 };

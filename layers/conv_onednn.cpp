@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 namespace mrmf::onednn_conv {
 
@@ -96,6 +97,11 @@ struct Entry {
   dnnl::convolution_forward::primitive_desc fwd_pd;
   dnnl::convolution_forward fwd;
   Staged f_src, f_wei, f_dst;
+  // The user pointer whose reordered copy f_src.buf holds (nullptr: none).
+  // Backward-weights reuses that copy instead of reordering x again: x is
+  // kept alive by the layer between forward and backward, so a forward of
+  // the same address since then was a forward of the same data.
+  const void* f_src_of = nullptr;
   std::optional<Backward> bwd;  // built on the first backward call (eval-only layers never need it)
 };
 
@@ -175,23 +181,33 @@ struct Primitives::Impl {
                                                              dst_any, e.strides, e.pad_l, e.pad_r);
     b.wei_pd = dnnl::convolution_backward_weights::primitive_desc(wd, eng, e.fwd_pd);
     // With few input channels oneDNN's 'any' picks a plain src and falls back
-    // to im2col + GEMM for the weight gradient, which is an order of magnitude
-    // slower (CosmoFlow's 4-channel input: ~0.5 s). A channel-blocked src
-    // (zero-padded to 16) makes the JIT kernel applicable; keep it if it is.
+    // to im2col + GEMM for the weight gradient, which is one to two orders of
+    // magnitude slower (CosmoFlow's 4-channel input: 0.5 s to several s per
+    // step). Try layouts for which a JIT kernel exists and keep the first that
+    // gets one: a channel-blocked src (zero-padded to 16), then channels-last
+    // src and diff_dst (oneDNN 2.6 has a JIT kernel for ic = 4 only there).
+    // The reorders into these layouts cost milliseconds.
     if (std::string(b.wei_pd.impl_info_str()).find("gemm") != std::string::npos) {
       const tag blocked = spec.dims == 1 ? tag::nCw16c : spec.dims == 2 ? tag::nChw16c : tag::nCdhw16c;
-      const memory::desc src_blk(e.src_plain.dims(), dt::f32, blocked);
-      try {
-        auto wd2 = spec.bias
-                       ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src_blk, wei_any,
-                                                                  e.bias_md, dst_any, e.strides, e.pad_l, e.pad_r)
-                       : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src_blk, wei_any,
-                                                                  dst_any, e.strides, e.pad_l, e.pad_r);
-        dnnl::convolution_backward_weights::primitive_desc pd2(wd2, eng, e.fwd_pd);
-        const std::string name = pd2.impl_info_str();  // only a JIT kernel is an improvement (not ref:any)
-        if (name.find("jit") != std::string::npos && name.find("gemm") == std::string::npos) b.wei_pd = pd2;
-      } catch (const dnnl::error&) {
-        // No implementation for the blocked layout: keep the GEMM one.
+      const tag last = spec.dims == 1 ? tag::nwc : spec.dims == 2 ? tag::nhwc : tag::ndhwc;
+      const std::pair<tag, tag> tries[] = {{blocked, tag::any}, {last, last}};
+      for (const auto& [src_tag, dst_tag] : tries) {
+        const memory::desc src_t(e.src_plain.dims(), dt::f32, src_tag), dst_t(e.dst_plain.dims(), dt::f32, dst_tag);
+        try {
+          auto wd2 = spec.bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src_t,
+                                                                          wei_any, e.bias_md, dst_t, e.strides,
+                                                                          e.pad_l, e.pad_r)
+                               : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src_t,
+                                                                          wei_any, dst_t, e.strides, e.pad_l, e.pad_r);
+          dnnl::convolution_backward_weights::primitive_desc pd2(wd2, eng, e.fwd_pd);
+          const std::string name = pd2.impl_info_str();  // only a JIT kernel is an improvement (not ref:any)
+          if (name.find("jit") != std::string::npos && name.find("gemm") == std::string::npos) {
+            b.wei_pd = pd2;
+            break;
+          }
+        } catch (const dnnl::error&) {
+          // No implementation for this layout: try the next one.
+        }
       }
     }
     b.wei = dnnl::convolution_backward_weights(b.wei_pd);
@@ -216,6 +232,7 @@ void Primitives::forward(const ConvSpec& spec, const Tensor& x, const Tensor& w,
   guarded("forward", spec, x.shape(), [&] {
     Entry& e = impl_->entry(spec, x.shape());
     auto& s = cpu_dnnl_stream();
+    e.f_src_of = e.f_src.direct() ? nullptr : x.raw_data();
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, e.f_src.input(x.raw_data())},
                                          {DNNL_ARG_WEIGHTS, e.f_wei.input(w.raw_data())},
                                          {DNNL_ARG_DST, e.f_dst.output(y.raw_data())}};
@@ -236,7 +253,8 @@ void Primitives::backward(const ConvSpec& spec, const Tensor& x, const Tensor& d
 
     // Weight gradients (+ bias).
     memory ddst_w = b.w_ddst.input(dy.raw_data());
-    std::unordered_map<int, memory> wargs{{DNNL_ARG_SRC, b.w_src.input(x.raw_data())},
+    const bool reuse_src = !b.w_src.direct() && e.f_src_of == x.raw_data() && b.w_src.want == e.f_src.want;
+    std::unordered_map<int, memory> wargs{{DNNL_ARG_SRC, reuse_src ? *e.f_src.buf : b.w_src.input(x.raw_data())},
                                           {DNNL_ARG_DIFF_DST, ddst_w},
                                           {DNNL_ARG_DIFF_WEIGHTS, b.w_dwei.output(dw.raw_data())}};
     if (spec.bias) wargs.emplace(DNNL_ARG_DIFF_BIAS, memory(e.bias_md, cpu_engine(), db.raw_data()));

@@ -1,6 +1,14 @@
 #include "layers/module.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
 
 #include "kernels/philox.h"
 
@@ -11,6 +19,48 @@ void check_input(const Module& m, const Tensor& x, int ndim, int64_t channels, c
                   "': expected input ", layout, (channels >= 0 ? " with C = " + std::to_string(channels) : ""),
                   ", got ", x.shape().str());
 }
+
+// ---------------------------------------------------------------- layer profile
+// MRMF_PROFILE_LAYERS=1: every Sequential times each child's forward and
+// backward (stream-synchronized, so GPU times are real too) and the totals
+// are printed to stderr at exit, largest first. Off: one cached branch per child.
+namespace {
+struct LayerProfile {
+  struct Row {
+    double fwd = 0, bwd = 0;
+    int64_t calls = 0;
+  };
+  std::mutex mu;
+  std::map<std::string, Row> rows;
+  static bool enabled() {
+    static const bool on = [] {
+      const char* e = std::getenv("MRMF_PROFILE_LAYERS");
+      return e && *e && std::string(e) != "0";
+    }();
+    return on;
+  }
+  void add(const std::string& name, bool fwd, double s) {
+    std::lock_guard<std::mutex> lk(mu);
+    Row& r = rows[name];
+    (fwd ? r.fwd : r.bwd) += s;
+    if (fwd) ++r.calls;
+  }
+  ~LayerProfile() {
+    if (rows.empty()) return;
+    std::vector<std::pair<std::string, Row>> v(rows.begin(), rows.end());
+    std::sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.second.fwd + a.second.bwd > b.second.fwd + b.second.bwd; });
+    std::fprintf(stderr, "\n%-44s %8s %12s %12s\n", "layer (MRMF_PROFILE_LAYERS)", "calls", "fwd ms/call", "bwd ms/call");
+    for (auto& [name, r] : v)
+      std::fprintf(stderr, "%-44s %8lld %12.2f %12.2f\n", name.c_str(), static_cast<long long>(r.calls),
+                   1e3 * r.fwd / std::max<int64_t>(r.calls, 1), 1e3 * r.bwd / std::max<int64_t>(r.calls, 1));
+  }
+};
+LayerProfile& layer_profile() {
+  static LayerProfile p;
+  return p;
+}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+}  // namespace
 
 // ---------------------------------------------------------------- Sequential
 void Sequential::add_module(const std::string& name, std::unique_ptr<Module> m, ParamGroup group) {
@@ -36,8 +86,14 @@ Shape Sequential::output_shape(const Shape& in) const {
 Tensor Sequential::forward(Context& ctx, const Tensor& x) {
   tape_.clear();
   Tensor h = x;
+  const bool prof = LayerProfile::enabled();
   for (auto& c : children_) {
+    const double t0 = prof ? now_s() : 0;
     h = c.module->forward(ctx, h);
+    if (prof && c.module->type() != "Sequential") {
+      ctx.stream().synchronize();
+      layer_profile().add(name() + "." + c.module->name() + " " + c.module->type(), true, now_s() - t0);
+    }
     tape_.push_back(c.module.get());
   }
   return h;
@@ -46,8 +102,14 @@ Tensor Sequential::forward(Context& ctx, const Tensor& x) {
 Tensor Sequential::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   MRMF_CHECK(!tape_.empty() || children_.empty(), "Sequential '", name(), "': backward without a forward pass");
   Tensor g = dy;
+  const bool prof = LayerProfile::enabled();
   for (size_t i = tape_.size(); i-- > 0;) {
+    const double t0 = prof ? now_s() : 0;
     g = tape_[i]->backward(ctx, g, need_dx || i > 0);
+    if (prof && tape_[i]->type() != "Sequential") {
+      ctx.stream().synchronize();
+      layer_profile().add(name() + "." + tape_[i]->name() + " " + tape_[i]->type(), false, now_s() - t0);
+    }
     if (backward_hook_) backward_hook_(*tape_[i]);
   }
   tape_.clear();

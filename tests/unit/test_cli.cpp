@@ -1,0 +1,209 @@
+// The `mrmf` command as a user runs it: exit codes (0 ok, 2 usage or
+// configuration, 1 runtime/data), messages that name what is wrong, and a
+// train -> eval -> predict round trip on a tiny generated file.
+//
+// The binary is $MRMF_BIN, or <build>/bin/mrmf next to this test's build
+// folder (<build>/tests/mrmf_unit_tests, found through /proc/self/exe). When
+// neither exists the cases are skipped with a warning (e.g. a build of the
+// tests alone).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "data/formats.h"
+#include "data/h5file.h"
+
+using namespace mrmf;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string mrmf_bin() {
+  if (const char* e = std::getenv("MRMF_BIN")) return e;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  for (fs::path d = exe.parent_path(); !d.empty() && d != d.root_path(); d = d.parent_path())
+    if (fs::exists(d / "bin" / "mrmf")) return (d / "bin" / "mrmf").string();
+  return "";
+}
+
+struct Result {
+  int code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+// Runs the binary with a shell command tail; stderr is captured with stdout.
+Result run_prefixed(const std::string& launcher, const std::string& args) {
+  Result r;
+  const std::string cmd = "OMP_NUM_THREADS=1 MRMF_DEVICE=cpu " + launcher + mrmf_bin() + " " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = ::pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+Result run(const std::string& args) { return run_prefixed("", args); }
+
+#define SKIP_WITHOUT_BINARY()                                              \
+  if (mrmf_bin().empty()) {                                                \
+    WARN("mrmf binary not found (set MRMF_BIN): skipping the CLI checks"); \
+    return;                                                                \
+  }
+
+struct Scratch {
+  fs::path dir = fs::temp_directory_path() / ("mrmf_cli_" + std::to_string(::getpid()));
+  Scratch() { fs::create_directories(dir); }
+  ~Scratch() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+};
+
+// A run config for the tiny file: a small model so that training takes a second.
+std::string write_config(const fs::path& dir, const std::string& data) {
+  const fs::path p = dir / "tiny.yaml";
+  std::ofstream(p) << "model:\n  name: neuron_inverter\n"
+                      "  options: {conv_channels: '8,16,16', kernel: 3, pool: 2, fc: '32,32'}\n"
+                      "data: {format: neuron_inverter, path: '"
+                   << data
+                   << "'}\n"
+                      "train: {batch_size: 32, seed: 1}\n"
+                      "optimizer: {name: adam, lr: 2.0e-3}\n"
+                      "stop: {max_epochs: 2}\n"
+                      "runtime: {device: cpu}\n";
+  return p.string();
+}
+
+// `mrmf X --help` exits 0 even for an unknown X (CLI11 shows the main help),
+// so look for X in the list of subcommands instead.
+bool has_command(const std::string& name) {
+  const Result r = run("--help");
+  return r.code == 0 && r.out.find("\n  " + name + " ") != std::string::npos;
+}
+}  // namespace
+
+TEST_CASE("cli: usage and configuration errors exit 2 and name the problem", "[cli]") {
+  SKIP_WITHOUT_BINARY();
+  Scratch s;
+  const std::string cfg = write_config(s.dir, (s.dir / "none.h5").string());
+  const std::string out = (s.dir / "run").string();
+
+  Result r = run("frobnicate");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("subcommand") || Catch::Contains("frobnicate"));
+
+  r = run("train --config " + cfg + " --out " + out + " --bogus-flag");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("--bogus-flag"));
+
+  r = run("train --config " + cfg + " --out " + out + " --set train.epochs=5");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("train.epochs"));
+
+  r = run("train --config " + cfg + " --out " + out + " --set train.batch_size=0");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("train.batch_size") && Catch::Contains("at least 1"));
+
+  r = run("train --config " + (s.dir / "missing.yaml").string() + " --out " + out);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("missing.yaml"));
+}
+
+TEST_CASE("cli: a missing data file exits 1 and names the file", "[cli]") {
+  SKIP_WITHOUT_BINARY();
+  Scratch s;
+  const std::string data = (s.dir / "no_such_ni.h5").string();
+  const Result r = run("train --config " + write_config(s.dir, data) + " --out " + (s.dir / "run").string());
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("no_such_ni.h5"));
+}
+
+TEST_CASE("cli: train, eval and predict round trip on a tiny file", "[cli]") {
+  SKIP_WITHOUT_BINARY();
+  Scratch s;
+  const std::string data = (s.dir / "ni.h5").string();
+  // 70 test samples: not a multiple of the batch, so predict must handle the tail.
+  Result r = run("datagen neuron-inverter --out " + data + " --train 256 --val 64 --test 70 --time-bins 64 --seed 3");
+  REQUIRE(r.code == 0);
+  const std::string cfg = write_config(s.dir, data), out = (s.dir / "run").string();
+  r = run("train --config " + cfg + " --out " + out);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  for (const char* f : {"metrics.jsonl", "summary.json", "checkpoint.h5"}) CHECK(fs::exists(fs::path(out) / f));
+  const auto summary = nlohmann::json::parse(std::ifstream(fs::path(out) / "summary.json"));
+  CHECK(summary["epochs"] == 2);
+  CHECK(summary["stop_reason"] == "max_epochs");
+  const std::string ck = (fs::path(out) / "checkpoint.h5").string();
+
+  if (!has_command("eval") || !has_command("predict")) {
+    WARN("this mrmf has no eval/predict subcommand: skipping that part");
+    return;
+  }
+  // eval on the validation split reproduces the trainer's last validation loss
+  // (64 samples = 2 full batches: the same samples).
+  r = run("eval --checkpoint " + ck + " --data " + data + " --split val --json");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  CHECK(j["samples"] == 64);
+  CHECK(j["targets"] == 19);
+  CHECK(j["mse_per_target"].size() == 19);
+  CHECK(j["mse"].get<double>() == Approx(summary["final_val_loss"].get<double>()).epsilon(1e-4));
+
+  // predict on the test split: every one of the 70 samples, labels in file order.
+  const std::string pred = (s.dir / "pred.h5").string();
+  r = run("predict --checkpoint " + ck + " --data " + data + " --split test --batch 32 --out " + pred);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  {
+    data::H5File h = data::H5File::open_read(pred);
+    CHECK(h.shape("predictions") == std::vector<int64_t>{70, 19});
+    CHECK(h.shape("labels") == std::vector<int64_t>{70, 19});
+    CHECK(h.dtype("predictions") == DType::F32);
+    CHECK(h.read_string_attribute("/", "checkpoint").value_or("") == ck);
+    CHECK_THAT(h.read_string_attribute("/", "model").value_or(""), Catch::Contains("neuron_inverter"));
+    const Tensor want = data::NeuronInverterFile::open(data).read(data::Split::Test, 0, 70).labels;
+    const Tensor got = h.read("labels");
+    CHECK(std::memcmp(want.raw_data(), got.raw_data(), want.nbytes()) == 0);
+  }
+
+  // Under mpiexec every rank evaluates its contiguous part and rank 0 writes
+  // the same file (up to float rounding: other batch compositions).
+  if (std::system("command -v mpiexec > /dev/null 2>&1") == 0) {
+    const std::string pred2 = (s.dir / "pred2.h5").string();
+    r = run_prefixed("mpiexec -n 2 ", "predict --checkpoint " + ck + " --data " + data +
+                                          " --split test --batch 16 --out " + pred2);
+    INFO(r.out);
+    REQUIRE(r.code == 0);
+    const Tensor a = data::H5File::open_read(pred).read("predictions");
+    const Tensor b = data::H5File::open_read(pred2).read("predictions");
+    REQUIRE(b.numel() == a.numel());
+    double worst = 0;
+    for (int64_t i = 0; i < a.numel(); ++i)
+      worst = std::max(worst, static_cast<double>(std::abs(a.data<float>()[i] - b.data<float>()[i])));
+    CHECK(worst < 1e-5);
+  } else {
+    WARN("no mpiexec: the 2-rank predict check is skipped");
+  }
+
+  // The data's resolution must match the checkpoint's input: a clear error.
+  r = run("eval --checkpoint " + ck + " --data " + data + " --reduce 2");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("[3, 32]") && Catch::Contains("[3, 64]") && Catch::Contains("--reduce 1"));
+  // A missing data file for eval: exit 1, named.
+  r = run("eval --checkpoint " + ck + " --data " + (s.dir / "gone.h5").string());
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("gone.h5"));
+}
