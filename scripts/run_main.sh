@@ -9,10 +9,10 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="$(bash "$ROOT/scripts/build.sh" | tail -n 1)"
 MRMF="$BUILD_DIR/bin/mrmf"
 cd "$ROOT"
-mkdir -p data runs
-if [[ ! -f data/ni_main.h5 ]]; then
-  "$MRMF" datagen neuron-inverter --out data/ni_main.h5 --train 2048 --val 512 --test 512 --seed 1
+mkdir -p runs/data
+if [[ ! -f runs/data/ni_main.h5 ]]; then
+  "$MRMF" datagen neuron-inverter --out runs/data/ni_main.h5 --train 2048 --val 512 --test 512 --seed 1
 fi
 export HDF5_USE_FILE_LOCKING=FALSE
 exec "$MRMF" experiment --config configs/experiments/ni_small.yaml --out runs/main \
-  --set data.path=data/ni_main.h5 "$@"
+  --set data.path=runs/data/ni_main.h5 "$@"
