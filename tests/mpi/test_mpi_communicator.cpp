@@ -1,6 +1,5 @@
 // Runs under mpiexec -n 2 and -n 3: allreduce, broadcast, split and the
 // diverging-rank check of the communicator, on CPU tensors.
-#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
 #include "core/communicator.h"
@@ -42,14 +41,4 @@ TEST_CASE("mpi: ranks that disagree are caught and named", "[mpi]") {
   const uint64_t v = w.rank() == 1 ? 99 : 1234;
   REQUIRE_THROWS_WITH(w.check_same_on_all_ranks(v, "config hash"),
                       Catch::Contains("ranks disagree on config hash") && Catch::Contains("rank 1"));
-}
-
-int main(int argc, char** argv) {
-  mpi_init(&argc, &argv);
-  int rc = Catch::Session().run(argc, argv);
-  // Every rank must pass: combine the results so the launcher's exit code is honest.
-  int worst = 0;
-  MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  mpi_finalize();
-  return worst;
 }

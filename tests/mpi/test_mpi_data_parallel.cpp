@@ -8,7 +8,6 @@
 //
 // Also: ranks that disagree on the run configuration stop the Trainer before
 // any compute with an error naming the configuration.
-#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
@@ -121,13 +120,4 @@ TEST_CASE("mpi: ranks with different configurations are refused, naming the conf
   o.progress = false;
   REQUIRE_THROWS_WITH(Trainer(cfg, w, Device::cpu(), o),
                       Catch::Contains("ranks disagree on the configuration") && Catch::Contains("rank 1"));
-}
-
-int main(int argc, char** argv) {
-  mpi_init(&argc, &argv);
-  int rc = Catch::Session().run(argc, argv);
-  int worst = 0;
-  MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  mpi_finalize();
-  return worst;
 }

@@ -2,7 +2,6 @@
 // rank; the shards must be disjoint, cover floor(N / world / B) * B * world
 // Neuron Inverter samples and every CosmoFlow file, and every rank must run
 // the same number of batches (global batch = B x world).
-#define CATCH_CONFIG_RUNNER
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -98,13 +97,4 @@ TEST_CASE("mpi: loader shards are disjoint and cover the data", "[mpi]") {
   }
   w.barrier();
   if (w.rank() == 0) fs::remove_all(dir);
-}
-
-int main(int argc, char** argv) {
-  mpi_init(&argc, &argv);
-  int rc = Catch::Session().run(argc, argv);
-  int worst = 0;
-  MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  mpi_finalize();
-  return worst;
 }
