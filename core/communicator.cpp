@@ -1,5 +1,6 @@
 #include "core/communicator.h"
 
+#include <utility>
 #include <vector>
 
 #include "core/check_mpi.h"
@@ -79,10 +80,14 @@ Communicator Communicator::world() {
   return Communicator(MPI_COMM_WORLD, false);
 }
 
-Communicator::~Communicator() {
+void Communicator::release() noexcept {
   nccl_.reset();
   if (owned_ && comm_ != MPI_COMM_NULL && mpi_initialized()) MRMF_MPI_WARN(MPI_Comm_free(&comm_));
+  comm_ = MPI_COMM_NULL;
+  owned_ = false;
 }
+
+Communicator::~Communicator() { release(); }
 
 Communicator::Communicator(Communicator&& o) noexcept
     : comm_(o.comm_), owned_(o.owned_), rank_(o.rank_), size_(o.size_), nccl_(std::move(o.nccl_)) {
@@ -92,8 +97,12 @@ Communicator::Communicator(Communicator&& o) noexcept
 
 Communicator& Communicator::operator=(Communicator&& o) noexcept {
   if (this != &o) {
-    this->~Communicator();
-    new (this) Communicator(std::move(o));
+    release();
+    comm_ = std::exchange(o.comm_, MPI_COMM_NULL);
+    owned_ = std::exchange(o.owned_, false);
+    rank_ = o.rank_;
+    size_ = o.size_;
+    nccl_ = std::move(o.nccl_);
   }
   return *this;
 }

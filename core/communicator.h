@@ -70,6 +70,7 @@ class Communicator {
 
  private:
   Communicator(MPI_Comm comm, bool owned);
+  void release() noexcept;  // frees an owned communicator and the NCCL state
   void ensure_nccl(Device device, Stream& stream);
 
   MPI_Comm comm_ = MPI_COMM_NULL;

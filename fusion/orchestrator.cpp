@@ -106,13 +106,13 @@ MethodRun Orchestrator::run_sequential(const std::string& method, uint64_t seed)
   const double target = cfg_.target_val_loss;
   const StopRule final_rule{0, 0, cfg_.max_epochs};
   auto sub = [&](const std::string& n) { return (fs::path(dir) / n).string(); };
+  // Every method ends with one stage on original data trained to the target:
+  // the baseline itself, or the fine-tuning of the transferred / fused model.
   std::unique_ptr<Model> final_start;
+  std::function<void(Trainer&)> before_final;
+  std::unique_ptr<Trainer> prev_coarse, prev_dense;
 
-  if (method == "baseline") {
-    auto s = train_stage(method + "/baseline@1", "baseline", ladder.back(), seed, final_rule, target, nullptr, world_,
-                         sub("baseline"));
-    mr.stages.push_back(s.result);
-  } else if (method == "mrt") {
+  if (method == "mrt") {
     auto c = train_stage("mrt/coarse@" + resolution_key(ladder[0]), "coarse", ladder[0], seed,
                          cfg_.stops_for_stage(0).coarse, 0, nullptr, world_, sub("coarse"));
     mr.stages.push_back(c.result);
@@ -123,9 +123,7 @@ MethodRun Orchestrator::run_sequential(const std::string& method, uint64_t seed)
     // A fresh top: initialised from a different stream than the coarse model's.
     final_start = transfer_bottom(c.trainer->model(), dense_spec, device_, seed + 7919);
     mr.fusion_s += since(t0);
-  } else {
-    std::unique_ptr<Model> carried;  // the fused model of the previous stage
-    std::unique_ptr<Trainer> prev_coarse, prev_dense;
+  } else if (method != "baseline") {
     // With optimizer_at_fusion = keep, a trainer that starts from a fused
     // model takes the bottom's optimizer state from the coarse trainer and
     // the top's from the dense one (reset is the default: fresh state).
@@ -133,8 +131,9 @@ MethodRun Orchestrator::run_sequential(const std::string& method, uint64_t seed)
     for (size_t st = 0; st + 1 < ladder.size(); ++st) {
       const StageStops stops = cfg_.stops_for_stage(st);
       const std::string prefix = method + "/stage" + std::to_string(st + 1) + "/";
+      // The coarse model of a later stage is the previous stage's fused model.
       auto c = train_stage(prefix + "coarse@" + resolution_key(ladder[st]), "coarse", ladder[st], seed, stops.coarse,
-                           0, std::move(carried), world_, sub("stage" + std::to_string(st + 1) + "_coarse"),
+                           0, std::move(final_start), world_, sub("stage" + std::to_string(st + 1) + "_coarse"),
                            st > 0 ? std::function<void(Trainer&)>(keep) : nullptr);
       auto d = train_stage(prefix + "dense@" + resolution_key(ladder[st + 1]), "dense", ladder[st + 1],
                            seed + 1000 * (st + 1), stops.dense, 0, nullptr, world_,
@@ -143,29 +142,22 @@ MethodRun Orchestrator::run_sequential(const std::string& method, uint64_t seed)
       mr.stages.push_back(d.result);
       mr.epochs_before_fusion += c.result.epochs + d.result.epochs;
       const auto t0 = Clock::now();
-      carried = fuse_models(c.trainer->model(), d.trainer->model(), d.trainer->spec(), device_, seed);
+      final_start = fuse_models(c.trainer->model(), d.trainer->model(), d.trainer->spec(), device_, seed);
       mr.fusion_s += since(t0);
       prev_coarse = std::move(c.trainer);
       prev_dense = std::move(d.trainer);
     }
-    final_start = std::move(carried);
-    auto f = train_stage(method + "/finetune@1", "finetune", ladder.back(), seed, final_rule, target,
-                         std::move(final_start), world_, sub("finetune"), keep);
-    mr.stages.push_back(f.result);
-    mr.epochs_after_fusion = f.result.epochs;
-    mr.final_val_loss = f.result.final_val_loss;
-    mr.reached_target = f.result.stop_reason == "target";
+    before_final = keep;
   }
-  if (method == "mrt") {
-    auto f = train_stage("mrt/finetune@1", "finetune", ladder.back(), seed, final_rule, target, std::move(final_start),
-                         world_, sub("finetune"));
-    mr.stages.push_back(f.result);
-    mr.epochs_after_fusion = f.result.epochs;
-  }
+  const bool baseline = method == "baseline";
+  auto f = train_stage(method + (baseline ? "/baseline@1" : "/finetune@1"), baseline ? "baseline" : "finetune",
+                       ladder.back(), seed, final_rule, target, std::move(final_start), world_,
+                       sub(baseline ? "baseline" : "finetune"), before_final);
+  mr.stages.push_back(f.result);
+  mr.epochs_after_fusion = f.result.epochs;
   const StageResult& last = mr.stages.back();
   mr.final_val_loss = last.final_val_loss;
   mr.reached_target = last.stop_reason == "target";
-  if (method == "baseline") mr.epochs_after_fusion = last.epochs;
   for (const auto& s : mr.stages) mr.total_s += s.time_s;
   mr.total_s += mr.fusion_s;
   return mr;

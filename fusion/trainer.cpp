@@ -324,7 +324,7 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
   return r;
 }
 
-void Trainer::write_metrics(const EpochRecord& r, bool) {
+void Trainer::write_metrics(const EpochRecord& r) {
   if (opts_.out_dir.empty() || !comm_.is_root()) return;
   std::ofstream f(fs::path(opts_.out_dir) / "metrics.jsonl", std::ios::app);
   f << r.to_json() << "\n";

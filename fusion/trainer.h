@@ -98,7 +98,7 @@ class Trainer {
   EpochRecord train_epoch(int64_t epoch, int64_t max_steps = 0, bool validate = true);
   void save(int64_t epochs_done);
   bool try_resume();
-  void write_metrics(const EpochRecord& r, bool truncate_to_epoch = false);
+  void write_metrics(const EpochRecord& r);
 
   RunConfig cfg_;
   Communicator& comm_;

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+
+#include "support/temp_dir.h"
 #include <cstring>
 #include <filesystem>
 
@@ -19,19 +21,8 @@ using namespace mrmf;
 namespace fs = std::filesystem;
 
 namespace {
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    static int n = 0;
-    dir = fs::temp_directory_path() / ("mrmf_ckpt_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
-    fs::create_directories(dir);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::string file(const std::string& name) const { return (dir / name).string(); }
-  size_t count() const { return static_cast<size_t>(std::distance(fs::directory_iterator(dir), fs::directory_iterator())); }
+struct TempDir : test::TempDir {
+  TempDir() : test::TempDir("mrmf_ckpt") {}
 };
 
 ModelSpec ni_spec(int64_t T) { return ModelSpec{"neuron_inverter", "", Shape{3, T}, {{"fc", "64,32"}}}; }

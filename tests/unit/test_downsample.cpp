@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+
+#include "support/temp_dir.h"
 #include <filesystem>
 #include <functional>
 
@@ -17,18 +19,8 @@ using namespace mrmf::data;
 namespace fs = std::filesystem;
 
 namespace {
-struct Tmp {
-  fs::path dir;
-  Tmp() {
-    static int n = 0;
-    dir = fs::temp_directory_path() / ("mrmf_ds_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
-    fs::create_directories(dir);
-  }
-  ~Tmp() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::string operator/(const std::string& s) const { return (dir / s).string(); }
+struct Tmp : test::TempDir {
+  Tmp() : test::TempDir("mrmf_ds") {}
 };
 
 // frames[n, t, c] = 100 n + t + 0.1 c (float32), labels[n, p] = n + p / 100.

@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <catch2/catch.hpp>
+
+#include "support/temp_dir.h"
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -22,19 +24,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh directory under the system temp dir, removed at scope exit.
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    static std::atomic<int> n{0};
-    dir = fs::temp_directory_path() / ("mrmf_fmt_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
-    fs::create_directories(dir);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::string operator/(const std::string& name) const { return (dir / name).string(); }
+struct TempDir : test::TempDir {
+  TempDir() : test::TempDir("mrmf_fmt") {}
 };
 
 Tensor iota(const Shape& s, DType dt, float scale = 1.f, float offset = 0.f) {

@@ -9,6 +9,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <catch2/catch.hpp>
+
+#include "support/temp_dir.h"
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -26,18 +28,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    static std::atomic<int> n{0};
-    dir = fs::temp_directory_path() / ("mrmf_gen_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
-    fs::create_directories(dir);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::string operator/(const std::string& name) const { return (dir / name).string(); }
+struct TempDir : test::TempDir {
+  TempDir() : test::TempDir("mrmf_gen") {}
 };
 
 bool same_bytes(const Tensor& a, const Tensor& b) {

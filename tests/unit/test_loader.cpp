@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+
+#include "support/temp_dir.h"
 #include <cmath>
 #include <filesystem>
 #include <cstring>
@@ -23,18 +25,8 @@ using namespace mrmf::data;
 namespace fs = std::filesystem;
 
 namespace {
-struct Tmp {
-  fs::path dir;
-  Tmp() {
-    static int n = 0;
-    dir = fs::temp_directory_path() / ("mrmf_ld_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
-    fs::create_directories(dir);
-  }
-  ~Tmp() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::string operator/(const std::string& s) const { return (dir / s).string(); }
+struct Tmp : test::TempDir {
+  Tmp() : test::TempDir("mrmf_ld") {}
 };
 
 // frames[i, t, c] = i + t / 100 + c / 1000 ... kept exact enough; labels[i, 0] = i.
