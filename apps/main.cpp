@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "apps/commands.h"
 #include "core/communicator.h"
@@ -62,6 +63,21 @@ int main(int argc, char** argv) {
   // MPI is initialized for every command (a singleton launch needs no
   // mpirun); usage errors are reported before that.
   int rc = 0;
+  // CLI11 alone answers an unknown command with "A subcommand is required";
+  // name the word it did not know and the commands it does.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string known;
+    bool found = false;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+      found = found || sub->get_name() == argv[1];
+      known += (known.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!found) {
+      std::fprintf(stderr, "mrmf: error: unknown command '%s' (expected one of: %s; see mrmf --help)\n", argv[1],
+                   known.c_str());
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""One full training step (forward, MSE, backward, Adam) of the mrmf workloads in PyTorch, on the CPU.
+"""One full training step (forward, MSE, backward, Adam) of the mrmf workloads in PyTorch, on the CPU or a GPU.
 
 The PyTorch counterpart of bench/bench_train_step.cpp (same workloads, same step, same statistics:
 median of N timed steps after W warm-up steps). scripts/bench_vs_torch.sh runs both and prints ratios.
 
-  torch_train_step.py [--workload ni1600|ni800|cf32|cf64]... [--steps N] [--warmup W] [--threads 2] [--json]
+  torch_train_step.py [--workload ni1600|ni800|cf32|cf64|cf128]... [--steps N] [--warmup W] [--threads 2]
+                      [--device cpu|cuda] [--json]
+
+On a GPU, cuDNN autotuning (torch.backends.cudnn.benchmark) is on -- PyTorch's fastest setting -- and the
+peak memory PyTorch's allocator held during the timed steps is reported.
 
 Models:
   Neuron Inverter exactly as Balewski's toolbox/Model.py: input frames (N, T, C) reinterpreted with
@@ -87,16 +91,19 @@ WORKLOADS = {
     "ni800": ("Neuron Inverter, batch 512, T = 800", lambda: NeuronInverter(3, 800), (512, 800, 3), 19),
     "cf32": ("CosmoFlow mrmf, batch 8, 32^3", lambda: CosmoFlowMrmf(32), (8, 4, 32, 32, 32), 4),
     "cf64": ("CosmoFlow mrmf, batch 8, 64^3", lambda: CosmoFlowMrmf(64), (8, 4, 64, 64, 64), 4),
+    "cf128": ("CosmoFlow mrmf, batch 8, 128^3", lambda: CosmoFlowMrmf(128), (8, 4, 128, 128, 128), 4),
 }
 
 
-def run(key, warmup, steps):
+def run(key, warmup, steps, device="cpu"):
     label, make, xshape, nout = WORKLOADS[key]
     torch.manual_seed(1)
-    model = make().train()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
-    x = torch.rand(xshape) * 2 - 1
-    y = torch.rand(xshape[0], nout) * 2 - 1
+    cuda = device.startswith("cuda")
+    model = make().train().to(device)
+    # fused=True: one kernel for the whole update on the GPU, like mrmf's fused Adam.
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4, **({"fused": True} if cuda else {}))
+    x = (torch.rand(xshape) * 2 - 1).to(device)
+    y = (torch.rand(xshape[0], nout) * 2 - 1).to(device)
     loss_fn = nn.MSELoss()
     times = []
     for i in range(warmup + steps):
@@ -106,12 +113,16 @@ def run(key, warmup, steps):
         loss.backward()
         opt.step()
         loss.item()
+        if cuda and i == warmup - 1:
+            torch.cuda.reset_peak_memory_stats()
         if i >= warmup:
             times.append((time.perf_counter() - t0) * 1e3)
     times.sort()
     med = times[len(times) // 2]
+    peak = torch.cuda.max_memory_allocated() / 1e9 if cuda else 0.0
     return dict(workload=key, label=label, batch=xshape[0], steps=steps, ms_per_step=round(med, 2),
-                min_ms=round(times[0], 2), max_ms=round(times[-1], 2), samples_per_s=round(1e3 * xshape[0] / med, 2))
+                min_ms=round(times[0], 2), max_ms=round(times[-1], 2), samples_per_s=round(1e3 * xshape[0] / med, 2),
+                peak_gpu_gb=round(peak, 3))
 
 
 def main():
@@ -120,19 +131,24 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--no-tf32", action="store_true", help="strict FP32 convolutions (cudnn.allow_tf32 = False)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
+    if a.device.startswith("cuda"):
+        torch.backends.cudnn.benchmark = True
+        torch.backends.cudnn.allow_tf32 = not a.no_tf32
     keys = a.workload or ["ni1600", "ni800", "cf32"]
     results = []
     for k in keys:
-        r = run(k, a.warmup, a.steps)
+        r = run(k, a.warmup, a.steps, a.device)
         results.append(r)
         if not a.json:
             print(f"{r['label']:<40} {r['ms_per_step']:9.1f} ms/step (min {r['min_ms']:.1f}, max {r['max_ms']:.1f})"
-                  f"  {r['samples_per_s']:8.1f} samples/s", flush=True)
+                  f"  {r['samples_per_s']:8.1f} samples/s  peak GPU {r['peak_gpu_gb']:.2f} GB", flush=True)
     if a.json:
-        json.dump({"engine": "pytorch " + torch.__version__, "threads": torch.get_num_threads(), "results": results},
+        json.dump({"engine": "pytorch " + torch.__version__, "device": a.device, "tf32": torch.backends.cudnn.allow_tf32, "threads": torch.get_num_threads(), "results": results},
                   sys.stdout, indent=1)
         print()
 

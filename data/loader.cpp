@@ -1,4 +1,5 @@
 // Loaders for the scientific data sets; see data/loader.h for the contract.
+// The sources (sharding, per-sample reads) are in data/loader_sources.cpp.
 #include "data/loader.h"
 
 #include <omp.h>
@@ -9,18 +10,15 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
-#include <filesystem>
 #include <future>
-#include <map>
 #include <mutex>
 
 #include "core/error.h"
 #include "data/h5file.h"
+#include "data/loader_sources.h"
 #include "data/prefetch.h"
 #include "data/shuffle.h"
 #include "kernels/fused_downsample_ops.h"
-
-namespace fs = std::filesystem;
 
 namespace mrmf::data {
 
@@ -43,207 +41,8 @@ const char* data_format_name(DataFormat f) {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// ---------------------------------------------------------------- sources
-// One rank's shard of a split: per-sample raw reads (I/O thread, hdf5_mutex
-// held), labels in RAM, and the geometry the fused kernel needs.
-struct Source {
-  virtual ~Source() = default;
-  std::string file, dataset;        // for messages
-  DType dtype = DType::F32;
-  std::vector<int64_t> raw;         // per-sample kernel input shape ([s..., C] or [C, s...])
-  kernels::InputLayout layout = kernels::InputLayout::ChannelsLast;
-  std::vector<int64_t> spatial;     // spatial lengths in kernel order
-  std::vector<std::string> axis_names;
-  int64_t channels = 0, params = 0;
-  std::vector<int64_t> ids;         // global ids of the local samples
-  Tensor labels;                    // [n_local, P] float32
-  int64_t common_batches = 0;       // batches every rank can run
-  int64_t count() const { return static_cast<int64_t>(ids.size()); }
-  int64_t raw_elems() const {
-    int64_t e = 1;
-    for (int64_t d : raw) e *= d;
-    return e;
-  }
-  int64_t raw_bytes() const { return raw_elems() * static_cast<int64_t>(dtype_size(dtype)); }
-  // Preloaded sources hand out pointers into RAM; streamed ones copy into dst.
-  virtual const void* raw_ptr(int64_t /*local*/) const { return nullptr; }
-  virtual void read_raw(int64_t local, void* dst) = 0;
-};
-
-
-// Neuron Inverter: the original's contiguous slice, preloaded and checked once.
-struct NiSource : Source {
-  Tensor frames;  // [n_local, T, C] stored dtype
-  NiSource(const DataSpec& spec, const LoaderOptions& o) {
-    const NeuronInverterFile f = NeuronInverterFile::open(spec.path, {spec.split});
-    const NeuronSplitInfo& in = f.info(spec.split);
-    file = spec.path;
-    dataset = NeuronInverterFile::frames_name(spec.split);
-    const int64_t S = in.n / o.world / o.batch_size * o.batch_size;
-    MRMF_CHECK_KIND(Data, S > 0, file, ": dataset '", dataset, "' has ", in.n, " samples; with ", o.world,
-                    " rank(s) and batch ", o.batch_size, " each rank's shard floor(N / world / batch) * batch is 0 "
-                    "samples, expected at least one batch");
-    const int64_t begin = o.rank * S;
-    frames = Tensor::empty({S, in.t, in.c}, in.dtype);
-    labels = Tensor::empty({S, in.p}, DType::F32);
-    f.read_into(spec.split, begin, frames, labels);
-    check_finite(frames, file + ": dataset '" + dataset + "' (rank shard from sample " + std::to_string(begin) + ")");
-    check_finite(labels, file + ": dataset '" + NeuronInverterFile::labels_name(spec.split) + "' (rank shard from sample " +
-                             std::to_string(begin) + ")");
-    dtype = in.dtype;
-    channels = in.c;
-    params = in.p;
-    spatial = {in.t};
-    axis_names = {"T"};
-    if (o.ni_layout == NiLayout::Transpose) {
-      raw = {in.t, in.c};
-      layout = kernels::InputLayout::ChannelsLast;
-    } else {  // x.view(-1, C, T): the same bytes read as C rows of T
-      raw = {in.c, in.t};
-      layout = kernels::InputLayout::ChannelsFirst;
-    }
-    for (int64_t i = 0; i < S; ++i) ids.push_back(begin + i);
-    common_batches = S / o.batch_size;
-  }
-  const void* raw_ptr(int64_t local) const override {
-    return static_cast<const char*>(frames.raw_data()) + local * raw_bytes();
-  }
-  void read_raw(int64_t local, void* dst) override {
-    std::memcpy(dst, raw_ptr(local), static_cast<size_t>(raw_bytes()));
-  }
-};
-
-std::vector<std::string> cosmo_paths(const DataSpec& spec) {
-  if (fs::is_directory(spec.path)) {
-    const fs::path sub = fs::path(spec.path) / split_name(spec.split);
-    return expand_file_list(((fs::is_directory(sub) ? sub : fs::path(spec.path)) / "*.h5").string());
-  }
-  return expand_file_list(spec.path);
-}
-
-// Rank assignment shared by both CosmoFlow layouts: files round-robin, or
-// contiguous sample shards when there are fewer files than ranks. Fills
-// `picks` with (file, row, global id) and the common batch count.
-struct Pick {
-  size_t file;
-  int64_t row, id;
-};
-std::vector<Pick> cosmo_shard(const std::vector<int64_t>& per_file, const LoaderOptions& o, const std::string& what,
-                              int64_t& common_batches) {
-  const size_t F = per_file.size();
-  std::vector<int64_t> first(F + 1, 0);
-  for (size_t f = 0; f < F; ++f) first[f + 1] = first[f] + per_file[f];
-  const int64_t total = first[F];
-  std::vector<Pick> picks;
-  if (static_cast<int64_t>(F) >= o.world) {
-    std::vector<int64_t> per_rank(static_cast<size_t>(o.world), 0);
-    for (size_t f = 0; f < F; ++f) per_rank[f % static_cast<size_t>(o.world)] += per_file[f];
-    const int64_t least = *std::min_element(per_rank.begin(), per_rank.end());
-    common_batches = least / o.batch_size;
-    MRMF_CHECK_KIND(Data, common_batches > 0, what, ": ", total, " samples in ", F, " file(s) dealt to ", o.world,
-                    " rank(s) give a shard of ", least, " samples, smaller than one batch of ", o.batch_size);
-    for (size_t f = static_cast<size_t>(o.rank); f < F; f += static_cast<size_t>(o.world))
-      for (int64_t r = 0; r < per_file[f]; ++r) picks.push_back({f, r, first[f] + r});
-  } else {
-    const int64_t per = total / o.world;
-    common_batches = per / o.batch_size;
-    MRMF_CHECK_KIND(Data, common_batches > 0, what, ": ", total, " samples in ", F, " file(s) shared by ", o.world,
-                    " rank(s) give a shard of ", per, " samples, smaller than one batch of ", o.batch_size);
-    for (int64_t g = o.rank * per; g < (o.rank + 1) * per; ++g) {
-      const size_t f = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), g) - first.begin() - 1);
-      picks.push_back({f, g - first[f], g});
-    }
-  }
-  return picks;
-}
-
-// CosmoFlow, authors' layout: `3Dmap` (n, D, H, W, 4), streamed one sample at a time.
-struct CosmoSource : Source {
-  CosmoFlowFiles cf;
-  std::vector<Pick> picks;
-  std::map<size_t, H5File> open_;  // I/O thread only
-  CosmoSource(const DataSpec& spec, const LoaderOptions& o) : cf(CosmoFlowFiles::open(cosmo_paths(spec))) {
-    file = cf.path(0);
-    dataset = "3Dmap";
-    std::vector<int64_t> per_file;
-    for (size_t f = 0; f < cf.num_files(); ++f) per_file.push_back(cf.samples(f));
-    picks = cosmo_shard(per_file, o, spec.path + " (" + split_name(spec.split) + ")", common_batches);
-    const auto d = cf.dims();
-    dtype = cf.dtype();
-    channels = cf.channels();
-    params = cf.params();
-    raw = {d[0], d[1], d[2], channels};
-    spatial = {d[0], d[1], d[2]};
-    axis_names = {"D (x)", "H (y)", "W (z)"};
-    layout = kernels::InputLayout::ChannelsLast;
-    labels = Tensor::empty({static_cast<int64_t>(picks.size()), params}, DType::F32);
-    std::map<size_t, Tensor> file_labels;
-    for (size_t i = 0; i < picks.size(); ++i) {
-      const size_t f = picks[i].file;
-      if (!file_labels.count(f)) {
-        file_labels[f] = H5File::open_read(cf.path(f)).read("unitPar");
-        check_finite(file_labels[f], cf.path(f) + ": dataset 'unitPar'");
-      }
-      std::memcpy(labels.data<float>() + static_cast<int64_t>(i) * params,
-                  file_labels[f].data<float>() + picks[i].row * params, static_cast<size_t>(params) * 4);
-      ids.push_back(picks[i].id);
-    }
-  }
-  void read_raw(int64_t local, void* dst) override {
-    const Pick& p = picks[static_cast<size_t>(local)];
-    auto it = open_.find(p.file);
-    if (it == open_.end()) {
-      if (open_.size() >= 32) open_.clear();  // bound the open handles
-      it = open_.emplace(p.file, H5File::open_read(cf.path(p.file))).first;
-    }
-    it->second.read_rows_into("3Dmap", p.row, 1, dtype, dst);
-    if (dtype == DType::F32) {  // integer counts are always finite
-      std::vector<int64_t> sh{1};
-      sh.insert(sh.end(), raw.begin(), raw.end());
-      check_finite(Tensor::from_blob(dst, Shape(sh), dtype),
-                   cf.path(p.file) + ": dataset '3Dmap' sample " + std::to_string(p.row));
-    }
-  }
-};
-
-// CosmoFlow, LBANN layout: one sample per file, `full` (4, D, H, W).
-struct LbannSource : Source {
-  CosmoFlowLbannFiles lf;
-  std::vector<std::string> paths;
-  std::vector<Pick> picks;
-  LbannSource(const DataSpec& spec, const LoaderOptions& o)
-      : lf(CosmoFlowLbannFiles::open(cosmo_paths(spec))), paths(cosmo_paths(spec)) {
-    file = paths[0];
-    dataset = "full";
-    picks = cosmo_shard(std::vector<int64_t>(paths.size(), 1), o, spec.path + " (" + split_name(spec.split) + ")",
-                        common_batches);
-    const auto d = lf.dims();
-    dtype = lf.dtype();
-    channels = 4;
-    params = 4;
-    raw = {4, d[0], d[1], d[2]};
-    spatial = {d[0], d[1], d[2]};
-    axis_names = {"D (x)", "H (y)", "W (z)"};
-    layout = kernels::InputLayout::ChannelsFirst;
-    labels = Tensor::empty({static_cast<int64_t>(picks.size()), params}, DType::F32);
-    for (size_t i = 0; i < picks.size(); ++i) {
-      const Tensor l = H5File::open_read(paths[picks[i].file]).read("unitPar");
-      check_finite(l, paths[picks[i].file] + ": dataset 'unitPar'");
-      std::memcpy(labels.data<float>() + static_cast<int64_t>(i) * 4, l.data<float>(), 16);
-      ids.push_back(picks[i].id);
-    }
-  }
-  void read_raw(int64_t local, void* dst) override {
-    const std::string& p = paths[picks[static_cast<size_t>(local)].file];
-    H5File::open_read(p).read_rows_into("full", 0, 4, dtype, dst);
-    if (dtype == DType::F32) {
-      std::vector<int64_t> sh{1};
-      sh.insert(sh.end(), raw.begin(), raw.end());
-      check_finite(Tensor::from_blob(dst, Shape(sh), dtype), p + ": dataset 'full'");
-    }
-  }
-};
+using detail::Source;
+using Order = std::shared_ptr<const std::vector<int64_t>>;
 
 int64_t default_cache_limit() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
@@ -254,6 +53,15 @@ int64_t default_cache_limit() {
 struct Produced {
   Tensor x, y;    // CPU device: final float32 batch; CUDA: pinned raw staging + labels
   int slot = -1;  // pinned slot to give back (CUDA path)
+};
+
+// One batch handed to the I/O thread. `key` names the sample order it was
+// produced with: the epoch when shuffling, 0 otherwise (every epoch has the
+// same order then, so a batch prefetched for one epoch serves any other).
+struct Job {
+  int64_t key = 0, batch = 0;
+  std::shared_ptr<std::atomic<bool>> cancel;
+  std::future<Produced> result;
 };
 
 class LoaderImpl final : public Loader {
@@ -277,8 +85,9 @@ class LoaderImpl final : public Loader {
     std::vector<int64_t> out{s.channels};
     for (size_t d = 0; d < k; ++d) out.push_back(s.spatial[d] / f[d]);
     sample_shape_ = Shape(out);
-    // Validates the transform against the channels now rather than in the I/O thread.
-    kernels::fused_downsample_shapes(in_shape(1), spec_, "loader");
+    // Checked once here (the transform against the channels too) rather than
+    // per sample in the I/O thread.
+    plan_ = kernels::plan_fused_downsample(in_shape(1), s.dtype, spec_, "loader");
     out_elems_ = sample_shape_.numel();
     batches_ = s.common_batches;
     const bool cuda = o_.device.is_cuda();
@@ -299,7 +108,7 @@ class LoaderImpl final : public Loader {
   }
 
   ~LoaderImpl() override {
-    cancel_inflight();
+    drop(inflight_);
     std::lock_guard<std::recursive_mutex> h(hdf5_mutex());  // HDF5 handles close under the lock
     src_.reset();
   }
@@ -313,9 +122,11 @@ class LoaderImpl final : public Loader {
     Produced p;
     if (o_.prefetch_depth <= 0) {
       std::lock_guard<std::recursive_mutex> h(hdf5_mutex());
-      p = produce(next_batch_);
+      p = produce(*order_, next_batch_);
     } else {
-      std::future<Produced> f = std::move(inflight_.front());
+      MRMF_CHECK(!inflight_.empty() && inflight_.front().key == key_ && inflight_.front().batch == next_batch_,
+                 "loader: prefetch queue out of step with batch ", next_batch_);
+      std::future<Produced> f = std::move(inflight_.front().result);
       inflight_.pop_front();
       try {
         p = f.get();  // re-throws an I/O-thread error with its message
@@ -376,48 +187,98 @@ class LoaderImpl final : public Loader {
     return Shape(d);
   }
 
-  void begin(int64_t epoch, int64_t batch) {
-    cancel_inflight();
-    epoch_ = epoch;
+  int64_t key_of(int64_t epoch) const { return o_.shuffle ? epoch : 0; }
+  // The sample order of `epoch`; the last two are kept (current and next epoch).
+  Order order_of(int64_t epoch) {
+    const int64_t key = key_of(epoch);
+    for (auto& [k, ord] : orders_)
+      if (k == key && ord) return ord;
     const int64_t n = src_->count();
+    std::vector<int64_t> v;
     if (o_.shuffle) {
-      order_ = epoch_permutation(n, o_.seed, epoch, o_.rank);
+      v = epoch_permutation(n, o_.seed, epoch, o_.rank);
     } else {
-      order_.resize(static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i) order_[static_cast<size_t>(i)] = i;
+      v.resize(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = i;
     }
-    next_batch_ = scheduled_ = batch;
+    orders_[1] = orders_[0];
+    orders_[0] = {key, std::make_shared<const std::vector<int64_t>>(std::move(v))};
+    return orders_[0].second;
+  }
+
+  // Makes batch `batch` of `epoch` the next one. Prefetched jobs that are
+  // exactly the batches now due (same order, consecutive from `batch`) are
+  // kept -- this is how the next epoch's batches, produced while the last
+  // one was being used, are taken over -- every other job is cancelled.
+  void begin(int64_t epoch, int64_t batch) {
+    const int64_t key = key_of(epoch);
+    std::deque<Job> keep, gone;
+    bool run_over = false;  // the kept jobs are one consecutive run of the queue
+    for (Job& j : inflight_) {
+      if (!run_over && j.key == key && j.batch == batch + static_cast<int64_t>(keep.size())) {
+        keep.push_back(std::move(j));
+      } else {
+        run_over = !keep.empty();
+        gone.push_back(std::move(j));
+      }
+    }
+    inflight_.clear();
+    drop(gone);
+    inflight_ = std::move(keep);
+    // A repeated epoch (validation restarts epoch 0; time_steps() epoch 0)
+    // predicts that the same one follows again, otherwise the next one.
+    step_ = started_ && epoch == epoch_ ? 0 : 1;
+    epoch_ = epoch;
+    key_ = key;
+    order_ = order_of(epoch);
+    next_batch_ = batch;
+    sched_ = {epoch, key, batch + static_cast<int64_t>(inflight_.size()), order_};
+    ahead_ = false;
     wait_ = 0;
     started_ = true;
     fill();
   }
-
+  // Schedules up to prefetch_depth batches: the rest of this epoch, then --
+  // when opts.prefetch_next_epoch -- the first batches of the epoch that is
+  // expected to follow, so that its first next() does not wait for I/O.
   void fill() {
     if (o_.prefetch_depth <= 0) return;
-    while (static_cast<int>(inflight_.size()) < o_.prefetch_depth && scheduled_ < batches_) {
-      const int64_t b = scheduled_++;
-      auto cancel = cancel_;
-      inflight_.push_back(IoThread::instance().submit([this, b, cancel]() -> Produced {
+    while (static_cast<int>(inflight_.size()) < o_.prefetch_depth) {
+      if (sched_.batch >= batches_) {
+        if (ahead_ || !o_.prefetch_next_epoch) break;
+        ahead_ = true;
+        const int64_t e = epoch_ + step_;
+        sched_ = {e, key_of(e), 0, order_of(e)};
+        continue;
+      }
+      Job j;
+      j.key = sched_.key;
+      j.batch = sched_.batch++;
+      j.cancel = std::make_shared<std::atomic<bool>>(false);
+      auto cancel = j.cancel;
+      Order order = sched_.order;
+      const int64_t b = j.batch;
+      j.result = IoThread::instance().submit([this, b, cancel, order]() -> Produced {
         if (cancel->load()) return Produced{};
         omp_set_num_threads(o_.io_threads > 0 ? o_.io_threads : omp_get_num_procs());
-        return produce(b);
-      }));
+        return produce(*order, b);
+      });
+      inflight_.push_back(std::move(j));
     }
   }
 
-  // Stops the epoch's prefetching: later jobs see the flag and return at
-  // once, the running one finishes; pinned slots come back.
-  void cancel_inflight() {
-    cancel_->store(true);
-    for (auto& f : inflight_) {
+  // Cancels jobs: those not started return at once, a running one finishes;
+  // pinned slots come back.
+  void drop(std::deque<Job>& jobs) {
+    for (auto& j : jobs) j.cancel->store(true);
+    for (auto& j : jobs) {
       try {
-        Produced p = f.get();
+        Produced p = j.result.get();
         release_slot(p.slot);
       } catch (...) {  // an error of a batch nobody will use
       }
     }
-    inflight_.clear();
-    cancel_ = std::make_shared<std::atomic<bool>>(false);
+    jobs.clear();
   }
 
   int acquire_slot() {
@@ -433,8 +294,8 @@ class LoaderImpl final : public Loader {
     free_slots_.push_back(s);
   }
 
-  // Batch b of the current epoch (I/O thread, or the caller when synchronous).
-  Produced produce(int64_t b) {
+  // Batch b of `order` (I/O thread, or the caller when synchronous).
+  Produced produce(const std::vector<int64_t>& order, int64_t b) {
     Source& s = *src_;
     const int64_t B = o_.batch_size, P = s.params;
     const bool cuda = o_.device.is_cuda();
@@ -444,18 +305,19 @@ class LoaderImpl final : public Loader {
       p.x = slot_x_[static_cast<size_t>(p.slot)];
       p.y = slot_y_[static_cast<size_t>(p.slot)];
     } else {
-      p.x = Tensor::empty(batch_shape(), DType::F32);
+      p.x = Tensor::empty(batch_shape(), DType::F32);  // large blocks come from the host cache
       p.y = Tensor::empty({B, P}, DType::F32);
     }
     if (cache_on_ && cache_.empty()) {
       cache_.resize(static_cast<size_t>(s.count() * cache_sample_bytes_));
       cached_.assign(static_cast<size_t>(s.count()), 0);
     }
-    Stream cpu;  // the CPU "stream" (a placeholder) for the per-sample kernel calls
     const int64_t rb = s.raw_bytes();
+    // One staged sample, converted right after its read while it is still in
+    // L2 (a whole staged batch would go to memory and back first).
     if (!cuda && !s.raw_ptr(0)) staging_.resize(static_cast<size_t>(rb));
     for (int64_t j = 0; j < B; ++j) {
-      const int64_t i = order_[static_cast<size_t>(b * B + j)];
+      const int64_t i = order[static_cast<size_t>(b * B + j)];
       std::memcpy(p.y.data<float>() + j * P, s.labels.data<float>() + i * P, static_cast<size_t>(P) * 4);
       char* dst = static_cast<char*>(p.x.raw_data()) + j * (cuda ? rb : out_elems_ * 4);
       char* cached = cache_on_ ? cache_.data() + i * cache_sample_bytes_ : nullptr;
@@ -471,12 +333,11 @@ class LoaderImpl final : public Loader {
           s.read_raw(i, staging_.data());
           raw = staging_.data();
         }
-        const Tensor in = Tensor::from_blob(const_cast<void*>(raw), in_shape(1), s.dtype);
-        std::vector<int64_t> od{1};
-        const auto ss = sample_shape_.vec();
-        od.insert(od.end(), ss.begin(), ss.end());
-        kernels::fused_downsample(cpu, in, std::vector<Tensor>{Tensor::from_blob(dst, Shape(od), DType::F32)},
-                                  spec_);
+        // The plan was checked in the constructor: no per-sample checks,
+        // allocations or (single-threaded) OpenMP region.
+        kernels::FusedOutputs y;
+        y.y[0] = reinterpret_cast<float*>(dst);
+        kernels::run_fused_downsample(cpu_, plan_, raw, y);
       }
       if (cached) {
         std::memcpy(cached, dst, static_cast<size_t>(cache_sample_bytes_));
@@ -486,17 +347,26 @@ class LoaderImpl final : public Loader {
     return p;
   }
 
+  struct Cursor {  // the next batch to schedule
+    int64_t epoch = 0, key = 0, batch = 0;
+    Order order;
+  };
+
   LoaderOptions o_;
   std::unique_ptr<Source> src_;
   kernels::FusedDownsampleSpec spec_;
+  kernels::FusedDownsamplePlan plan_;  // one sample
+  Stream cpu_;                         // the CPU "stream" (a placeholder) for the kernel calls
   Shape sample_shape_;
   int64_t out_elems_ = 0, batches_ = 0;
-  std::vector<int64_t> order_;
-  int64_t epoch_ = 0, next_batch_ = 0, scheduled_ = 0;
+  Order order_;
+  std::pair<int64_t, Order> orders_[2];
+  int64_t epoch_ = 0, key_ = 0, next_batch_ = 0, step_ = 1;
+  Cursor sched_;
+  bool ahead_ = false;  // the cursor has moved on to the following epoch
   bool started_ = false;
   double wait_ = 0;
-  std::deque<std::future<Produced>> inflight_;
-  std::shared_ptr<std::atomic<bool>> cancel_ = std::make_shared<std::atomic<bool>>(false);
+  std::deque<Job> inflight_;  // in schedule order; the front one is batch next_batch_
   // cache (touched by produce() only: one job at a time)
   bool cache_on_ = false;
   int64_t cache_sample_bytes_ = 0;
@@ -518,13 +388,7 @@ std::unique_ptr<Loader> open_loader(const DataSpec& spec, LoaderOptions opts) {
                   " outside a world of ", opts.world);
   MRMF_CHECK_KIND(Usage, !spec.path.empty(), "loader: no data path given");
   std::lock_guard<std::recursive_mutex> h(hdf5_mutex());  // the I/O thread may be serving another loader
-  std::unique_ptr<Source> src;
-  switch (spec.format) {
-    case DataFormat::NeuronInverter: src = std::make_unique<NiSource>(spec, opts); break;
-    case DataFormat::CosmoFlow: src = std::make_unique<CosmoSource>(spec, opts); break;
-    case DataFormat::CosmoFlowLbann: src = std::make_unique<LbannSource>(spec, opts); break;
-  }
-  return std::make_unique<LoaderImpl>(std::move(src), opts);
+  return std::make_unique<LoaderImpl>(detail::open_source(spec, opts), opts);
 }
 
 Shape dataset_sample_shape(const DataSpec& spec) {
@@ -536,12 +400,12 @@ Shape dataset_sample_shape(const DataSpec& spec) {
       return Shape{i.c, i.t};
     }
     case DataFormat::CosmoFlow: {
-      const auto f = CosmoFlowFiles::open(cosmo_paths(spec));
+      const auto f = CosmoFlowFiles::open(detail::cosmo_paths(spec));
       const auto d = f.dims();
       return Shape{f.channels(), d[0], d[1], d[2]};
     }
     case DataFormat::CosmoFlowLbann: {
-      const auto f = CosmoFlowLbannFiles::open(cosmo_paths(spec));
+      const auto f = CosmoFlowLbannFiles::open(detail::cosmo_paths(spec));
       const auto d = f.dims();
       return Shape{4, d[0], d[1], d[2]};
     }

@@ -19,7 +19,9 @@
 //     number of steps (global batch = B x world).
 // Pipeline: the process's single I/O thread (data/prefetch.h) reads and, on the
 // CPU, also converts/reduces (fused kernel, kernels/fused_downsample.h) up to
-// `prefetch_depth` batches ahead; on a CUDA device it fills pinned staging
+// `prefetch_depth` batches ahead -- past the end of the epoch into the next
+// one (prefetch_next_epoch), so that a new epoch starts without waiting for
+// its first reads; on a CUDA device it fills pinned staging
 // buffers with the raw samples, and next() copies them asynchronously on the
 // loader's own stream and reduces them there. With cache_in_memory the reduced
 // samples (CPU) or raw samples (CUDA, streamed formats) are kept after their
@@ -80,6 +82,12 @@ struct LoaderOptions {
   bool cache_in_memory = true;
   int64_t cache_max_bytes = 0;  // 0: a quarter of the machine's physical memory
   int prefetch_depth = 2;       // batches produced ahead; 0 = synchronous reads in next()
+  // Once an epoch's last batch is scheduled, go on prefetching (within
+  // prefetch_depth) the first batches of the epoch expected next: epoch + 1,
+  // or the same epoch again when it was just started twice in a row (a
+  // validation loader). start_epoch()/restore() use them when they are the
+  // batches due and discard them otherwise, so the batches never change.
+  bool prefetch_next_epoch = true;
   int io_threads = 1;           // OpenMP threads the I/O thread may use for CPU reductions (0 = all)
 };
 

@@ -123,6 +123,9 @@ const std::vector<Field>& schema() {
       MRMF_FIELD("stop.plateau_patience", stop.plateau_patience, int64_t),
       MRMF_FIELD("runtime.device", runtime.device, std::string),
       MRMF_FIELD("runtime.threads", runtime.threads, int64_t),
+      MRMF_FIELD("runtime.allow_tf32", runtime.allow_tf32, bool),
+      MRMF_FIELD("runtime.cudnn_benchmark", runtime.cudnn_benchmark, bool),
+      MRMF_FIELD("runtime.cudnn_workspace_mb", runtime.cudnn_workspace_mb, int64_t),
   };
   return fields;
 }
@@ -231,6 +234,8 @@ void validate(const RunConfig& c) {
   MRMF_CHECK_KIND(Config, c.train.checkpoint_every >= 0, "config key 'train.checkpoint_every': must be >= 0");
   MRMF_CHECK_KIND(Config, c.train.bucket_mb >= 1, "config key 'train.bucket_mb': must be at least 1");
   MRMF_CHECK_KIND(Config, c.runtime.threads >= 0, "config key 'runtime.threads': must be >= 0");
+  MRMF_CHECK_KIND(Config, c.runtime.cudnn_workspace_mb >= 0, "config key 'runtime.cudnn_workspace_mb': must be >= 0, got ",
+                  c.runtime.cudnn_workspace_mb);
 }
 
 std::string emit(const RunConfig& c) {

@@ -88,6 +88,9 @@ struct TrainConfig {
 struct RuntimeConfig {
   std::string device = "";  // "" = $MRMF_DEVICE or auto
   int64_t threads = 0;
+  bool allow_tf32 = true;       // GPU convolutions may use TF32 tensor cores (PyTorch's default)
+  bool cudnn_benchmark = true;  // GPU convolutions: time cuDNN's algorithms once per shape
+  int64_t cudnn_workspace_mb = 4096;  // cap for cuDNN convolution workspaces
 };
 
 struct RunConfig {

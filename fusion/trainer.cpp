@@ -159,6 +159,9 @@ Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, Traine
   ContextOptions co;
   co.deterministic = cfg_.train.deterministic;
   co.seed = cfg_.train.seed;
+  co.allow_tf32 = cfg_.runtime.allow_tf32;
+  co.cudnn_benchmark = cfg_.runtime.cudnn_benchmark;
+  co.workspace_limit_bytes = static_cast<size_t>(cfg_.runtime.cudnn_workspace_mb) << 20;
   ctx_ = std::make_unique<Context>(device_, co);
 
   train_ = data::open_loader(data_spec(cfg_, data::Split::Train), loader_options(cfg_, comm_, device_, true));

@@ -168,84 +168,146 @@ struct FusedDownsample {
   }
 
 #if !defined(__CUDA_ARCH__)
-  // The CPU traversal of the same math (host only, g.chunk = whole rows):
-  // per output row, the block's input rows are streamed once each into a
-  // small channels-interleaved accumulator (contiguous loads, no per-element
-  // index arithmetic), then written channels-first. Each output is summed in
-  // the same (a, b, z) order as operator(), so both give identical bits.
-  template <int kC>
-  void accumulate_last(float* acc, int64_t row, int64_t wn, int64_t f2) const {
-    const int64_t C = kC > 0 ? kC : g.c;
-    if (f2 == 1) {
-      for (int64_t k = 0; k < wn * C; ++k) acc[k] += value(row + k, kC > 0 ? k % kC : k % C);
-      return;
-    }
+  // The CPU traversal of the same math (host only, g.chunk = whole rows).
+  // Per output row and segment of it, the block's input rows (a, b) are
+  // streamed once each; the running sums live in a small channel-major
+  // accumulator, the first row initialises it and the last one writes the
+  // outputs directly (a single row, as at factor 1, goes straight to the
+  // output). Each output is summed from 0 in the same (a, b, z) order as
+  // operator(), so both give identical bits. Channel counts and the last
+  // axis factor are compile-time for the real data (CosmoFlow C = 4, Neuron
+  // Inverter C = 3; f2 = 1, 2, 4), so that GCC turns the channels-last
+  // deinterleave into vector code; other values take the runtime versions.
+  static constexpr int64_t kAcc = 2048;  // floats (8 KiB): stays in L1
+
+  // One input row of a channels-last segment of wn outputs, all channels.
+  template <bool kFirst, bool kFinal, int kC, int kF2>
+  void seg_last(float* acc, int64_t seg, int64_t row, int64_t wn, int64_t f2, float* y, int64_t ystride,
+                float inv) const {
+    const int64_t C = kC > 0 ? kC : g.c, F2 = kF2 > 0 ? kF2 : f2;
     for (int64_t w = 0; w < wn; ++w)
-      for (int64_t z = 0; z < f2; ++z) {
-        const int64_t src = row + (w * f2 + z) * C;
-        for (int64_t c = 0; c < C; ++c) acc[w * C + c] += value(src + c, c);
+      for (int64_t c = 0; c < C; ++c) {
+        float s = kFirst ? 0.f : acc[c * seg + w];
+        for (int64_t z = 0; z < F2; ++z) s += value(row + (w * F2 + z) * C + c, c);
+        if (kFinal)
+          y[c * ystride + w] = s * inv;
+        else
+          acc[c * seg + w] = s;
       }
   }
 
+  // One input row of one channel of a channels-first segment (unit stride).
+  template <bool kFirst, bool kFinal, int kF2>
+  void seg_first(float* acc, int64_t row, int64_t wn, int64_t f2, int64_t c, float* y, float inv) const {
+    const int64_t F2 = kF2 > 0 ? kF2 : f2;
+    for (int64_t w = 0; w < wn; ++w) {
+      float s = kFirst ? 0.f : acc[w];
+      for (int64_t z = 0; z < F2; ++z) s += value(row + w * F2 + z, c);
+      if (kFinal)
+        y[w] = s * inv;
+      else
+        acc[w] = s;
+    }
+  }
+
+  // The f0 x f1 input rows of one output segment, in (a, b) order.
+  template <int kC, int kF2>
+  void block_last(float* acc, int64_t seg, int64_t x01, int64_t w0, int64_t wn, const int64_t* f, float* y,
+                  int64_t ystride, float inv) const {
+    const int64_t C = kC > 0 ? kC : g.c;
+    for (int64_t a = 0; a < f[0]; ++a)
+      for (int64_t b = 0; b < f[1]; ++b) {
+        const int64_t row = x01 + a * g.s[0] + b * g.s[1] + w0 * f[2] * C;
+        const bool first = a == 0 && b == 0, fin = a == f[0] - 1 && b == f[1] - 1;
+        if (first && fin)
+          seg_last<true, true, kC, kF2>(acc, seg, row, wn, f[2], y, ystride, inv);
+        else if (first)
+          seg_last<true, false, kC, kF2>(acc, seg, row, wn, f[2], y, ystride, inv);
+        else if (fin)
+          seg_last<false, true, kC, kF2>(acc, seg, row, wn, f[2], y, ystride, inv);
+        else
+          seg_last<false, false, kC, kF2>(acc, seg, row, wn, f[2], y, ystride, inv);
+      }
+  }
+
+  template <int kF2>
+  void block_first(float* acc, int64_t x0c, int64_t w0, int64_t wn, const int64_t* f, int64_t c, float* y,
+                   float inv) const {
+    for (int64_t a = 0; a < f[0]; ++a)
+      for (int64_t b = 0; b < f[1]; ++b) {
+        const int64_t row = x0c + a * g.s[0] + b * g.s[1] + w0 * f[2];
+        const bool first = a == 0 && b == 0, fin = a == f[0] - 1 && b == f[1] - 1;
+        if (first && fin)
+          seg_first<true, true, kF2>(acc, row, wn, f[2], c, y, inv);
+        else if (first)
+          seg_first<true, false, kF2>(acc, row, wn, f[2], c, y, inv);
+        else if (fin)
+          seg_first<false, true, kF2>(acc, row, wn, f[2], c, y, inv);
+        else
+          seg_first<false, false, kF2>(acc, row, wn, f[2], c, y, inv);
+      }
+  }
+
+  template <int kC>
+  void block_last_f2(float* acc, int64_t seg, int64_t x01, int64_t w0, int64_t wn, const int64_t* f, float* y,
+                     int64_t ystride, float inv) const {
+    if (f[2] == 1)
+      block_last<kC, 1>(acc, seg, x01, w0, wn, f, y, ystride, inv);
+    else if (f[2] == 2)
+      block_last<kC, 2>(acc, seg, x01, w0, wn, f, y, ystride, inv);
+    else if (f[2] == 4)
+      block_last<kC, 4>(acc, seg, x01, w0, wn, f, y, ystride, inv);
+    else
+      block_last<kC, 0>(acc, seg, x01, w0, wn, f, y, ystride, inv);
+  }
+
   void row_cpu(int64_t i) const {
-    constexpr int64_t kAcc = 2048;
     int64_t q = i;  // j2 == 0: one call per (n, p0, p1)
     const int64_t p1 = q - g.nblk1_div(q) * g.nblk[1];
     q = g.nblk1_div(q);
     const int64_t p0 = q - g.nblk0_div(q) * g.nblk[0];
     const int64_t n = g.nblk0_div(q);
     const int64_t C = g.c;
+    // Channels-last rows are [w][c] interleaved; channels-first ones (and a
+    // single channel) are unit-stride per channel (g.s[2] == 1).
     const bool last = g.s_c == 1 && C > 1;
     float acc[kAcc];
     for (int l = 0; l < g.levels; ++l) {
-      const int64_t f0 = g.f[l][0], f1 = g.f[l][1], f2 = g.f[l][2];
-      const int64_t r0 = g.block[0] / f0, r1 = g.block[1] / f1;
+      const int64_t* f = g.f[l];
+      const int64_t r0 = g.block[0] / f[0], r1 = g.block[1] / f[1];
       const int64_t O0 = g.out[l][0], O1 = g.out[l][1], O2 = g.out[l][2];
+      const int64_t ystride = O0 * O1 * O2;  // between channels
       const float inv = g.inv[l];
       for (int64_t u0 = 0; u0 < r0; ++u0)
         for (int64_t u1 = 0; u1 < r1; ++u1) {
           const int64_t o0 = p0 * r0 + u0, o1 = p1 * r1 + u1;
-          const int64_t x01 = n * g.s_n + o0 * f0 * g.s[0] + o1 * f1 * g.s[1];
+          const int64_t x01 = n * g.s_n + o0 * f[0] * g.s[0] + o1 * f[1] * g.s[1];
           float* const y0 = o.y[l] + ((n * C * O0 + o0) * O1 + o1) * O2;  // channel 0's row
-          const int64_t ystride = O0 * O1 * O2;
-          if (last) {  // channels-last rows: [w][c] interleaved
+          if (last) {
             const int64_t seg = kAcc / C;
             for (int64_t w0 = 0; w0 < O2; w0 += seg) {
               const int64_t wn = w0 + seg < O2 ? seg : O2 - w0;
-              for (int64_t k = 0; k < wn * C; ++k) acc[k] = 0.f;
-              for (int64_t a = 0; a < f0; ++a)
-                for (int64_t b = 0; b < f1; ++b) {
-                  const int64_t row = x01 + a * g.s[0] + b * g.s[1] + w0 * f2 * C;
-                  // Compile-time channel counts of the real data (3: NI, 4: CosmoFlow) vectorise.
-                  if (C == 4)
-                    accumulate_last<4>(acc, row, wn, f2);
-                  else if (C == 3)
-                    accumulate_last<3>(acc, row, wn, f2);
-                  else
-                    accumulate_last<0>(acc, row, wn, f2);
-                }
-              for (int64_t c = 0; c < C; ++c) {
-                float* yr = y0 + c * ystride + w0;
-                for (int64_t w = 0; w < wn; ++w) yr[w] = acc[w * C + c] * inv;
-              }
+              if (C == 4)
+                block_last_f2<4>(acc, seg, x01, w0, wn, f, y0 + w0, ystride, inv);
+              else if (C == 3)
+                block_last_f2<3>(acc, seg, x01, w0, wn, f, y0 + w0, ystride, inv);
+              else
+                block_last_f2<0>(acc, seg, x01, w0, wn, f, y0 + w0, ystride, inv);
             }
-          } else {  // channels-first rows (or one channel): contiguous per channel
+          } else {
             for (int64_t c = 0; c < C; ++c)
               for (int64_t w0 = 0; w0 < O2; w0 += kAcc) {
                 const int64_t wn = w0 + kAcc < O2 ? kAcc : O2 - w0;
-                for (int64_t k = 0; k < wn; ++k) acc[k] = 0.f;
-                for (int64_t a = 0; a < f0; ++a)
-                  for (int64_t b = 0; b < f1; ++b) {
-                    const int64_t row = x01 + c * g.s_c + a * g.s[0] + b * g.s[1] + w0 * f2 * g.s[2];
-                    if (f2 == 1) {
-                      for (int64_t w = 0; w < wn; ++w) acc[w] += value(row + w * g.s[2], c);
-                    } else {
-                      for (int64_t w = 0; w < wn; ++w)
-                        for (int64_t z = 0; z < f2; ++z) acc[w] += value(row + (w * f2 + z) * g.s[2], c);
-                    }
-                  }
-                float* yr = y0 + c * ystride + w0;
-                for (int64_t w = 0; w < wn; ++w) yr[w] = acc[w] * inv;
+                float* const y = y0 + c * ystride + w0;
+                const int64_t x0c = x01 + c * g.s_c;
+                if (f[2] == 1)
+                  block_first<1>(acc, x0c, w0, wn, f, c, y, inv);
+                else if (f[2] == 2)
+                  block_first<2>(acc, x0c, w0, wn, f, c, y, inv);
+                else if (f[2] == 4)
+                  block_first<4>(acc, x0c, w0, wn, f, c, y, inv);
+                else
+                  block_first<0>(acc, x0c, w0, wn, f, c, y, inv);
               }
           }
         }

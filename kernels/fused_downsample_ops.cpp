@@ -115,6 +115,19 @@ void fused_downsample(Stream& s, const Tensor& x, const std::vector<Tensor>& ys,
   MRMF_DISPATCH(s, fused_downsample(s, x.raw_data(), r, o, make_fused_geom(x.shape(), spec, op)));
 }
 
+FusedDownsamplePlan plan_fused_downsample(const Shape& x, DType dt, const FusedDownsampleSpec& spec,
+                                          const std::string& who) {
+  FusedDownsamplePlan p;
+  p.raw = raw_type_of(dt, who);
+  p.geom = make_fused_geom(x, spec, who);
+  return p;
+}
+
+void run_fused_downsample(Stream& s, const FusedDownsamplePlan& p, const void* x, const FusedOutputs& o) {
+  if (p.geom.n == 0) return;
+  MRMF_DISPATCH(s, fused_downsample(s, x, p.raw, o, p.geom));
+}
+
 std::vector<Tensor> fused_downsample(Stream& s, const Tensor& x, const FusedDownsampleSpec& spec) {
   std::vector<Tensor> ys;
   for (const Shape& sh : fused_downsample_shapes(x.shape(), spec, "fused_downsample"))

@@ -34,6 +34,26 @@ std::vector<Shape> fused_downsample_shapes(const Shape& x, const FusedDownsample
 
 MRMF_BOTH_BACKENDS(void fused_downsample(Stream& s, const void* x, RawType r, const FusedOutputs& o, FusedGeom g))
 
+// A request checked once and then run many times on raw pointers: the
+// loader converts every batch with the same geometry, and the checked entry
+// point's shape checks and vector allocations per call cost as much as the
+// work for small samples (Neuron Inverter: 19 KB). `geom.n` is the sample
+// count; with_samples() re-targets the plan to n contiguous samples.
+struct FusedDownsamplePlan {
+  RawType raw = RawType::F32;
+  FusedGeom geom;
+  FusedDownsamplePlan with_samples(int64_t n) const {
+    FusedDownsamplePlan p = *this;
+    p.geom.n = n;
+    return p;
+  }
+};
+FusedDownsamplePlan plan_fused_downsample(const Shape& x, DType dt, const FusedDownsampleSpec& spec,
+                                          const std::string& who);
+// x: contiguous input of the plan's shape on s's device; o.y[l]: level l's
+// contiguous float32 output on the same device. Nothing is checked here.
+void run_fused_downsample(Stream& s, const FusedDownsamplePlan& p, const void* x, const FusedOutputs& o);
+
 // Checked entry points.
 void fused_downsample(Stream& s, const Tensor& x, const std::vector<Tensor>& ys, const FusedDownsampleSpec& spec);
 // Allocates the outputs on x's device.

@@ -71,7 +71,7 @@ Tensor BatchNorm::forward(Context& ctx, const Tensor& x_in) {
     save_mean_ = Tensor::empty({features_}, DType::F32, x.device());
     save_invstd_ = Tensor::empty({features_}, DType::F32, x.device());
 #ifdef MRMF_HAVE_CUDA
-    if (x.device().is_cuda()) {
+    if (use_cudnn(x)) {
       cudnn_bn::forward_training(ctx, x, gamma, beta, rm, rv, momentum_, eps_, y, save_mean_, save_invstd_);
     } else
 #endif
@@ -83,7 +83,7 @@ Tensor BatchNorm::forward(Context& ctx, const Tensor& x_in) {
     x_ = x;
   } else {
 #ifdef MRMF_HAVE_CUDA
-    if (x.device().is_cuda()) {
+    if (use_cudnn(x)) {
       cudnn_bn::forward_inference(ctx, x, gamma, beta, rm, rv, eps_, y);
     } else
 #endif
@@ -106,7 +106,7 @@ Tensor BatchNorm::backward(Context& ctx, const Tensor& dy_in, bool need_dx) {
   const Tensor dgamma = store_->grad(ids_.weight), dbeta = store_->grad(ids_.bias);
   Tensor dx;
 #ifdef MRMF_HAVE_CUDA
-  if (dy.device().is_cuda()) {
+  if (use_cudnn(dy)) {
     dx = Tensor::empty(x_.shape(), DType::F32, dy.device());  // cuDNN always writes dx
     cudnn_bn::backward(ctx, x_, dy, gamma, save_mean_, save_invstd_, eps_, dx, dgamma, dbeta);
   } else

@@ -25,6 +25,12 @@ void* Context::workspace(size_t bytes) {
   return workspace_.raw_data();
 }
 
+void Context::release_workspace() {
+  if (!workspace_.defined()) return;
+  stream_.synchronize();  // queued work may still use it
+  workspace_ = Tensor();
+}
+
 GpuHandles& Context::gpu() {
 #ifdef MRMF_HAVE_CUDA
   MRMF_CHECK_KIND(Device, device_.is_cuda(), "GPU library handles requested on ", device_.str());

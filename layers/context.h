@@ -17,8 +17,19 @@ struct GpuHandles;  // defined in layers/gpu_handles.h (CUDA builds only)
 
 struct ContextOptions {
   bool deterministic = false;                 // avoid non-deterministic cuDNN algorithms
-  size_t workspace_limit_bytes = size_t(1) << 30;  // cap for cuDNN workspaces
+  // Cap for cuDNN workspaces. 4 GiB: CosmoFlow at 128^3 (batch 8) needs more
+  // than 1 GiB for its fast first-layer algorithms -- 46 ms a step on an H100
+  // against 323 ms under a 1 GiB cap -- and still peaks at 7.4 GB.
+  size_t workspace_limit_bytes = size_t(4) << 30;
   uint64_t seed = 0;                          // dropout stream seed
+  // GPU convolutions: let cuDNN use TF32 tensor cores (10-bit mantissa
+  // products, FP32 accumulation) -- PyTorch's default for convolutions. Off:
+  // strict FP32 (FMA) arithmetic, as the GPU-vs-CPU tests need.
+  bool allow_tf32 = false;
+  // GPU convolutions: time the candidate algorithms once per input shape
+  // (cudnnFind, like torch.backends.cudnn.benchmark) instead of trusting the
+  // heuristics, which can pick a kernel 10-50x slower for 3-D shapes.
+  bool cudnn_benchmark = false;
 };
 
 class Context {
@@ -35,6 +46,8 @@ class Context {
   const ContextOptions& options() const { return opts_; }
   bool deterministic() const { return opts_.deterministic; }
   void set_deterministic(bool d) { opts_.deterministic = d; }
+  bool allow_tf32() const { return opts_.allow_tf32; }
+  bool cudnn_benchmark() const { return opts_.cudnn_benchmark; }
 
   bool training() const { return training_; }
   void set_training(bool t) { training_ = t; }
@@ -48,6 +61,10 @@ class Context {
 
   // A scratch device buffer of at least `bytes`, grown on demand and reused.
   void* workspace(size_t bytes);
+  // Frees the scratch buffer (after a cuDNN algorithm search, which needs
+  // far more than the chosen algorithms do); the next workspace() call
+  // allocates what is asked then.
+  void release_workspace();
 
   // CUDA only: lazily created library handles bound to stream().
   GpuHandles& gpu();

@@ -23,24 +23,43 @@ struct Plan {
     cudnnMathType_t math = CUDNN_FMA_MATH;
   };
   Choice fwd, bwd_data, bwd_filter;
-  bool have_backward = false;
+  bool have_forward = false, have_bwd_data = false, have_bwd_filter = false;
 };
 
-// The first heuristic result (they come best first) that succeeded, fits the
-// workspace cap, keeps FP32 arithmetic (FMA math: no TF32 conversion) and,
-// when asked, is deterministic.
+// The first result (heuristics and cudnnFind both list them best first) that
+// succeeded, fits the workspace cap, uses an allowed math type (FMA only
+// unless TF32 is allowed) and, when asked, is deterministic.
 template <class Perf>
-bool pick(const std::vector<Perf>& perf, int n, size_t limit, bool deterministic, Plan::Choice& out) {
+bool pick(const std::vector<Perf>& perf, int n, size_t limit, const Context& ctx, Plan::Choice& out) {
   for (int i = 0; i < n; ++i) {
     const Perf& p = perf[static_cast<size_t>(i)];
-    if (p.status != CUDNN_STATUS_SUCCESS || p.memory > limit || p.mathType != CUDNN_FMA_MATH) continue;
-    if (deterministic && p.determinism == CUDNN_NON_DETERMINISTIC) continue;
+    if (p.status != CUDNN_STATUS_SUCCESS || p.memory > limit) continue;
+    if (p.mathType != CUDNN_FMA_MATH && !(ctx.allow_tf32() && p.mathType == CUDNN_DEFAULT_MATH)) continue;
+    if (ctx.deterministic() && p.determinism == CUDNN_NON_DETERMINISTIC) continue;
     out.algo = static_cast<int>(p.algo);
     out.math = p.mathType;
     return true;
   }
   return false;
 }
+
+// The largest workspace any allowed candidate needs within the cap, from the
+// heuristics' list: cudnnFind gets exactly that much, so a model whose
+// convolutions need little never holds a cap-sized buffer.
+template <class Perf>
+size_t search_workspace(const std::vector<Perf>& perf, int n, size_t limit) {
+  size_t ws = 0;
+  for (int i = 0; i < n; ++i) {
+    const Perf& p = perf[static_cast<size_t>(i)];
+    if (p.status == CUDNN_STATUS_SUCCESS && p.memory <= limit && p.memory > ws) ws = p.memory;
+  }
+  return ws;
+}
+
+// The math type the descriptor carries while algorithms are searched: with
+// DEFAULT math cuDNN may offer TF32 tensor-core kernels for FP32 data, with
+// FMA math only FP32 ones.
+cudnnMathType_t search_math(const Context& ctx) { return ctx.allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH; }
 
 }  // namespace
 
@@ -59,6 +78,9 @@ std::pair<std::vector<int>, std::vector<int>> pad_stride(const ConvSpec& spec) {
   return {pad, stride};
 }
 
+// Algorithms are chosen lazily, at the first call of each direction, where
+// the real buffers exist: cudnnFind*Ex runs every candidate on them (writing
+// only the output being computed anyway) in a workspace of the cap's size.
 struct Plans::Impl {
   std::map<std::vector<int64_t>, std::unique_ptr<Plan>> cache;
   size_t builds = 0;
@@ -67,6 +89,8 @@ struct Plans::Impl {
     std::vector<int64_t> key = x.vec();
     key.push_back(ctx.deterministic());
     key.push_back(static_cast<int64_t>(ctx.options().workspace_limit_bytes));
+    key.push_back(ctx.allow_tf32());
+    key.push_back(ctx.cudnn_benchmark());
     auto it = cache.find(key);
     if (it != cache.end()) return *it->second;
     if (cache.size() >= 8) cache.clear();  // a layer sees few shapes; keep the cache bounded
@@ -76,42 +100,79 @@ struct Plans::Impl {
     p->w.set(spec.weight_shape());
     const auto [pad, stride] = pad_stride(spec);
     p->conv.set(pad, stride, /*allow_tensor_ops=*/false);
-
-    cudnnHandle_t h = ctx.gpu().cudnn;
-    const size_t limit = ctx.options().workspace_limit_bytes;
-    std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
-    int n = 0;
-    MRMF_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, p->x, p->w, p->conv, p->y, static_cast<int>(perf.size()),
-                                                            &n, perf.data()));
-    // Implicit GEMM needs no workspace and is deterministic: always valid.
-    if (!pick(perf, n, limit, ctx.deterministic(), p->fwd)) p->fwd = {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM};
-    // The heuristics' memory estimate can differ from the real requirement.
-    MRMF_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
-        h, p->x, p->w, p->conv, p->y, static_cast<cudnnConvolutionFwdAlgo_t>(p->fwd.algo), &p->fwd.workspace));
     ++builds;
     return *cache.emplace(std::move(key), std::move(p)).first->second;
   }
 
-  void add_backward(Context& ctx, Plan& p) {
+  static void choose_forward(Context& ctx, Plan& p, const void* x, const void* w, void* y) {
     cudnnHandle_t h = ctx.gpu().cudnn;
     const size_t limit = ctx.options().workspace_limit_bytes;
+    MRMF_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, search_math(ctx)));
+    std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
     int n = 0;
-    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> dperf(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
-    MRMF_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w, p.y, p.conv, p.x,
-                                                                 static_cast<int>(dperf.size()), &n, dperf.data()));
-    // ALGO_1 is the deterministic fallback (ALGO_0 uses atomics).
-    if (!pick(dperf, n, limit, ctx.deterministic(), p.bwd_data)) p.bwd_data = {CUDNN_CONVOLUTION_BWD_DATA_ALGO_1};
-    MRMF_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
-        h, p.w, p.y, p.conv, p.x, static_cast<cudnnConvolutionBwdDataAlgo_t>(p.bwd_data.algo), &p.bwd_data.workspace));
+    MRMF_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, p.x, p.w, p.conv, p.y, static_cast<int>(perf.size()),
+                                                            &n, perf.data()));
+    if (ctx.cudnn_benchmark()) {
+      const size_t ws = search_workspace(perf, n, limit);
+      MRMF_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, p.x, x, p.w, w, p.conv, p.y, y,
+                                                              static_cast<int>(perf.size()), &n, perf.data(),
+                                                              ctx.workspace(ws), ws));
+      ctx.release_workspace();
+    }
+    // Implicit GEMM needs no workspace and is deterministic: always valid.
+    if (!pick(perf, n, limit, ctx, p.fwd)) p.fwd = {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM};
+    MRMF_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, p.fwd.math));
+    // The heuristics' memory estimate can differ from the real requirement.
+    MRMF_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
+        h, p.x, p.w, p.conv, p.y, static_cast<cudnnConvolutionFwdAlgo_t>(p.fwd.algo), &p.fwd.workspace));
+    p.have_forward = true;
+  }
 
-    std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> fperf(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
+  static void choose_bwd_filter(Context& ctx, Plan& p, const void* x, const void* dy, void* dw) {
+    cudnnHandle_t h = ctx.gpu().cudnn;
+    const size_t limit = ctx.options().workspace_limit_bytes;
+    MRMF_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, search_math(ctx)));
+    std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
+    int n = 0;
     MRMF_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x, p.y, p.conv, p.w,
-                                                                   static_cast<int>(fperf.size()), &n, fperf.data()));
-    if (!pick(fperf, n, limit, ctx.deterministic(), p.bwd_filter)) p.bwd_filter = {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1};
+                                                                   static_cast<int>(perf.size()), &n, perf.data()));
+    if (ctx.cudnn_benchmark()) {
+      const size_t ws = search_workspace(perf, n, limit);
+      MRMF_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, p.x, x, p.y, dy, p.conv, p.w, dw,
+                                                                     static_cast<int>(perf.size()), &n, perf.data(),
+                                                                     ctx.workspace(ws), ws));
+      ctx.release_workspace();
+    }
+    // ALGO_1 is the deterministic fallback (ALGO_0 and 3 use atomics).
+    if (!pick(perf, n, limit, ctx, p.bwd_filter)) p.bwd_filter = {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1};
+    MRMF_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, p.bwd_filter.math));
     MRMF_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
         h, p.x, p.y, p.conv, p.w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.bwd_filter.algo),
         &p.bwd_filter.workspace));
-    p.have_backward = true;
+    p.have_bwd_filter = true;
+  }
+
+  static void choose_bwd_data(Context& ctx, Plan& p, const void* w, const void* dy, void* dx) {
+    cudnnHandle_t h = ctx.gpu().cudnn;
+    const size_t limit = ctx.options().workspace_limit_bytes;
+    MRMF_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, search_math(ctx)));
+    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
+    int n = 0;
+    MRMF_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w, p.y, p.conv, p.x,
+                                                                 static_cast<int>(perf.size()), &n, perf.data()));
+    if (ctx.cudnn_benchmark()) {
+      const size_t ws = search_workspace(perf, n, limit);
+      MRMF_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(h, p.w, w, p.y, dy, p.conv, p.x, dx,
+                                                                   static_cast<int>(perf.size()), &n, perf.data(),
+                                                                   ctx.workspace(ws), ws));
+      ctx.release_workspace();
+    }
+    // ALGO_1 is the deterministic fallback (ALGO_0 uses atomics).
+    if (!pick(perf, n, limit, ctx, p.bwd_data)) p.bwd_data = {CUDNN_CONVOLUTION_BWD_DATA_ALGO_1};
+    MRMF_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, p.bwd_data.math));
+    MRMF_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
+        h, p.w, p.y, p.conv, p.x, static_cast<cudnnConvolutionBwdDataAlgo_t>(p.bwd_data.algo), &p.bwd_data.workspace));
+    p.have_bwd_data = true;
   }
 };
 
@@ -122,6 +183,7 @@ size_t Plans::builds() const { return impl_->builds; }
 void Plans::forward(Context& ctx, const ConvSpec& spec, const Tensor& x, const Tensor& w, const Tensor& b,
                     const Tensor& y) {
   Plan& p = impl_->plan(ctx, spec, x.shape());
+  if (!p.have_forward) Impl::choose_forward(ctx, p, x.raw_data(), w.raw_data(), y.raw_data());
   cudnnHandle_t h = ctx.gpu().cudnn;
   const float one = 1.f, zero = 0.f;
   void* ws = ctx.workspace(p.fwd.workspace);
@@ -135,7 +197,7 @@ void Plans::forward(Context& ctx, const ConvSpec& spec, const Tensor& x, const T
 void Plans::backward(Context& ctx, const ConvSpec& spec, const Tensor& x, const Tensor& dy, const Tensor& w,
                      const Tensor& dx, const Tensor& dw, const Tensor& db) {
   Plan& p = impl_->plan(ctx, spec, x.shape());
-  if (!p.have_backward) impl_->add_backward(ctx, p);
+  if (!p.have_bwd_filter) Impl::choose_bwd_filter(ctx, p, x.raw_data(), dy.raw_data(), dw.raw_data());
   cudnnHandle_t h = ctx.gpu().cudnn;
   const float one = 1.f, zero = 0.f;  // beta = 0: gradients are overwritten
   void* ws = ctx.workspace(p.bwd_filter.workspace);
@@ -146,6 +208,7 @@ void Plans::backward(Context& ctx, const ConvSpec& spec, const Tensor& x, const 
   // A deterministic segmented sum (cudnnConvolutionBackwardBias would use atomics on some shapes).
   if (db.defined()) kernels::bias_grad(ctx.stream(), dy, db);
   if (dx.defined()) {
+    if (!p.have_bwd_data) Impl::choose_bwd_data(ctx, p, w.raw_data(), dy.raw_data(), dx.raw_data());
     ws = ctx.workspace(p.bwd_data.workspace);
     MRMF_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, p.bwd_data.math));
     MRMF_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, p.w, w.raw_data(), p.y, dy.raw_data(), p.conv,

@@ -1,54 +1,163 @@
 #!/usr/bin/env bash
 # The whole GPU check in one call, for a machine with an NVIDIA GPU:
-# builds the CUDA backend, runs the gpu-labelled tests (CUDA vs CPU for every
-# op and layer) and the unit suite, then the benchmarks, and writes the
-# results with device, commit and date to $OUT (or bench/results/).
+#  1. builds the CUDA backend (sm_90 by default; MRMF_CUDA_ARCH overrides),
+#  2. runs the gpu-labelled tests (CUDA vs CPU for every op and layer),
+#  3. trains Neuron Inverter end to end on the GPU (loader -> cuDNN/cuBLAS ->
+#     NCCL on one rank -> checkpoint), then evaluates the checkpoint,
+#  4. runs the benchmarks (kernels vs device copy, conv, optimizer, data, and
+#     the training step against PyTorch on the same GPU, CosmoFlow 128^3 peak
+#     memory included),
+# and writes the results with device, commit and date to $OUT (or
+# bench/results/gpu_<date>/). Unit and MPI tests run on the CPU in CI.
 #
 # The GPU machine may have no package registry: run `scripts/fetch_gpu_deps.sh`
 # here first, which downloads the Debian packages mrmf builds against into
 # .gpudeps/ (ignored by git); carry that folder along. They are unpacked into
 # a private prefix, never over /.
+#
+#   scripts/gpu_check.sh [--quick|--profile]
+#     --quick:   gpu tests and the training step only
+#     --profile: build, then a per-kernel GPU time profile of the training step
+#                (Nsight Systems, or Nsight Compute where nsys is missing)
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-OUT_DIR="${OUT:-$ROOT/bench/results}"
+MODE="${1:-all}"
+OUT_DIR="${OUT:-$ROOT/bench/results/gpu_$(date -u +%F)}"
 mkdir -p "$OUT_DIR"
 LOG="$OUT_DIR/gpu_check.log"
 exec > >(tee "$LOG") 2>&1
+stage() { echo; echo "== $* ($(date -u +%T))"; }
 
 PREFIX=/tmp/mrmf-deps
 if compgen -G ".gpudeps/*.deb" >/dev/null; then
   mkdir -p "$PREFIX"
   for f in .gpudeps/*.deb; do dpkg -x "$f" "$PREFIX"; done
-  export CMAKE_PREFIX_PATH="$PREFIX/usr:$PREFIX/usr/lib/x86_64-linux-gnu/cmake:${CMAKE_PREFIX_PATH:-}"
-  export LD_LIBRARY_PATH="$PREFIX/usr/lib/x86_64-linux-gnu:$PREFIX/usr/lib/x86_64-linux-gnu/hdf5/serial:${LD_LIBRARY_PATH:-}"
-  export PATH="$PREFIX/usr/bin:$PATH"
-  export CPATH="$PREFIX/usr/include:$PREFIX/usr/include/hdf5/serial:${CPATH:-}"
-  export PKG_CONFIG_PATH="$PREFIX/usr/lib/x86_64-linux-gnu/pkgconfig:${PKG_CONFIG_PATH:-}"
-  export HDF5_ROOT="$PREFIX/usr"
-  export MPI_HOME="$PREFIX/usr"
+  U="$PREFIX/usr"
+  # Debian's MPICH wrappers and pkg-config files name /usr; point them at the prefix.
+  for w in mpicc mpicxx; do
+    sed -e "s|=/usr|=$U|g" -e "s| -L/usr/lib| -L$U/lib|g" -e "s|sysconfdir=/etc/mpich|sysconfdir=$PREFIX/etc/mpich|" \
+      "$U/bin/$w.mpich" >"$U/bin/$w"
+    chmod +x "$U/bin/$w"
+  done
+  ln -sf mpiexec.hydra "$U/bin/mpiexec"
+  for pc in "$U"/lib/x86_64-linux-gnu/pkgconfig/*.pc "$U"/share/pkgconfig/*.pc; do
+    [[ -f "$pc" ]] && sed -i "s|^prefix=/usr|prefix=$U|" "$pc"
+  done
+  export CMAKE_PREFIX_PATH="$U:$U/lib/x86_64-linux-gnu/cmake:${CMAKE_PREFIX_PATH:-}"
+  export LD_LIBRARY_PATH="$U/lib/x86_64-linux-gnu:$U/lib/x86_64-linux-gnu/hdf5/serial:${LD_LIBRARY_PATH:-}"
+  export PATH="$U/bin:$PATH"
+  export PKG_CONFIG_PATH="$U/lib/x86_64-linux-gnu/pkgconfig:$U/share/pkgconfig"
+  export HDF5_ROOT="$U"
+  export DNNL_ROOT="$U"
+  EXTRA=(-DMPI_C_COMPILER="$U/bin/mpicc" -DMPI_CXX_COMPILER="$U/bin/mpicxx"
+    -DHDF5_NO_FIND_PACKAGE_CONFIG_FILE=ON -DHDF5_C_INCLUDE_DIR="$U/include/hdf5/serial"
+    -DHDF5_hdf5_LIBRARY_RELEASE="$U/lib/x86_64-linux-gnu/hdf5/serial/libhdf5.so")
+else
+  EXTRA=()
 fi
 # cuDNN and NCCL from the CUDA image's Python wheels when the toolkit lacks them.
 for pkg in cudnn nccl; do
-  d=$(python3 -c "import nvidia.$pkg, os; print(os.path.dirname(nvidia.$pkg.__file__))" 2>/dev/null || true)
-  if [[ -n "$d" ]]; then
+  d=$(python3 -c "import nvidia.$pkg, os; print(os.path.dirname(nvidia.$pkg.__file__) if nvidia.$pkg.__file__ else list(nvidia.$pkg.__path__)[0])" 2>/dev/null || true)
+  if [[ -n "$d" && -d "$d/lib" ]]; then
     upper=$(echo "$pkg" | tr a-z A-Z)
     export "${upper}_ROOT=$d"
     export LD_LIBRARY_PATH="$d/lib:${LD_LIBRARY_PATH:-}"
-    for so in "$d"/lib/lib${pkg}.so.*; do [[ -e "$d/lib/lib${pkg}.so" ]] || ln -sf "$so" "$d/lib/lib${pkg}.so"; done
+    for so in "$d"/lib/lib${pkg}.so.*; do [[ -e "$d/lib/lib${pkg}.so" ]] || ln -sf "$(basename "$so")" "$d/lib/lib${pkg}.so"; done
   fi
 done
 
-echo "== device"; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
-echo "== commit $(git rev-parse HEAD 2>/dev/null || echo unknown), $(date -u +%F)"
+stage device
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
+echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (+ local changes)'), $(date -u +%FT%TZ)"
+nvcc --version | tail -2
 ARCH="${MRMF_CUDA_ARCH:-90}"
-cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DMRMF_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$ARCH" || exit 1
-cmake --build build/gpu -j "$(nproc)" || exit 1
-echo "== gpu tests"; (cd build/gpu && ctest -L gpu --output-on-failure)
-echo "== unit tests"; (cd build/gpu && ctest -L unit -j 8 --output-on-failure | tail -5)
-echo "== benchmarks"
-for b in bench_kernels bench_conv bench_optim bench_data bench_train_step; do
-  [[ -x build/gpu/bin/$b ]] && build/gpu/bin/$b 2>&1 | tee "$OUT_DIR/${b}_gpu.txt"
-done
-if [[ -f bench/torch_train_step.py ]]; then python3 bench/torch_train_step.py --device cuda 2>&1 | tee "$OUT_DIR/torch_train_step_gpu.txt"; fi
-echo "== done: results in $OUT_DIR"
+B=build/gpu
+stage configure
+cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DMRMF_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$ARCH" \
+  "${EXTRA[@]}" >"$OUT_DIR/configure.txt" 2>&1 || { tail -40 "$OUT_DIR/configure.txt"; exit 1; }
+grep "mrmf:" "$OUT_DIR/configure.txt"
+stage build
+cmake --build $B -j "$(nproc)" >"$OUT_DIR/build.txt" 2>&1 || { grep -B2 -A12 "error" "$OUT_DIR/build.txt" | head -80; exit 1; }
+rm -f "$OUT_DIR/build.txt" "$OUT_DIR/configure.txt"
+$B/bin/mrmf info
+
+if [[ $MODE == --profile ]]; then
+  stage "profile of the training step"
+  for ws in 256 1024 4096 16384; do
+    echo "cuDNN workspace cap $ws MB:"
+    timeout 60 $B/bin/bench_train_step --workload cf128 --steps 5 --warmup 2 --device cuda --workspace-mb $ws | tail -1
+  done
+  for w in cf128; do
+    if command -v nsys >/dev/null; then
+      timeout 200 nsys profile -o /tmp/prof_$w --force-overwrite true -t cuda,nvtx \
+        $B/bin/bench_train_step --workload $w --steps 3 --warmup 2 --device cuda >/dev/null 2>&1
+      nsys stats -q -r cuda_gpu_kern_sum -f csv /tmp/prof_$w.nsys-rep 2>/dev/null | head -40 >"$OUT_DIR/profile_$w.csv"
+    else
+      timeout 200 ncu --metrics gpu__time_duration.sum --csv \
+        $B/bin/bench_train_step --workload $w --steps 1 --warmup 0 --device cuda >/tmp/ncu_$w.csv 2>/dev/null
+      python3 - /tmp/ncu_$w.csv >"$OUT_DIR/profile_$w.csv" <<'PY'
+import csv, sys, collections
+rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"'))]
+hdr, tot, cnt = rows[0], collections.Counter(), collections.Counter()
+for r in rows[1:]:
+    d = dict(zip(hdr, r))
+    if d.get("Metric Name") == "gpu__time_duration.sum":
+        k = d["Kernel Name"][:110]; tot[k] += float(d["Metric Value"].replace(",", "")); cnt[k] += 1
+print("total_ns,calls,kernel")
+for k, v in tot.most_common(40): print(f"{v:.0f},{cnt[k]},{k}")
+PY
+    fi
+    head -30 "$OUT_DIR/profile_$w.csv" | cut -c1-250
+  done
+  stage "done (profile)"; exit 0
+fi
+
+stage "gpu tests"
+(cd $B && timeout 180 ctest -L gpu --output-on-failure) >"$OUT_DIR/gpu_tests.txt" 2>&1
+grep -E "assertions|test cases|passed|failed|FAILED|Error|error" "$OUT_DIR/gpu_tests.txt" | head -60
+
+stage "training step vs PyTorch on the same GPU"
+WL=(--workload ni1600 --workload ni800 --workload cf32 --workload cf64 --workload cf128)
+# Defaults of both (TF32 convolutions, timed algorithm search), then strict FP32.
+{
+  timeout 100 $B/bin/bench_train_step "${WL[@]}" --steps 20 --warmup 5 --device cuda --json
+  timeout 100 python3 bench/torch_train_step.py "${WL[@]}" --steps 20 --warmup 5 --device cuda --json
+  timeout 100 $B/bin/bench_train_step "${WL[@]}" --steps 20 --warmup 5 --device cuda --tf32 0 --json
+  timeout 100 python3 bench/torch_train_step.py "${WL[@]}" --steps 20 --warmup 5 --device cuda --no-tf32 --json
+} >"$OUT_DIR/train_step.json"
+python3 - "$OUT_DIR/train_step.json" <<'PY'
+import json, sys
+txt = open(sys.argv[1]).read()
+dec, runs, i = json.JSONDecoder(), [], 0
+while i < len(txt):
+    if txt[i] in " \n\t": i += 1; continue
+    obj, i = dec.raw_decode(txt, i); runs.append(obj)
+print(f"{'workload':<40} {'tf32':>5} {'mrmf samples/s':>15} {'torch samples/s':>16} {'ratio':>6} {'mrmf GB':>8} {'torch GB':>8}")
+for a, b in zip(runs[0::2], runs[1::2]):
+    tb = {r["workload"]: r for r in b["results"]}
+    for r in a["results"]:
+        t = tb.get(r["workload"])
+        if t: print(f"{r['label']:<40} {a['tf32']:>5} {r['samples_per_s']:>15.1f} {t['samples_per_s']:>16.1f} "
+                    f"{r['samples_per_s'] / t['samples_per_s']:>6.2f} {r['peak_gpu_gb']:>8.2f} {t['peak_gpu_gb']:>8.2f}")
+PY
+[[ $MODE == --quick ]] && { stage "done (quick)"; exit 0; }
+
+stage "end-to-end training on the GPU"
+E=/tmp/mrmf-e2e
+mkdir -p $E
+$B/bin/mrmf datagen neuron-inverter --out $E/ni.h5 --train 4096 --val 512 --test 512 --seed 1 | tail -2
+timeout 180 $B/bin/mrmf train --config configs/neuron_inverter_cpu.yaml --out $E/run --set data.path=$E/ni.h5 \
+  --device cuda --set runtime.device=cuda --set stop.max_epochs=4
+cat $E/run/metrics.jsonl 2>/dev/null | head -5
+$B/bin/mrmf eval --checkpoint $E/run/checkpoint.h5 --data $E/ni.h5 --split test --device cuda
+
+stage benchmarks
+for b in "bench_kernels" "bench_optim 20 cuda" "bench_conv" "bench_data --small"; do
+  set -- $b
+  [[ -x $B/bin/$1 ]] || continue
+  echo "-- $b"
+  timeout 120 $B/bin/$b 2>&1
+done >"$OUT_DIR/benchmarks.txt"
+cat "$OUT_DIR/benchmarks.txt"
+stage "done: results in $OUT_DIR"

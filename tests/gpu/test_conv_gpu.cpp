@@ -41,8 +41,20 @@ Result run(Built& b, Context& ctx, const Tensor& x_cpu, const Tensor& dy_cpu) {
   return r;
 }
 
+// How the GPU context picks its algorithms: deterministic or not, cuDNN's
+// heuristics or timed search (cudnnFind), strict FP32 or TF32 tensor cores.
+struct Mode {
+  bool deterministic = false, benchmark = false, tf32 = false;
+};
+const Mode kModes[] = {{false, false, false}, {true, false, false}, {false, true, false}, {true, true, false},
+                       {false, true, true}};
+
 template <class Make>
-void compare(Make make, const Shape& sample, int64_t batch, bool deterministic) {
+void compare(Make make, const Shape& sample, int64_t batch, Mode mode) {
+  INFO("deterministic " << mode.deterministic << ", benchmark " << mode.benchmark << ", tf32 " << mode.tf32);
+  const bool deterministic = mode.deterministic;
+  // TF32 keeps 10 mantissa bits of each product (FP32 accumulation).
+  const double tol = mode.tf32 ? 1e-2 : 1e-4;
   std::vector<int64_t> xd = sample.vec();
   xd.insert(xd.begin(), batch);
   const Shape xs(xd);
@@ -51,13 +63,15 @@ void compare(Make make, const Shape& sample, int64_t batch, bool deterministic) 
   Context cctx(Device::cpu());
   ContextOptions opt;
   opt.deterministic = deterministic;
+  opt.cudnn_benchmark = mode.benchmark;
+  opt.allow_tf32 = mode.tf32;
   Context gctx(Device::cuda(0), opt);
   Tensor x = test::random_tensor(xs, 21);
   Tensor dy = test::random_tensor(cpu.conv->output_shape(xs), 22);
   Result a = run(cpu, cctx, x, dy), b = run(gpu, gctx, x, dy);
-  CHECK(test::max_rel_diff(b.y, a.y) < 1e-4);
-  CHECK(test::max_rel_diff(b.dx, a.dx) < 1e-4);
-  CHECK(test::max_rel_diff(b.grads, a.grads) < 1e-4);
+  CHECK(test::max_rel_diff(b.y, a.y) < tol);
+  CHECK(test::max_rel_diff(b.dx, a.dx) < tol);
+  CHECK(test::max_rel_diff(b.grads, a.grads) < tol);
   if (deterministic) {  // a second step reproduces every bit
     Result c = run(gpu, gctx, x, dy);
     CHECK(test::max_abs_diff(c.y, b.y) == 0.0);
@@ -69,19 +83,17 @@ void compare(Make make, const Shape& sample, int64_t batch, bool deterministic) 
 }  // namespace
 
 TEST_CASE("conv gpu: Conv1d matches the CPU", "[gpu][conv]") {
-  for (bool det : {false, true}) {
-    INFO("deterministic " << det);
-    compare([] { return std::make_unique<Conv1d>(3, 30, 4, 1, 0); }, Shape{3, 200}, 8, det);
-    compare([] { return std::make_unique<Conv1d>(30, 90, 4, 2, 1); }, Shape{30, 101}, 4, det);
-    compare([] { return std::make_unique<Conv1d>(5, 7, 3, 2, 0, false); }, Shape{5, 16}, 3, det);
+  for (const Mode& m : kModes) {
+    compare([] { return std::make_unique<Conv1d>(3, 30, 4, 1, 0); }, Shape{3, 200}, 8, m);
+    compare([] { return std::make_unique<Conv1d>(30, 90, 4, 2, 1); }, Shape{30, 101}, 4, m);
+    compare([] { return std::make_unique<Conv1d>(5, 7, 3, 2, 0, false); }, Shape{5, 16}, 3, m);
   }
 }
 
 TEST_CASE("conv gpu: Conv3d matches the CPU", "[gpu][conv]") {
-  for (bool det : {false, true}) {
-    INFO("deterministic " << det);
-    compare([] { return std::make_unique<Conv3d>(4, 16, 3, 1, 1); }, Shape{4, 16, 16, 16}, 2, det);
-    compare([] { return std::make_unique<Conv3d>(16, 32, 3, 2, 1, false); }, Shape{16, 9, 8, 7}, 2, det);
+  for (const Mode& m : kModes) {
+    compare([] { return std::make_unique<Conv3d>(4, 16, 3, 1, 1); }, Shape{4, 16, 16, 16}, 2, m);
+    compare([] { return std::make_unique<Conv3d>(16, 32, 3, 2, 1, false); }, Shape{16, 9, 8, 7}, 2, m);
   }
 }
 
@@ -91,6 +103,7 @@ TEST_CASE("conv gpu: a tiny workspace limit still runs", "[gpu][conv]") {
   Context cctx(Device::cpu());
   ContextOptions opt;
   opt.workspace_limit_bytes = 0;
+  opt.cudnn_benchmark = true;  // the timed search too must respect the cap
   Context gctx(Device::cuda(0), opt);
   Tensor x = test::random_tensor({2, 8, 8, 8, 8}, 1), dy = test::random_tensor({2, 8, 8, 8, 8}, 2);
   Result a = run(cpu, cctx, x, dy), b = run(gpu, gctx, x, dy);

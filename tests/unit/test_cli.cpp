@@ -102,7 +102,11 @@ TEST_CASE("cli: usage and configuration errors exit 2 and name the problem", "[c
 
   Result r = run("frobnicate");
   CHECK(r.code == 2);
-  CHECK_THAT(r.out, Catch::Contains("subcommand") || Catch::Contains("frobnicate"));
+  CHECK_THAT(r.out, Catch::Contains("unknown command 'frobnicate'") && Catch::Contains("experiment"));
+
+  r = run("");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("subcommand is required"));
 
   r = run("train --config " + cfg + " --out " + out + " --bogus-flag");
   CHECK(r.code == 2);

@@ -9,6 +9,13 @@ TEST_CASE("config: defaults, YAML values and --set overrides", "[config]") {
   RunConfig d = parse_run_config("", {});
   CHECK(d.train.batch_size == 512);
   CHECK(d.optimizer.name == "adam");
+  // GPU convolution defaults: PyTorch's (TF32, autotuning), 4 GiB workspace cap.
+  CHECK(d.runtime.allow_tf32);
+  CHECK(d.runtime.cudnn_benchmark);
+  CHECK(d.runtime.cudnn_workspace_mb == 4096);
+  RunConfig strict = parse_run_config("runtime: {allow_tf32: false}", {"runtime.cudnn_workspace_mb=512"});
+  CHECK_FALSE(strict.runtime.allow_tf32);
+  CHECK(strict.runtime.cudnn_workspace_mb == 512);
   RunConfig c = parse_run_config(R"(
 model: {name: cosmoflow, variant: mrmf, options: {dropout: 0.05}}
 data: {format: cosmoflow, path: cosmo/, reduce: [2, 2, 2]}
@@ -47,6 +54,8 @@ TEST_CASE("config: bad input names the key before any compute", "[config]") {
   fails_with("", {"stop.plateau_threshold=0.01", "stop.plateau_patience=0"}, "'stop.plateau_patience'");
   fails_with("", {"optimizer.name=lbfgs"}, "'lbfgs' is not one of adam, adamw, sgd");
   fails_with("", {"train.deterministic=maybe"}, "'train.deterministic': expected a boolean");
+  fails_with("", {"runtime.cudnn_workspace_mb=-1"}, "'runtime.cudnn_workspace_mb': must be >= 0, got -1");
+  fails_with("", {"runtime.allow_tf32=perhaps"}, "'runtime.allow_tf32': expected a boolean");
   fails_with("", {"train.seed=-1"}, "'train.seed': expected a non-negative integer");
   fails_with("", {"schedule.type=piecewise", "schedule.boundaries=[10]", "schedule.values=[1e-3]"},
              "one more value than boundaries");

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include "core/error.h"
@@ -170,4 +171,104 @@ TEST_CASE("fused downsample equals the offline reducer's files", "[fused_downsam
   require_close(fused_downsample(cpu_stream(), ni_raw, spec)[0],
                 reference(ni_off, true, FusedTransform::None, {}, {}, {1}), 1e-6);
   fs::remove_all(dir);
+}
+
+namespace {
+// The GPU path's math on the CPU: operator() over one coarse position per call.
+template <RawType R, FusedTransform TF>
+void by_functor(const Tensor& x, const FusedDownsampleSpec& spec, const std::vector<Tensor>& ys) {
+  FusedGeom g = make_fused_geom(x.shape(), spec, "test");
+  g.chunk = 1;
+  g.finalize();
+  FusedDownsample<R, TF> f{static_cast<const typename RawLoad<R>::T*>(x.raw_data()), {}, g};
+  for (size_t l = 0; l < ys.size(); ++l) f.o.y[l] = ys[l].data<float>();
+  for (int64_t i = 0; i < g.calls(); ++i) f(i);
+}
+
+template <RawType R>
+void by_functor_tf(const Tensor& x, const FusedDownsampleSpec& spec, const std::vector<Tensor>& ys) {
+  switch (spec.transform) {
+    case FusedTransform::None: by_functor<R, FusedTransform::None>(x, spec, ys); break;
+    case FusedTransform::Log1p: by_functor<R, FusedTransform::Log1p>(x, spec, ys); break;
+    case FusedTransform::Scale: by_functor<R, FusedTransform::Scale>(x, spec, ys); break;
+  }
+}
+
+bool bit_equal(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
+}
+}  // namespace
+
+TEST_CASE("fused downsample: the CPU row traversal gives the functor's (GPU math's) bits", "[fused_downsample]") {
+  // Specialised paths (C = 3, 4; f2 = 1, 2), the runtime ones (C = 1, 2, 5; f2 = 3, 4),
+  // both layouts, several segments per row (W / f2 outputs > 2048 / C) and -0.0 inputs.
+  struct Case {
+    std::vector<int64_t> shape;
+    bool last;
+    std::vector<std::vector<int64_t>> levels;
+  };
+  const std::vector<Case> cases = {
+      {{2, 4, 4, 8, 4}, true, {{1, 1, 1}, {2, 2, 2}, {4, 4, 4}}},
+      {{1, 4, 2, 12, 4}, true, {{2, 1, 2}, {1, 2, 4}}},
+      {{2, 4, 4, 6, 3}, true, {{1, 1, 1}, {2, 2, 2}}},
+      {{2, 4, 4, 6, 3}, true, {{1, 1, 3}, {2, 2, 3}}},
+      {{3, 1600, 3}, true, {{1}, {2}, {4}}},
+      {{1, 4096, 3}, true, {{1}, {2}}},
+      {{1, 2, 2, 1032, 4}, true, {{1, 1, 1}, {2, 2, 2}}},
+      {{2, 4, 6, 2}, true, {{2, 2}, {1, 6}}},
+      {{2, 2, 4, 1}, true, {{2, 2}}},
+      {{1, 4, 4, 10, 5}, true, {{2, 2, 2}, {2, 2, 1}}},
+      {{2, 3, 1600}, false, {{1}, {2}, {4}}},
+      {{1, 4, 4, 4, 8}, false, {{1, 1, 1}, {2, 2, 2}, {4, 4, 2}}},
+      {{1, 2, 2, 2, 4100}, false, {{1, 1, 1}, {1, 1, 2}}}};
+  const std::vector<float> scale{0.5f, 2.f, -1.f, 3.f, 0.25f}, shift{1.f, 0.f, 3.f, -2.f, 0.5f};
+  for (DType dt : {DType::U16, DType::I16, DType::F16, DType::F32})
+    for (FusedTransform tf : {FusedTransform::None, FusedTransform::Log1p, FusedTransform::Scale})
+      for (size_t k = 0; k < cases.size(); ++k) {
+        if (dt == DType::I16 && tf == FusedTransform::Log1p) continue;
+        const Case& c = cases[k];
+        Tensor raw = raw_tensor(Shape(c.shape), dt, 11 + k);
+        if (dt == DType::F32) raw.data<float>()[1] = -0.f;  // 0 + -0 = +0: the sum must start from 0 as well
+        if (dt == DType::F16) static_cast<uint16_t*>(raw.raw_data())[1] = 0x8000;
+        FusedDownsampleSpec spec;
+        spec.layout = c.last ? InputLayout::ChannelsLast : InputLayout::ChannelsFirst;
+        spec.transform = tf;
+        const int64_t C = c.last ? c.shape.back() : c.shape[1];
+        spec.scale.assign(scale.begin(), scale.begin() + C);
+        spec.shift.assign(shift.begin(), shift.begin() + C);
+        spec.levels = c.levels;
+        INFO(dtype_name(dt) << " transform " << static_cast<int>(tf) << " case " << k);
+        const auto rows = fused_downsample(cpu_stream(), raw, spec);
+        std::vector<Tensor> ref;
+        for (const Tensor& y : rows) ref.push_back(Tensor::full(y.shape(), 7.f));
+        switch (raw_type_of(dt, "test")) {
+          case RawType::U16: by_functor_tf<RawType::U16>(raw, spec, ref); break;
+          case RawType::I16: by_functor_tf<RawType::I16>(raw, spec, ref); break;
+          case RawType::F16: by_functor_tf<RawType::F16>(raw, spec, ref); break;
+          case RawType::F32: by_functor_tf<RawType::F32>(raw, spec, ref); break;
+        }
+        for (size_t l = 0; l < rows.size(); ++l) REQUIRE(bit_equal(rows[l], ref[l]));
+      }
+}
+
+TEST_CASE("fused downsample: a plan run per sample or per batch equals the checked call", "[fused_downsample]") {
+  const Tensor raw = raw_tensor({6, 8, 4, 16, 4}, DType::U16, 9);
+  FusedDownsampleSpec spec;
+  spec.transform = FusedTransform::Log1p;
+  spec.levels = {{2, 2, 2}};
+  const Tensor want = fused_downsample(cpu_stream(), raw, spec)[0];
+  const FusedDownsamplePlan one = plan_fused_downsample({1, 8, 4, 16, 4}, DType::U16, spec, "test");
+  const int64_t in_bytes = 8 * 4 * 16 * 4 * 2, out_elems = 4 * 4 * 2 * 8;
+  Tensor per = Tensor::full(want.shape(), 7.f), batch = Tensor::full(want.shape(), 7.f);
+  for (int64_t n = 0; n < 6; ++n) {
+    FusedOutputs o;
+    o.y[0] = per.data<float>() + n * out_elems;
+    run_fused_downsample(cpu_stream(), one, static_cast<const char*>(raw.raw_data()) + n * in_bytes, o);
+  }
+  FusedOutputs o;
+  o.y[0] = batch.data<float>();
+  run_fused_downsample(cpu_stream(), one.with_samples(6), raw.raw_data(), o);
+  REQUIRE(bit_equal(per, want));
+  REQUIRE(bit_equal(batch, want));
+  REQUIRE_THROWS_WITH(plan_fused_downsample({1, 8, 4, 16, 4}, DType::I32, spec, "plan"), Catch::Contains("int32"));
 }

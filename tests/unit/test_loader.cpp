@@ -19,6 +19,7 @@
 #include "data/h5file.h"
 #include "data/loader.h"
 #include "data/shuffle.h"
+#include "kernels/fused_downsample_ops.h"
 
 using namespace mrmf;
 using namespace mrmf::data;
@@ -220,6 +221,113 @@ TEST_CASE("loader: resume mid-epoch, prefetch == synchronous, cache == uncached"
     REQUIRE(L->next(b));
     L.reset();
   }
+}
+
+TEST_CASE("loader: prefetching across epochs never changes the batches", "[loader]") {
+  Tmp d;
+  write_cf(d / "cf/train", 3, 6, 4);
+  const DataSpec spec{DataFormat::CosmoFlow, d / "cf", Split::Train};
+  LoaderOptions o;
+  o.batch_size = 4;
+  o.seed = 9;
+  o.reduce = {2};
+  o.cache_in_memory = false;
+  o.prefetch_depth = 0;  // the reference: synchronous reads, nothing ahead
+  auto ref = open_loader(spec, o);
+  std::vector<std::vector<Tensor>> want(6);
+  std::vector<std::vector<int64_t>> ids(6);
+  for (int e = 0; e < 6; ++e) ids[e] = epoch_ids(*ref, e, &want[e]);
+  auto check_epoch = [&](Loader& L, int e) {
+    std::vector<Tensor> xs;
+    REQUIRE(epoch_ids(L, e, &xs) == ids[e]);
+    for (size_t i = 0; i < xs.size(); ++i) REQUIRE(same(xs[i], want[e][i]));
+  };
+  for (int depth : {1, 2, 3, 6})
+    for (bool cache : {false, true}) {
+      DYNAMIC_SECTION("depth " << depth << " cache " << cache) {
+        o.prefetch_depth = depth;
+        o.cache_in_memory = cache;
+        o.prefetch_next_epoch = true;
+        auto L = open_loader(spec, o);
+        check_epoch(*L, 0);
+        check_epoch(*L, 1);  // the predicted epoch: taken over from the prefetch
+        check_epoch(*L, 4);  // not the predicted one: discarded
+        check_epoch(*L, 4);  // a repeat ...
+        check_epoch(*L, 4);  // ... predicts the same epoch again
+        check_epoch(*L, 5);
+        // restore() into the prefetched epoch, mid-way and at its start.
+        L->start_epoch(2);
+        LoaderBatch b;
+        while (L->next(b)) {
+        }
+        L->restore({3, 1, o.seed});
+        for (int64_t k = 1; k < 4; ++k) {
+          REQUIRE(L->next(b));
+          REQUIRE(b.index == k);
+          REQUIRE(same(b.x, want[3][static_cast<size_t>(k)]));
+        }
+        REQUIRE_FALSE(L->next(b));
+        L->restore({0, 0, o.seed});
+        check_epoch(*L, 0);
+        // Leaving an epoch half-way (max_steps_per_epoch) while the next one is queued.
+        L->start_epoch(1);
+        for (int k = 0; k < 3; ++k) REQUIRE(L->next(b));
+        L->start_epoch(2);
+        REQUIRE(L->next(b));
+        REQUIRE(same(b.x, want[2][0]));
+        L->start_epoch(3);  // epoch 2 left after one batch
+        check_epoch(*L, 3);
+        REQUIRE(L->state().epoch == 3);
+        REQUIRE(L->state().batch == 4);
+      }
+    }
+  SECTION("without shuffling, prefetched batches serve any epoch") {
+    o.shuffle = false;
+    o.prefetch_depth = 0;
+    auto r = open_loader(spec, o);
+    std::vector<Tensor> xs0;
+    const auto id0 = epoch_ids(*r, 0, &xs0);
+    o.prefetch_depth = 2;
+    auto L = open_loader(spec, o);
+    for (int e : {0, 0, 7, 0}) {
+      std::vector<Tensor> xs;
+      REQUIRE(epoch_ids(*L, e, &xs) == id0);
+      for (size_t i = 0; i < xs.size(); ++i) REQUIRE(same(xs[i], xs0[i]));
+    }
+  }
+}
+
+TEST_CASE("loader: Neuron Inverter batches equal the checked kernel on each sample", "[loader]") {
+  Tmp d;
+  write_ni(d / "ni.h5", 40, 32);
+  for (NiLayout lay : {NiLayout::Transpose, NiLayout::Reinterpret})
+    for (int64_t f : {1, 2, 4}) {
+      LoaderOptions o;
+      o.batch_size = 8;
+      o.seed = 3;
+      o.reduce = {f};
+      o.ni_layout = lay;
+      o.transform.kind = kernels::FusedTransform::Scale;
+      o.transform.scale = {0.5f, 2.f, -1.f};
+      o.transform.shift = {1.f, 0.f, 0.25f};
+      auto L = open_loader({DataFormat::NeuronInverter, d / "ni.h5", Split::Train}, o);
+      const Tensor frames = H5File::open_read(d / "ni.h5").read("train_frames");  // [40, 32, 3]
+      kernels::FusedDownsampleSpec spec;
+      spec.layout = lay == NiLayout::Transpose ? kernels::InputLayout::ChannelsLast : kernels::InputLayout::ChannelsFirst;
+      spec.transform = o.transform.kind;
+      spec.scale = o.transform.scale;
+      spec.shift = o.transform.shift;
+      spec.levels = {{f}};
+      std::vector<Tensor> xs;
+      const auto ids = epoch_ids(*L, 0, &xs);
+      for (size_t k = 0; k < ids.size(); ++k) {
+        Tensor one = Tensor::empty(lay == NiLayout::Transpose ? Shape{1, 32, 3} : Shape{1, 3, 32});
+        std::memcpy(one.raw_data(), frames.data<float>() + ids[k] * 96, 96 * 4);
+        const Tensor y = kernels::fused_downsample(cpu_stream(), one, spec)[0];  // [1, 3, 32 / f]
+        const Tensor& b = xs[k / 8];
+        REQUIRE(std::memcmp(y.raw_data(), b.data<float>() + (k % 8) * y.numel(), y.nbytes()) == 0);
+      }
+    }
 }
 
 TEST_CASE("loader: CosmoFlow file shards and the LBANN layout", "[loader]") {

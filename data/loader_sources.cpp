@@ -1,0 +1,207 @@
+// The loader's data sources; see data/loader_sources.h.
+#include "data/loader_sources.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "core/error.h"
+#include "data/formats.h"
+#include "data/h5file.h"
+
+namespace fs = std::filesystem;
+
+namespace mrmf::data::detail {
+
+namespace {
+
+// Neuron Inverter: the original's contiguous slice, preloaded and checked once.
+struct NiSource : Source {
+  Tensor frames;  // [n_local, T, C] stored dtype
+  NiSource(const DataSpec& spec, const LoaderOptions& o) {
+    const NeuronInverterFile f = NeuronInverterFile::open(spec.path, {spec.split});
+    const NeuronSplitInfo& in = f.info(spec.split);
+    file = spec.path;
+    dataset = NeuronInverterFile::frames_name(spec.split);
+    const int64_t S = in.n / o.world / o.batch_size * o.batch_size;
+    MRMF_CHECK_KIND(Data, S > 0, file, ": dataset '", dataset, "' has ", in.n, " samples; with ", o.world,
+                    " rank(s) and batch ", o.batch_size, " each rank's shard floor(N / world / batch) * batch is 0 "
+                    "samples, expected at least one batch");
+    const int64_t begin = o.rank * S;
+    frames = Tensor::empty({S, in.t, in.c}, in.dtype);
+    labels = Tensor::empty({S, in.p}, DType::F32);
+    f.read_into(spec.split, begin, frames, labels);
+    check_finite(frames, file + ": dataset '" + dataset + "' (rank shard from sample " + std::to_string(begin) + ")");
+    check_finite(labels, file + ": dataset '" + NeuronInverterFile::labels_name(spec.split) + "' (rank shard from sample " +
+                             std::to_string(begin) + ")");
+    dtype = in.dtype;
+    channels = in.c;
+    params = in.p;
+    spatial = {in.t};
+    axis_names = {"T"};
+    if (o.ni_layout == NiLayout::Transpose) {
+      raw = {in.t, in.c};
+      layout = kernels::InputLayout::ChannelsLast;
+    } else {  // x.view(-1, C, T): the same bytes read as C rows of T
+      raw = {in.c, in.t};
+      layout = kernels::InputLayout::ChannelsFirst;
+    }
+    for (int64_t i = 0; i < S; ++i) ids.push_back(begin + i);
+    common_batches = S / o.batch_size;
+  }
+  const void* raw_ptr(int64_t local) const override {
+    return static_cast<const char*>(frames.raw_data()) + local * raw_bytes();
+  }
+  void read_raw(int64_t local, void* dst) override {
+    std::memcpy(dst, raw_ptr(local), static_cast<size_t>(raw_bytes()));
+  }
+};
+
+}  // namespace
+
+std::vector<std::string> cosmo_paths(const DataSpec& spec) {
+  if (fs::is_directory(spec.path)) {
+    const fs::path sub = fs::path(spec.path) / split_name(spec.split);
+    return expand_file_list(((fs::is_directory(sub) ? sub : fs::path(spec.path)) / "*.h5").string());
+  }
+  return expand_file_list(spec.path);
+}
+
+namespace {
+
+// Rank assignment shared by both CosmoFlow layouts: files round-robin, or
+// contiguous sample shards when there are fewer files than ranks. Fills
+// `picks` with (file, row, global id) and the common batch count.
+struct Pick {
+  size_t file;
+  int64_t row, id;
+};
+std::vector<Pick> cosmo_shard(const std::vector<int64_t>& per_file, const LoaderOptions& o, const std::string& what,
+                              int64_t& common_batches) {
+  const size_t F = per_file.size();
+  std::vector<int64_t> first(F + 1, 0);
+  for (size_t f = 0; f < F; ++f) first[f + 1] = first[f] + per_file[f];
+  const int64_t total = first[F];
+  std::vector<Pick> picks;
+  if (static_cast<int64_t>(F) >= o.world) {
+    std::vector<int64_t> per_rank(static_cast<size_t>(o.world), 0);
+    for (size_t f = 0; f < F; ++f) per_rank[f % static_cast<size_t>(o.world)] += per_file[f];
+    const int64_t least = *std::min_element(per_rank.begin(), per_rank.end());
+    common_batches = least / o.batch_size;
+    MRMF_CHECK_KIND(Data, common_batches > 0, what, ": ", total, " samples in ", F, " file(s) dealt to ", o.world,
+                    " rank(s) give a shard of ", least, " samples, smaller than one batch of ", o.batch_size);
+    for (size_t f = static_cast<size_t>(o.rank); f < F; f += static_cast<size_t>(o.world))
+      for (int64_t r = 0; r < per_file[f]; ++r) picks.push_back({f, r, first[f] + r});
+  } else {
+    const int64_t per = total / o.world;
+    common_batches = per / o.batch_size;
+    MRMF_CHECK_KIND(Data, common_batches > 0, what, ": ", total, " samples in ", F, " file(s) shared by ", o.world,
+                    " rank(s) give a shard of ", per, " samples, smaller than one batch of ", o.batch_size);
+    for (int64_t g = o.rank * per; g < (o.rank + 1) * per; ++g) {
+      const size_t f = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), g) - first.begin() - 1);
+      picks.push_back({f, g - first[f], g});
+    }
+  }
+  return picks;
+}
+
+// CosmoFlow, authors' layout: `3Dmap` (n, D, H, W, 4), streamed one sample at a time.
+struct CosmoSource : Source {
+  CosmoFlowFiles cf;
+  std::vector<Pick> picks;
+  std::map<size_t, H5File> open_;  // I/O thread only
+  CosmoSource(const DataSpec& spec, const LoaderOptions& o) : cf(CosmoFlowFiles::open(cosmo_paths(spec))) {
+    file = cf.path(0);
+    dataset = "3Dmap";
+    std::vector<int64_t> per_file;
+    for (size_t f = 0; f < cf.num_files(); ++f) per_file.push_back(cf.samples(f));
+    picks = cosmo_shard(per_file, o, spec.path + " (" + split_name(spec.split) + ")", common_batches);
+    const auto d = cf.dims();
+    dtype = cf.dtype();
+    channels = cf.channels();
+    params = cf.params();
+    raw = {d[0], d[1], d[2], channels};
+    spatial = {d[0], d[1], d[2]};
+    axis_names = {"D (x)", "H (y)", "W (z)"};
+    layout = kernels::InputLayout::ChannelsLast;
+    labels = Tensor::empty({static_cast<int64_t>(picks.size()), params}, DType::F32);
+    std::map<size_t, Tensor> file_labels;
+    for (size_t i = 0; i < picks.size(); ++i) {
+      const size_t f = picks[i].file;
+      if (!file_labels.count(f)) {
+        file_labels[f] = H5File::open_read(cf.path(f)).read("unitPar");
+        check_finite(file_labels[f], cf.path(f) + ": dataset 'unitPar'");
+      }
+      std::memcpy(labels.data<float>() + static_cast<int64_t>(i) * params,
+                  file_labels[f].data<float>() + picks[i].row * params, static_cast<size_t>(params) * 4);
+      ids.push_back(picks[i].id);
+    }
+  }
+  void read_raw(int64_t local, void* dst) override {
+    const Pick& p = picks[static_cast<size_t>(local)];
+    auto it = open_.find(p.file);
+    if (it == open_.end()) {
+      if (open_.size() >= 32) open_.clear();  // bound the open handles
+      it = open_.emplace(p.file, H5File::open_read(cf.path(p.file))).first;
+    }
+    it->second.read_rows_into("3Dmap", p.row, 1, dtype, dst);
+    if (dtype == DType::F32) {  // integer counts are always finite
+      std::vector<int64_t> sh{1};
+      sh.insert(sh.end(), raw.begin(), raw.end());
+      check_finite(Tensor::from_blob(dst, Shape(sh), dtype),
+                   cf.path(p.file) + ": dataset '3Dmap' sample " + std::to_string(p.row));
+    }
+  }
+};
+
+// CosmoFlow, LBANN layout: one sample per file, `full` (4, D, H, W).
+struct LbannSource : Source {
+  CosmoFlowLbannFiles lf;
+  std::vector<std::string> paths;
+  std::vector<Pick> picks;
+  LbannSource(const DataSpec& spec, const LoaderOptions& o)
+      : lf(CosmoFlowLbannFiles::open(cosmo_paths(spec))), paths(cosmo_paths(spec)) {
+    file = paths[0];
+    dataset = "full";
+    picks = cosmo_shard(std::vector<int64_t>(paths.size(), 1), o, spec.path + " (" + split_name(spec.split) + ")",
+                        common_batches);
+    const auto d = lf.dims();
+    dtype = lf.dtype();
+    channels = 4;
+    params = 4;
+    raw = {4, d[0], d[1], d[2]};
+    spatial = {d[0], d[1], d[2]};
+    axis_names = {"D (x)", "H (y)", "W (z)"};
+    layout = kernels::InputLayout::ChannelsFirst;
+    labels = Tensor::empty({static_cast<int64_t>(picks.size()), params}, DType::F32);
+    for (size_t i = 0; i < picks.size(); ++i) {
+      const Tensor l = H5File::open_read(paths[picks[i].file]).read("unitPar");
+      check_finite(l, paths[picks[i].file] + ": dataset 'unitPar'");
+      std::memcpy(labels.data<float>() + static_cast<int64_t>(i) * 4, l.data<float>(), 16);
+      ids.push_back(picks[i].id);
+    }
+  }
+  void read_raw(int64_t local, void* dst) override {
+    const std::string& p = paths[picks[static_cast<size_t>(local)].file];
+    H5File::open_read(p).read_rows_into("full", 0, 4, dtype, dst);
+    if (dtype == DType::F32) {
+      std::vector<int64_t> sh{1};
+      sh.insert(sh.end(), raw.begin(), raw.end());
+      check_finite(Tensor::from_blob(dst, Shape(sh), dtype), p + ": dataset 'full'");
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Source> open_source(const DataSpec& spec, const LoaderOptions& o) {
+  switch (spec.format) {
+    case DataFormat::NeuronInverter: return std::make_unique<NiSource>(spec, o);
+    case DataFormat::CosmoFlow: return std::make_unique<CosmoSource>(spec, o);
+    case DataFormat::CosmoFlowLbann: return std::make_unique<LbannSource>(spec, o);
+  }
+  MRMF_THROW(Usage, "unknown data format");
+}
+
+}  // namespace mrmf::data::detail

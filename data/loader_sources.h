@@ -1,0 +1,48 @@
+// The loader's data sources (private to data/loader*.cpp): one rank's shard of
+// a split, per-sample raw reads and the labels; see data/loader.h for the
+// sharding rules. Split from loader.cpp to keep each file about one thing.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "data/loader.h"
+#include "kernels/fused_downsample_ops.h"
+
+namespace mrmf::data::detail {
+
+// One rank's shard of a split: per-sample raw reads (I/O thread, hdf5_mutex
+// held), labels in RAM, and the geometry the fused kernel needs.
+struct Source {
+  virtual ~Source() = default;
+  std::string file, dataset;        // for messages
+  DType dtype = DType::F32;
+  std::vector<int64_t> raw;         // per-sample kernel input shape ([s..., C] or [C, s...])
+  kernels::InputLayout layout = kernels::InputLayout::ChannelsLast;
+  std::vector<int64_t> spatial;     // spatial lengths in kernel order
+  std::vector<std::string> axis_names;
+  int64_t channels = 0, params = 0;
+  std::vector<int64_t> ids;         // global ids of the local samples
+  Tensor labels;                    // [n_local, P] float32
+  int64_t common_batches = 0;       // batches every rank can run
+  int64_t count() const { return static_cast<int64_t>(ids.size()); }
+  int64_t raw_elems() const {
+    int64_t e = 1;
+    for (int64_t d : raw) e *= d;
+    return e;
+  }
+  int64_t raw_bytes() const { return raw_elems() * static_cast<int64_t>(dtype_size(dtype)); }
+  // Preloaded sources hand out pointers into RAM; streamed ones copy into dst.
+  virtual const void* raw_ptr(int64_t /*local*/) const { return nullptr; }
+  virtual void read_raw(int64_t local, void* dst) = 0;
+};
+
+// Opens the shard of `spec` for `o.rank` (hdf5_mutex held by the caller).
+std::unique_ptr<Source> open_source(const DataSpec& spec, const LoaderOptions& o);
+
+// The files of a CosmoFlow split: <path>/<split>/*.h5, <path>/*.h5, a glob or a list.
+std::vector<std::string> cosmo_paths(const DataSpec& spec);
+
+}  // namespace mrmf::data::detail
