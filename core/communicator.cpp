@@ -5,6 +5,7 @@
 
 #include "core/check_mpi.h"
 #include "core/log.h"
+#include "core/watchdog.h"
 #include "kernels/elementwise_ops.h"
 #ifdef MRMF_HAVE_CUDA
 #include "core/check_cuda.h"
@@ -177,8 +178,42 @@ Communicator::Request Communicator::iallreduce_sum(const Tensor& t, Stream& stre
 
 void Communicator::wait(Request& r) {
   if (r.mpi != MPI_REQUEST_NULL) MRMF_MPI_CHECK(MPI_Wait(&r.mpi, MPI_STATUS_IGNORE));
-  if (r.stream) r.stream->synchronize();
+  if (r.stream) {
+    Stream* s = r.stream;
+    r = Request{};
+    if (nccl_) sync_nccl(*s, "NCCL all-reduce");
+    else s->synchronize();
+  }
   r = Request{};
+}
+
+void Communicator::sync_nccl(Stream& stream, const char* what) {
+#ifdef MRMF_HAVE_CUDA
+  Nccl* n = nccl_.get();
+  cudaStream_t st = static_cast<cudaStream_t>(stream.native());
+  WatchdogHooks hooks;
+  hooks.done = [st] {
+    const cudaError_t e = cudaStreamQuery(st);
+    if (e == cudaErrorNotReady) return false;
+    MRMF_CUDA_CHECK(e);
+    return true;
+  };
+  hooks.error = [n]() -> std::string {
+    ncclResult_t async = ncclSuccess;
+    if (!n->comm || ncclCommGetAsyncError(n->comm, &async) != ncclSuccess) return "ncclCommGetAsyncError failed";
+    if (async == ncclSuccess || async == ncclInProgress) return {};
+    return std::string(ncclGetErrorString(async)) + " (" + ncclGetLastError(n->comm) + ")";
+  };
+  hooks.abort = [n] {
+    if (n->comm) MRMF_NCCL_WARN(ncclCommAbort(n->comm));
+    n->comm = nullptr;  // aborted: never destroyed again
+  };
+  wait_or_abort(std::string(what) + " on rank " + std::to_string(rank_) + " of " + std::to_string(size_),
+                comm_timeout_seconds(), hooks);
+#else
+  (void)what;
+  stream.synchronize();
+#endif
 }
 
 void Communicator::broadcast(const Tensor& t, int root, Stream& stream) {
@@ -189,6 +224,8 @@ void Communicator::broadcast(const Tensor& t, int root, Stream& stream) {
     ensure_nccl(t.device(), stream);
     MRMF_NCCL_CHECK(ncclBroadcast(t.raw_data(), t.raw_data(), t.nbytes(), ncclUint8, root, nccl_->comm,
                                   static_cast<cudaStream_t>(stream.native())));
+    // Rare (start, parameter exchange): wait here, where a dead peer shows.
+    sync_nccl(stream, "NCCL broadcast");
     return;
 #endif
   }

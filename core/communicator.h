@@ -51,7 +51,8 @@ class Communicator {
 
   // Non-blocking sum: CPU tensors start an MPI_Iallreduce (completed by
   // wait()); CUDA tensors enqueue an NCCL all-reduce on `stream`, which is
-  // asynchronous by nature (wait() then only synchronizes the stream).
+  // asynchronous by nature (wait() then waits for the stream, polling NCCL's
+  // asynchronous errors, and gives up after comm_timeout_seconds()).
   struct Request {
     MPI_Request mpi = MPI_REQUEST_NULL;
     Stream* stream = nullptr;
@@ -72,6 +73,10 @@ class Communicator {
   Communicator(MPI_Comm comm, bool owned);
   void release() noexcept;  // frees an owned communicator and the NCCL state
   void ensure_nccl(Device device, Stream& stream);
+  // Waits for the NCCL work queued on `stream` under the watchdog
+  // (core/watchdog.h): an asynchronous NCCL error or a peer that never
+  // arrives aborts the communicator and throws instead of hanging.
+  void sync_nccl(Stream& stream, const char* what);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   bool owned_ = false;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -147,6 +148,24 @@ static data::DataSpec data_spec(const RunConfig& cfg, data::Split split) {
   return d;
 }
 
+// Fault injection for the rank-death test (tests/mpi/rank_death.sh):
+// MRMF_FAULT_EXIT=R:S makes rank R die abruptly -- no MPI_Finalize, no
+// unwinding, like a crash or an OOM kill -- when it reaches global step S.
+// The surviving ranks must then exit with an error instead of hanging.
+static void maybe_inject_fault(int rank, int64_t step) {
+  static const std::pair<long, long> fault = [] {
+    const char* env = std::getenv("MRMF_FAULT_EXIT");
+    long r = -1, s = -1;
+    if (env && std::sscanf(env, "%ld:%ld", &r, &s) != 2) r = s = -1;
+    return std::make_pair(r, s);
+  }();
+  if (fault.first == rank && fault.second == step) {
+    std::fprintf(stderr, "[rank %d] MRMF_FAULT_EXIT: dying at step %lld\n", rank, static_cast<long long>(step));
+    std::fflush(stderr);
+    std::_Exit(9);
+  }
+}
+
 // ------------------------------------------------------------------ Trainer
 Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, TrainerOptions opts)
     : cfg_(cfg), comm_(comm), device_(device), opts_(std::move(opts)),
@@ -259,6 +278,7 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
       got = train_->next(b);
     }
     if (!got) break;
+    maybe_inject_fault(comm_.rank(), step_);
     const double lr = sched_->lr(epoch, step_);
     const auto t0 = Clock::now();
     Tensor pred;
