@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
     else if (a == "--workspace-mb" && i + 1 < argc) copt.workspace_limit_bytes = size_t(std::atoll(argv[++i])) << 20;
     else {
       std::fprintf(stderr, "usage: %s [--workload ni1600|ni800|cf32|cf64|cf128]... [--steps N] [--warmup W] [--device cpu|cuda] [--tf32 0|1] "
-                   "[--cudnn-benchmark 0|1] [--json]\n",
+                   "[--cudnn-benchmark 0|1] [--workspace-mb M] [--json]\n",
                    argv[0]);
       return 2;
     }

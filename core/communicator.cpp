@@ -178,13 +178,10 @@ Communicator::Request Communicator::iallreduce_sum(const Tensor& t, Stream& stre
 
 void Communicator::wait(Request& r) {
   if (r.mpi != MPI_REQUEST_NULL) MRMF_MPI_CHECK(MPI_Wait(&r.mpi, MPI_STATUS_IGNORE));
-  if (r.stream) {
-    Stream* s = r.stream;
-    r = Request{};
-    if (nccl_) sync_nccl(*s, "NCCL all-reduce");
-    else s->synchronize();
-  }
-  r = Request{};
+  Stream* s = r.stream;
+  r = Request{};  // consumed even if the wait below throws
+  if (s && nccl_) sync_nccl(*s, "NCCL all-reduce");
+  else if (s) s->synchronize();
 }
 
 void Communicator::sync_nccl(Stream& stream, const char* what) {

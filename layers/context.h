@@ -19,7 +19,7 @@ struct ContextOptions {
   bool deterministic = false;                 // avoid non-deterministic cuDNN algorithms
   // Cap for cuDNN workspaces. 4 GiB: CosmoFlow at 128^3 (batch 8) needs more
   // than 1 GiB for its fast first-layer algorithms -- 46 ms a step on an H100
-  // against 323 ms under a 1 GiB cap -- and still peaks at 7.4 GB.
+  // against 323 ms under a 1 GiB cap -- and still peaks at 5.3 GB.
   size_t workspace_limit_bytes = size_t(4) << 30;
   uint64_t seed = 0;                          // dropout stream seed
   // GPU convolutions: let cuDNN use TF32 tensor cores (10-bit mantissa

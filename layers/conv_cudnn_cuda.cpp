@@ -61,6 +61,32 @@ size_t search_workspace(const std::vector<Perf>& perf, int n, size_t limit) {
 // FMA math only FP32 ones.
 cudnnMathType_t search_math(const Context& ctx) { return ctx.allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH; }
 
+// What every direction does to choose its algorithm: the heuristics' list
+// (always: it bounds the search workspace), the timed search when asked, the
+// first allowed result or `fallback`, and the chosen algorithm's real
+// workspace (the heuristics' memory estimate can differ from it). The
+// direction-specific cuDNN calls come in as `heuristics`, `search` and
+// `workspace_of`.
+template <class Perf, class Heuristics, class Search, class WorkspaceOf>
+Plan::Choice choose(Context& ctx, cudnnConvolutionDescriptor_t conv, int count, int fallback, Heuristics heuristics,
+                    Search search, WorkspaceOf workspace_of) {
+  const size_t limit = ctx.options().workspace_limit_bytes;
+  MRMF_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, search_math(ctx)));
+  std::vector<Perf> perf(static_cast<size_t>(count));
+  int n = 0;
+  MRMF_CUDNN_CHECK(heuristics(count, &n, perf.data()));
+  if (ctx.cudnn_benchmark()) {
+    const size_t ws = search_workspace(perf, n, limit);
+    MRMF_CUDNN_CHECK(search(count, &n, perf.data(), ctx.workspace(ws), ws));
+    ctx.release_workspace();
+  }
+  Plan::Choice c;
+  if (!pick(perf, n, limit, ctx, c)) c = {fallback};
+  MRMF_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, c.math));
+  MRMF_CUDNN_CHECK(workspace_of(c.algo, &c.workspace));
+  return c;
+}
+
 }  // namespace
 
 std::pair<std::vector<int>, std::vector<int>> pad_stride(const ConvSpec& spec) {
@@ -80,7 +106,8 @@ std::pair<std::vector<int>, std::vector<int>> pad_stride(const ConvSpec& spec) {
 
 // Algorithms are chosen lazily, at the first call of each direction, where
 // the real buffers exist: cudnnFind*Ex runs every candidate on them (writing
-// only the output being computed anyway) in a workspace of the cap's size.
+// only the output being computed anyway) in a workspace as large as the
+// largest candidate within the cap needs, released afterwards.
 struct Plans::Impl {
   std::map<std::vector<int64_t>, std::unique_ptr<Plan>> cache;
   size_t builds = 0;
@@ -104,74 +131,58 @@ struct Plans::Impl {
     return *cache.emplace(std::move(key), std::move(p)).first->second;
   }
 
+  // Implicit GEMM needs no workspace and is deterministic: always valid.
   static void choose_forward(Context& ctx, Plan& p, const void* x, const void* w, void* y) {
     cudnnHandle_t h = ctx.gpu().cudnn;
-    const size_t limit = ctx.options().workspace_limit_bytes;
-    MRMF_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, search_math(ctx)));
-    std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
-    int n = 0;
-    MRMF_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, p.x, p.w, p.conv, p.y, static_cast<int>(perf.size()),
-                                                            &n, perf.data()));
-    if (ctx.cudnn_benchmark()) {
-      const size_t ws = search_workspace(perf, n, limit);
-      MRMF_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, p.x, x, p.w, w, p.conv, p.y, y,
-                                                              static_cast<int>(perf.size()), &n, perf.data(),
-                                                              ctx.workspace(ws), ws));
-      ctx.release_workspace();
-    }
-    // Implicit GEMM needs no workspace and is deterministic: always valid.
-    if (!pick(perf, n, limit, ctx, p.fwd)) p.fwd = {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM};
-    MRMF_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, p.fwd.math));
-    // The heuristics' memory estimate can differ from the real requirement.
-    MRMF_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
-        h, p.x, p.w, p.conv, p.y, static_cast<cudnnConvolutionFwdAlgo_t>(p.fwd.algo), &p.fwd.workspace));
+    using Perf = cudnnConvolutionFwdAlgoPerf_t;
+    p.fwd = choose<Perf>(
+        ctx, p.conv, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+        [&](int k, int* n, Perf* r) { return cudnnGetConvolutionForwardAlgorithm_v7(h, p.x, p.w, p.conv, p.y, k, n, r); },
+        [&](int k, int* n, Perf* r, void* ws, size_t bytes) {
+          return cudnnFindConvolutionForwardAlgorithmEx(h, p.x, x, p.w, w, p.conv, p.y, y, k, n, r, ws, bytes);
+        },
+        [&](int algo, size_t* bytes) {
+          return cudnnGetConvolutionForwardWorkspaceSize(h, p.x, p.w, p.conv, p.y,
+                                                         static_cast<cudnnConvolutionFwdAlgo_t>(algo), bytes);
+        });
     p.have_forward = true;
   }
 
+  // ALGO_1 is the deterministic fallback (ALGO_0 and 3 use atomics).
   static void choose_bwd_filter(Context& ctx, Plan& p, const void* x, const void* dy, void* dw) {
     cudnnHandle_t h = ctx.gpu().cudnn;
-    const size_t limit = ctx.options().workspace_limit_bytes;
-    MRMF_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, search_math(ctx)));
-    std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
-    int n = 0;
-    MRMF_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x, p.y, p.conv, p.w,
-                                                                   static_cast<int>(perf.size()), &n, perf.data()));
-    if (ctx.cudnn_benchmark()) {
-      const size_t ws = search_workspace(perf, n, limit);
-      MRMF_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, p.x, x, p.y, dy, p.conv, p.w, dw,
-                                                                     static_cast<int>(perf.size()), &n, perf.data(),
-                                                                     ctx.workspace(ws), ws));
-      ctx.release_workspace();
-    }
-    // ALGO_1 is the deterministic fallback (ALGO_0 and 3 use atomics).
-    if (!pick(perf, n, limit, ctx, p.bwd_filter)) p.bwd_filter = {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1};
-    MRMF_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, p.bwd_filter.math));
-    MRMF_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
-        h, p.x, p.y, p.conv, p.w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.bwd_filter.algo),
-        &p.bwd_filter.workspace));
+    using Perf = cudnnConvolutionBwdFilterAlgoPerf_t;
+    p.bwd_filter = choose<Perf>(
+        ctx, p.conv, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1,
+        [&](int k, int* n, Perf* r) {
+          return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x, p.y, p.conv, p.w, k, n, r);
+        },
+        [&](int k, int* n, Perf* r, void* ws, size_t bytes) {
+          return cudnnFindConvolutionBackwardFilterAlgorithmEx(h, p.x, x, p.y, dy, p.conv, p.w, dw, k, n, r, ws, bytes);
+        },
+        [&](int algo, size_t* bytes) {
+          return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+              h, p.x, p.y, p.conv, p.w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), bytes);
+        });
     p.have_bwd_filter = true;
   }
 
+  // ALGO_1 is the deterministic fallback (ALGO_0 uses atomics).
   static void choose_bwd_data(Context& ctx, Plan& p, const void* w, const void* dy, void* dx) {
     cudnnHandle_t h = ctx.gpu().cudnn;
-    const size_t limit = ctx.options().workspace_limit_bytes;
-    MRMF_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, search_math(ctx)));
-    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
-    int n = 0;
-    MRMF_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w, p.y, p.conv, p.x,
-                                                                 static_cast<int>(perf.size()), &n, perf.data()));
-    if (ctx.cudnn_benchmark()) {
-      const size_t ws = search_workspace(perf, n, limit);
-      MRMF_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(h, p.w, w, p.y, dy, p.conv, p.x, dx,
-                                                                   static_cast<int>(perf.size()), &n, perf.data(),
-                                                                   ctx.workspace(ws), ws));
-      ctx.release_workspace();
-    }
-    // ALGO_1 is the deterministic fallback (ALGO_0 uses atomics).
-    if (!pick(perf, n, limit, ctx, p.bwd_data)) p.bwd_data = {CUDNN_CONVOLUTION_BWD_DATA_ALGO_1};
-    MRMF_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, p.bwd_data.math));
-    MRMF_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
-        h, p.w, p.y, p.conv, p.x, static_cast<cudnnConvolutionBwdDataAlgo_t>(p.bwd_data.algo), &p.bwd_data.workspace));
+    using Perf = cudnnConvolutionBwdDataAlgoPerf_t;
+    p.bwd_data = choose<Perf>(
+        ctx, p.conv, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1,
+        [&](int k, int* n, Perf* r) {
+          return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w, p.y, p.conv, p.x, k, n, r);
+        },
+        [&](int k, int* n, Perf* r, void* ws, size_t bytes) {
+          return cudnnFindConvolutionBackwardDataAlgorithmEx(h, p.w, w, p.y, dy, p.conv, p.x, dx, k, n, r, ws, bytes);
+        },
+        [&](int algo, size_t* bytes) {
+          return cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w, p.y, p.conv, p.x,
+                                                              static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), bytes);
+        });
     p.have_bwd_data = true;
   }
 };
