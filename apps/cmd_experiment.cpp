@@ -65,7 +65,7 @@ int run_experiment(const ExperimentFlags& f) {
 void add_experiment_command(CLI::App& app, Action& action) {
   auto flags = std::make_shared<ExperimentFlags>();
   auto* sub = app.add_subcommand("experiment", "Compare baseline, MRT and MRMF to the same target (the paper's tables)");
-  sub->add_option("--config,-c", flags->config, "Experiment YAML (see configs/experiment_*.yaml)")
+  sub->add_option("--config,-c", flags->config, "Experiment YAML (see configs/experiments/*.yaml)")
       ->required()
       ->check(CLI::ExistingFile);
   sub->add_option("--out,-o", flags->out, "Output folder: report.md, chart.svg, summary.json, per-run metrics")->required();

@@ -2,7 +2,6 @@
 // The sources (sharding, per-sample reads) are in data/loader_sources.cpp.
 #include "data/loader.h"
 
-#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -104,6 +103,8 @@ class LoaderImpl final : public Loader {
         free_slots_.push_back(i);
       }
       dev_raw_ = Tensor::empty(in_shape(o_.batch_size), s.dtype, o_.device);
+    } else if (o_.io_threads >= 2 && o_.prefetch_depth > 0) {
+      converter_ = std::make_unique<Worker>();
     }
   }
 
@@ -260,7 +261,6 @@ class LoaderImpl final : public Loader {
       const int64_t b = j.batch;
       j.result = IoThread::instance().submit([this, b, cancel, order]() -> Produced {
         if (cancel->load()) return Produced{};
-        omp_set_num_threads(o_.io_threads > 0 ? o_.io_threads : omp_get_num_procs());
         return produce(*order, b);
       });
       inflight_.push_back(std::move(j));
@@ -312,39 +312,92 @@ class LoaderImpl final : public Loader {
       cache_.resize(static_cast<size_t>(s.count() * cache_sample_bytes_));
       cached_.assign(static_cast<size_t>(s.count()), 0);
     }
-    const int64_t rb = s.raw_bytes();
-    // One staged sample, converted right after its read while it is still in
-    // L2 (a whole staged batch would go to memory and back first).
-    if (!cuda && !s.raw_ptr(0)) staging_.resize(static_cast<size_t>(rb));
-    for (int64_t j = 0; j < B; ++j) {
-      const int64_t i = order[static_cast<size_t>(b * B + j)];
-      std::memcpy(p.y.data<float>() + j * P, s.labels.data<float>() + i * P, static_cast<size_t>(P) * 4);
-      char* dst = static_cast<char*>(p.x.raw_data()) + j * (cuda ? rb : out_elems_ * 4);
-      char* cached = cache_on_ ? cache_.data() + i * cache_sample_bytes_ : nullptr;
-      if (cached && cached_[static_cast<size_t>(i)]) {
-        std::memcpy(dst, cached, static_cast<size_t>(cache_sample_bytes_));
-        continue;
-      }
-      if (cuda) {  // raw bytes for the device-side reduction
-        s.read_raw(i, dst);
-      } else {
+    const auto sample = [&](int64_t j) { return order[static_cast<size_t>(b * B + j)]; };
+    for (int64_t j = 0; j < B; ++j)
+      std::memcpy(p.y.data<float>() + j * P, s.labels.data<float>() + sample(j) * P, static_cast<size_t>(P) * 4);
+    const int64_t rb = s.raw_bytes(), ob = cuda ? rb : out_elems_ * 4;
+    char* const xb = static_cast<char*>(p.x.raw_data());
+    if (cuda) {  // raw bytes for the device-side reduction
+      for (int64_t j = 0; j < B; ++j)
+        if (!from_cache(sample(j), xb + j * ob)) {
+          s.read_raw(sample(j), xb + j * ob);
+          to_cache(sample(j), xb + j * ob);
+        }
+      return p;
+    }
+    const bool preloaded = s.raw_ptr(0) != nullptr;
+    for (auto& st : staging_)
+      if (!preloaded) st.resize(static_cast<size_t>(rb));
+    // One sample at a time, converted right after its read while it is still
+    // in cache (a whole staged batch would go to memory and back first).
+    if (!converter_) {
+      for (int64_t j = 0; j < B; ++j) {
+        const int64_t i = sample(j);
+        if (from_cache(i, xb + j * ob)) continue;
         const void* raw = s.raw_ptr(i);
         if (!raw) {
-          s.read_raw(i, staging_.data());
-          raw = staging_.data();
+          s.read_raw(i, staging_[0].data());
+          raw = staging_[0].data();
         }
-        // The plan was checked in the constructor: no per-sample checks,
-        // allocations or (single-threaded) OpenMP region.
-        kernels::FusedOutputs y;
-        y.y[0] = reinterpret_cast<float*>(dst);
-        kernels::run_fused_downsample(cpu_, plan_, raw, y);
+        convert(raw, i, xb + j * ob);
       }
-      if (cached) {
-        std::memcpy(cached, dst, static_cast<size_t>(cache_sample_bytes_));
-        cached_[static_cast<size_t>(i)] = 1;
+      return p;
+    }
+    // With the converter thread: a preloaded shard is converted half here,
+    // half there; a streamed one is a two-stage pipeline -- this thread reads
+    // sample k + 1 (HDF5 stays on the I/O thread) while the converter turns
+    // sample k into float32 -- over two staging buffers.
+    std::future<void> pending[2];
+    struct Drain {  // a read that throws must not unwind under running conversions
+      std::future<void>* f;
+      ~Drain() {
+        for (int k = 0; k < 2; ++k)
+          if (f[k].valid()) f[k].wait();
+      }
+    } drain{pending};
+    if (preloaded) {
+      const int64_t half = B / 2;
+      pending[0] = converter_->submit([&, half] {
+        for (int64_t j = half; j < B; ++j)
+          if (!from_cache(sample(j), xb + j * ob)) convert(s.raw_ptr(sample(j)), sample(j), xb + j * ob);
+      });
+      for (int64_t j = 0; j < half; ++j)
+        if (!from_cache(sample(j), xb + j * ob)) convert(s.raw_ptr(sample(j)), sample(j), xb + j * ob);
+    } else {
+      int reads = 0;
+      for (int64_t j = 0; j < B; ++j) {
+        const int64_t i = sample(j);
+        if (from_cache(i, xb + j * ob)) continue;
+        const int k = reads++ % 2;
+        if (pending[k].valid()) pending[k].get();  // its staging buffer is free again
+        s.read_raw(i, staging_[k].data());
+        pending[k] = converter_->submit([this, k, i, dst = xb + j * ob] { convert(staging_[k].data(), i, dst); });
       }
     }
+    for (auto& f : pending)
+      if (f.valid()) f.get();
     return p;
+  }
+
+  // Sample i's reduced (CPU) or raw (CUDA) bytes from the in-memory cache.
+  bool from_cache(int64_t i, char* dst) const {
+    if (!cache_on_ || !cached_[static_cast<size_t>(i)]) return false;
+    std::memcpy(dst, cache_.data() + i * cache_sample_bytes_, static_cast<size_t>(cache_sample_bytes_));
+    return true;
+  }
+  void to_cache(int64_t i, const char* src) {
+    if (!cache_on_) return;
+    std::memcpy(cache_.data() + i * cache_sample_bytes_, src, static_cast<size_t>(cache_sample_bytes_));
+    cached_[static_cast<size_t>(i)] = 1;  // distinct samples: the two threads never share an entry
+  }
+  // Raw sample i -> float32 channels-first at dst (CPU), then cached.
+  void convert(const void* raw, int64_t i, char* dst) {
+    // The plan was checked in the constructor: no per-sample checks,
+    // allocations or (single-threaded) OpenMP region.
+    kernels::FusedOutputs y;
+    y.y[0] = reinterpret_cast<float*>(dst);
+    kernels::run_fused_downsample(cpu_, plan_, raw, y);
+    to_cache(i, dst);
   }
 
   struct Cursor {  // the next batch to schedule
@@ -370,8 +423,10 @@ class LoaderImpl final : public Loader {
   // cache (touched by produce() only: one job at a time)
   bool cache_on_ = false;
   int64_t cache_sample_bytes_ = 0;
-  std::vector<char> cache_, staging_;
+  std::vector<char> cache_;
   std::vector<uint8_t> cached_;
+  std::vector<char> staging_[2];        // raw samples of a streamed source (CPU)
+  std::unique_ptr<Worker> converter_;  // io_threads == 2 on the CPU
   // CUDA path
   Stream stream_;
   std::vector<Tensor> slot_x_, slot_y_;
@@ -387,6 +442,8 @@ std::unique_ptr<Loader> open_loader(const DataSpec& spec, LoaderOptions opts) {
   MRMF_CHECK_KIND(Usage, opts.world >= 1 && opts.rank >= 0 && opts.rank < opts.world, "loader: rank ", opts.rank,
                   " outside a world of ", opts.world);
   MRMF_CHECK_KIND(Usage, !spec.path.empty(), "loader: no data path given");
+  MRMF_CHECK_KIND(Usage, opts.io_threads == 1 || opts.io_threads == 2, "loader: io_threads must be 1 or 2, got ",
+                  opts.io_threads);
   std::lock_guard<std::recursive_mutex> h(hdf5_mutex());  // the I/O thread may be serving another loader
   return std::make_unique<LoaderImpl>(detail::open_source(spec, opts), opts);
 }

@@ -9,14 +9,14 @@ std::recursive_mutex& hdf5_mutex() {
   return m;
 }
 
-IoThread& IoThread::instance() {
-  static IoThread t;  // joined at exit, after the loaders (which wait for their jobs) are gone
+Worker& IoThread::instance() {
+  static Worker t(true);  // joined at exit, after the loaders (which wait for their jobs) are gone
   return t;
 }
 
-IoThread::IoThread() { thread_ = std::thread([this] { loop(); }); }
+Worker::Worker(bool hold_hdf5_lock) : hdf5_(hold_hdf5_lock) { thread_ = std::thread([this] { loop(); }); }
 
-IoThread::~IoThread() {
+Worker::~Worker() {
   {
     std::lock_guard<std::mutex> l(mu_);
     stop_ = true;
@@ -25,7 +25,7 @@ IoThread::~IoThread() {
   if (thread_.joinable()) thread_.join();
 }
 
-void IoThread::push(std::function<void()> job) {
+void Worker::push(std::function<void()> job) {
   {
     std::lock_guard<std::mutex> l(mu_);
     jobs_.push_back(std::move(job));
@@ -33,7 +33,7 @@ void IoThread::push(std::function<void()> job) {
   cv_.notify_one();
 }
 
-void IoThread::loop() {
+void Worker::loop() {
   omp_set_num_threads(1);  // this thread's default; a job may raise it for itself
   for (;;) {
     std::function<void()> job;
@@ -44,8 +44,12 @@ void IoThread::loop() {
       job = std::move(jobs_.front());
       jobs_.pop_front();
     }
-    std::lock_guard<std::recursive_mutex> h(hdf5_mutex());
-    job();  // a packaged_task: exceptions go to its future
+    if (hdf5_) {
+      std::lock_guard<std::recursive_mutex> h(hdf5_mutex());
+      job();  // a packaged_task: exceptions go to its future
+    } else {
+      job();
+    }
   }
 }
 

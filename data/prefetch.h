@@ -1,14 +1,18 @@
-// The process's one background I/O thread.
+// Background threads of the data pipeline.
 //
-// Serial HDF5 is not thread-safe, so every loader of the process (train and
-// validation, coarse and dense) hands its reads to this single thread instead
-// of owning one: jobs run one at a time in submission order, each holding
+// Worker: one thread running queued jobs one at a time in submission order;
+// results (or exceptions) come back through futures. Destroying a worker runs
+// the jobs still queued, then joins.
+//
+// IoThread: the process's one I/O worker. Serial HDF5 is not thread-safe, so
+// every loader of the process (train and validation, coarse and dense) hands
+// its reads to this single thread instead of owning one; each job runs holding
 // hdf5_mutex(). Code that calls HDF5 from another thread while loaders may be
 // running (opening files, writing checkpoints) holds hdf5_mutex() too.
-// The thread starts on first use and is joined at process exit; it never
-// talks to MPI (MPI is initialised FUNNELED) and runs OpenMP regions with the
-// thread count a job asks for (1 by default, so that a background reduction
-// does not oversubscribe the cores the training step is using).
+// It starts on first use and is joined at process exit; it never talks to MPI
+// (MPI is initialised FUNNELED). Workers run OpenMP regions with one thread
+// unless a job asks for more, so that background conversions do not
+// oversubscribe the cores the training step is using.
 #pragma once
 
 #include <condition_variable>
@@ -23,10 +27,12 @@ namespace mrmf::data {
 
 std::recursive_mutex& hdf5_mutex();
 
-class IoThread {
+class Worker {
  public:
-  static IoThread& instance();
-  ~IoThread();
+  explicit Worker(bool hold_hdf5_lock = false);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
 
   // Queues `fn`; its result (or exception) arrives through the future.
   template <class F>
@@ -39,14 +45,18 @@ class IoThread {
   }
 
  private:
-  IoThread();
   void push(std::function<void()> job);
   void loop();
+  const bool hdf5_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> jobs_;
   bool stop_ = false;
   std::thread thread_;
+};
+
+struct IoThread {
+  static Worker& instance();
 };
 
 }  // namespace mrmf::data

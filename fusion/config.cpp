@@ -87,6 +87,7 @@ const std::vector<Field>& schema() {
       MRMF_LIST_FIELD("data.reduce", data.reduce, int64_t),
       MRMF_FIELD("data.cache", data.cache, bool),
       MRMF_FIELD("data.prefetch", data.prefetch, int64_t),
+      MRMF_FIELD("data.io_threads", data.io_threads, int64_t),
       MRMF_FIELD("data.max_train_samples", data.max_train_samples, int64_t),
       MRMF_FIELD("train.batch_size", train.batch_size, int64_t),
       MRMF_FIELD("train.val_batch_size", train.val_batch_size, int64_t),
@@ -229,6 +230,8 @@ void validate(const RunConfig& c) {
     MRMF_CHECK_KIND(Config, c.data.reduce[i] >= 1, "config key 'data.reduce[", i, "]': factors must be >= 1, got ",
                     c.data.reduce[i]);
   MRMF_CHECK_KIND(Config, c.data.prefetch >= 1, "config key 'data.prefetch': must be at least 1");
+  MRMF_CHECK_KIND(Config, c.data.io_threads == 1 || c.data.io_threads == 2,
+                  "config key 'data.io_threads': must be 1 or 2, got ", c.data.io_threads);
   MRMF_CHECK_KIND(Config, c.data.transform != "scale" || !c.data.scale.empty(),
                   "config key 'data.scale': transform 'scale' needs per-channel factors");
   MRMF_CHECK_KIND(Config, c.train.checkpoint_every >= 0, "config key 'train.checkpoint_every': must be >= 0");

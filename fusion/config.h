@@ -63,6 +63,7 @@ struct DataConfig {
   std::vector<int64_t> reduce;             // resolution reduction factor per spatial axis ([] = original)
   bool cache = true;                       // keep reduced data in memory after the first epoch
   int64_t prefetch = 2;                    // batches buffered by the I/O thread
+  int64_t io_threads = 1;                  // 2: a converter thread beside the I/O thread (CPU; data/loader.h)
   int64_t max_train_samples = 0;           // 0: all
 };
 

@@ -180,10 +180,13 @@ TEST_CASE("loader: resume mid-epoch, prefetch == synchronous, cache == uncached"
     REQUIRE(want[0][0].at({0, 1, 1, 0, 1}) == Approx(s / 8).epsilon(1e-5));
   }
   SECTION("synchronous and uncached give the same batches") {
+    // io_threads 2: reads of sample k + 1 overlap the conversion of sample k.
     for (int depth : {0, 1, 3})
-      for (bool cache : {false, true}) {
+      for (bool cache : {false, true})
+      for (int io : {1, 2}) {
         o.prefetch_depth = depth;
         o.cache_in_memory = cache;
+        o.io_threads = io;
         auto L = open_loader(spec, o);
         for (int e = 0; e < 3; ++e) {
           std::vector<Tensor> xs;
@@ -300,10 +303,14 @@ TEST_CASE("loader: prefetching across epochs never changes the batches", "[loade
 TEST_CASE("loader: Neuron Inverter batches equal the checked kernel on each sample", "[loader]") {
   Tmp d;
   write_ni(d / "ni.h5", 40, 32);
+  // io_threads 2: the converter thread takes half of each (odd) batch.
+  for (int io : {1, 2})
   for (NiLayout lay : {NiLayout::Transpose, NiLayout::Reinterpret})
     for (int64_t f : {1, 2, 4}) {
+      const int64_t B = io == 1 ? 8 : 7;
       LoaderOptions o;
-      o.batch_size = 8;
+      o.batch_size = B;
+      o.io_threads = io;
       o.seed = 3;
       o.reduce = {f};
       o.ni_layout = lay;
@@ -324,8 +331,8 @@ TEST_CASE("loader: Neuron Inverter batches equal the checked kernel on each samp
         Tensor one = Tensor::empty(lay == NiLayout::Transpose ? Shape{1, 32, 3} : Shape{1, 3, 32});
         std::memcpy(one.raw_data(), frames.data<float>() + ids[k] * 96, 96 * 4);
         const Tensor y = kernels::fused_downsample(cpu_stream(), one, spec)[0];  // [1, 3, 32 / f]
-        const Tensor& b = xs[k / 8];
-        REQUIRE(std::memcmp(y.raw_data(), b.data<float>() + (k % 8) * y.numel(), y.nbytes()) == 0);
+        const Tensor& b = xs[k / static_cast<size_t>(B)];
+        REQUIRE(std::memcmp(y.raw_data(), b.data<float>() + (k % static_cast<size_t>(B)) * y.numel(), y.nbytes()) == 0);
       }
     }
 }
@@ -386,6 +393,12 @@ TEST_CASE("loader: bad input is reported with file, dataset and expectation", "[
   o.batch_size = 4;
   auto ni = [&](const std::string& f) { return open_loader({DataFormat::NeuronInverter, f, Split::Train}, o); };
   REQUIRE_THAT(err([&] { ni(d / "missing.h5"); }), Catch::Contains("missing.h5"));
+  {
+    LoaderOptions bad = o;
+    bad.io_threads = 3;
+    REQUIRE_THAT(err([&] { open_loader({DataFormat::NeuronInverter, d / "missing.h5", Split::Train}, bad); }),
+                 Catch::Contains("io_threads must be 1 or 2, got 3"));
+  }
   {  // missing labels dataset
     H5File f = H5File::create(d / "nolab.h5");
     f.write("train_frames", Tensor::full({8, 4, 3}, 0.f));
