@@ -128,10 +128,11 @@ int main(int argc, char** argv) {
   std::unique_ptr<data::Loader> L;
   auto epoch_time = [&](data::DataFormat fmt, const std::string& path, int io, int64_t batch,
                         std::vector<int64_t> reduce) {
-    o.io_threads = io;
-    o.batch_size = batch;
-    o.reduce = std::move(reduce);
-    L = data::open_loader({fmt, path, data::Split::Train}, o);
+    data::LoaderOptions lo = o;
+    lo.io_threads = io;
+    lo.batch_size = batch;
+    lo.reduce = std::move(reduce);
+    L = data::open_loader({fmt, path, data::Split::Train}, lo);
     int64_t e = 0;
     const double t = best_of(3, [&] {
       L->start_epoch(e++);
@@ -166,7 +167,6 @@ int main(int argc, char** argv) {
       for (int64_t i = 0; i < fr.numel(); ++i) fr.data<float>()[i] = static_cast<float>(i % 977) * 0.01f;
       w.write(data::Split::Train, 0, fr, Tensor::full({ni_n, 19}, 0.f));
     }
-    o.cache_in_memory = false;
     const int64_t ni_bytes = T * 3 * 4;
     Tensor src = Tensor::empty({ni_n, T, 3}), dst = Tensor::empty({NB, T, 3});
     std::memset(src.raw_data(), 0, src.nbytes());
@@ -184,8 +184,6 @@ int main(int argc, char** argv) {
       row("    %-44s %12.0f %10.2f   %.0f %% of gather\n", name, ni_sps, ni_sps * ni_bytes / 1e9,
           100 * ni_sps / gather_sps);
     }
-    o.reduce.clear();
-    o.batch_size = B;
   }
 
   // (b) fused kernel vs memcpy of the same bytes, production-sized.
@@ -239,7 +237,6 @@ int main(int argc, char** argv) {
   const auto compute = std::chrono::duration<double>(1.5 * io_per_batch);
   o.cache_in_memory = false;
   o.io_threads = 1;
-  o.batch_size = B;
   row("\n(c) prefetch vs simulated compute of %.1f ms/batch   %9s %9s %9s %9s\n", compute.count() * 1e3, "epoch s",
       "wait s", "wait %", "ep1-3 %");
   std::unique_ptr<data::Loader> P;

@@ -326,20 +326,25 @@ class LoaderImpl final : public Loader {
       return p;
     }
     const bool preloaded = s.raw_ptr(0) != nullptr;
-    for (auto& st : staging_)
-      if (!preloaded) st.resize(static_cast<size_t>(rb));
-    // One sample at a time, converted right after its read while it is still
-    // in cache (a whole staged batch would go to memory and back first).
+    // Samples [lo, hi) of a preloaded shard, converted straight from RAM.
+    const auto convert_range = [&](int64_t lo, int64_t hi) {
+      for (int64_t j = lo; j < hi; ++j)
+        if (!from_cache(sample(j), xb + j * ob)) convert(s.raw_ptr(sample(j)), sample(j), xb + j * ob);
+    };
+    if (!preloaded)  // the second buffer only feeds the converter's pipeline
+      for (int k = 0; k < (converter_ ? 2 : 1); ++k) staging_[k].resize(static_cast<size_t>(rb));
     if (!converter_) {
+      if (preloaded) {
+        convert_range(0, B);
+        return p;
+      }
+      // One sample at a time, converted right after its read while it is
+      // still in cache (a whole staged batch would go to memory and back first).
       for (int64_t j = 0; j < B; ++j) {
         const int64_t i = sample(j);
         if (from_cache(i, xb + j * ob)) continue;
-        const void* raw = s.raw_ptr(i);
-        if (!raw) {
-          s.read_raw(i, staging_[0].data());
-          raw = staging_[0].data();
-        }
-        convert(raw, i, xb + j * ob);
+        s.read_raw(i, staging_[0].data());
+        convert(staging_[0].data(), i, xb + j * ob);
       }
       return p;
     }
@@ -356,13 +361,8 @@ class LoaderImpl final : public Loader {
       }
     } drain{pending};
     if (preloaded) {
-      const int64_t half = B / 2;
-      pending[0] = converter_->submit([&, half] {
-        for (int64_t j = half; j < B; ++j)
-          if (!from_cache(sample(j), xb + j * ob)) convert(s.raw_ptr(sample(j)), sample(j), xb + j * ob);
-      });
-      for (int64_t j = 0; j < half; ++j)
-        if (!from_cache(sample(j), xb + j * ob)) convert(s.raw_ptr(sample(j)), sample(j), xb + j * ob);
+      pending[0] = converter_->submit([&] { convert_range(B / 2, B); });
+      convert_range(0, B / 2);
     } else {
       int reads = 0;
       for (int64_t j = 0; j < B; ++j) {

@@ -44,12 +44,9 @@ void Worker::loop() {
       job = std::move(jobs_.front());
       jobs_.pop_front();
     }
-    if (hdf5_) {
-      std::lock_guard<std::recursive_mutex> h(hdf5_mutex());
-      job();  // a packaged_task: exceptions go to its future
-    } else {
-      job();
-    }
+    std::unique_lock<std::recursive_mutex> h(hdf5_mutex(), std::defer_lock);
+    if (hdf5_) h.lock();
+    job();  // a packaged_task: exceptions go to its future
   }
 }
 

@@ -171,8 +171,8 @@ struct FusedDownsample {
   // The CPU traversal of the same math (host only, g.chunk = whole rows).
   // Per output row and segment of it, the block's input rows (a, b) are
   // streamed once each; the running sums live in a small accumulator (in
-  // the input's order: see seg_last), the first row initialises it and the last one writes the
-  // outputs directly (a single row, as at factor 1, goes straight to the
+  // the input's order: see seg_last), the first row initialises it and the
+  // last one writes the outputs directly (a single row, as at factor 1, goes straight to the
   // output). Each output is summed from 0 in the same (a, b, z) order as
   // operator(), so both give identical bits. Channel counts and the last
   // axis factor are compile-time for the real data (CosmoFlow C = 4, Neuron
