@@ -129,6 +129,11 @@ struct FusedDownsample {
     return v;
   }
 
+  // Summation order, shared by both traversals so that they give the same
+  // bits: per output, for each z along the last axis, the f0 x f1 values at
+  // that z are summed in (a, b) order starting from the first one; then
+  // those per-z sums are added to 0 in z order. (The CPU rows keep the
+  // per-z sums as unit-stride running sums over whole input rows.)
   MRMF_HD void operator()(int64_t i) const {
     const int64_t j2 = i - g.chunk_div(i) * g.nchunk;
     int64_t q = g.chunk_div(i);
@@ -155,11 +160,14 @@ struct FusedDownsample {
             // o2 runs over the chunk's outputs of this level: contiguous writes.
             for (int64_t o2 = p2_begin * r2; o2 < p2_end * r2; ++o2) {
               float acc = 0.f;
-              for (int64_t a = 0; a < f0; ++a)
-                for (int64_t b = 0; b < f1; ++b) {
-                  const int64_t row = xc + a * g.s[0] + b * g.s[1] + o2 * f2 * g.s[2];
-                  for (int64_t z = 0; z < f2; ++z) acc += value(row + z * g.s[2], c);
-                }
+              for (int64_t z = 0; z < f2; ++z) {
+                const int64_t col = xc + (o2 * f2 + z) * g.s[2];
+                float t = value(col, c);
+                for (int64_t a = 0; a < f0; ++a)
+                  for (int64_t b = 0; b < f1; ++b)
+                    if (a != 0 || b != 0) t += value(col + a * g.s[0] + b * g.s[1], c);
+                acc += t;
+              }
               yrow[o2] = acc * inv;
             }
           }
@@ -167,102 +175,107 @@ struct FusedDownsample {
     }
   }
 
-#if !defined(__CUDA_ARCH__)
+#if !defined(__CUDACC__)
   // The CPU traversal of the same math (host only, g.chunk = whole rows).
-  // Per output row and segment of it, the block's input rows (a, b) are
-  // streamed once each; the running sums live in a small accumulator (in
-  // the input's order: see seg_last), the first row initialises it and the
-  // last one writes the outputs directly (a single row, as at factor 1, goes straight to the
-  // output). Each output is summed from 0 in the same (a, b, z) order as
-  // operator(), so both give identical bits. Channel counts and the last
-  // axis factor are compile-time for the real data (CosmoFlow C = 4, Neuron
-  // Inverter C = 3; f2 = 1, 2, 4), so that GCC turns the channels-last
-  // deinterleave into vector code; other values take the runtime versions.
+  // Per output row and segment of it, the block's f0 x f1 input rows are
+  // streamed once each in (a, b) order. All rows but the last add into a
+  // small accumulator with one running sum per INPUT position (w, z, c):
+  // a unit-stride stream in and out, which vectorises whatever C and f2
+  // are (an accumulator per output made every row a strided
+  // deinterleave: 2x2x2 ran at 62 % of memcpy). The last row adds itself,
+  // sums the f2 neighbours and writes the channel-major output. Channel
+  // counts and the last-axis factor are compile-time for the real data
+  // (CosmoFlow C = 4, Neuron Inverter C = 3; f2 = 1, 2, 4), so that GCC
+  // fully unrolls the per-position (z, c) loops; other values take the
+  // runtime versions. Channels-first rows are the same with one channel.
   static constexpr int64_t kAcc = 2048;  // floats (8 KiB): stays in L1
 
-  // One input row of a channels-last segment of wn outputs, all channels.
-  // The accumulator keeps the input's interleaved [w][c] order, so every row
-  // but the last one is a unit-stride stream in and out (vector code); only
-  // the last row deinterleaves into the channel-major output. (A channel-major
-  // accumulator made every row a strided scatter: 1/2 along x ran at 68 % of
-  // memcpy against 103 % for the plain conversion.)
-  template <bool kFirst, bool kFinal, int kC, int kF2>
-  void seg_last(float* acc, int64_t row, int64_t wn, int64_t f2, float* y, int64_t ystride, float inv) const {
-    const int64_t C = kC > 0 ? kC : g.c, F2 = kF2 > 0 ? kF2 : f2;
+  // Channel of lane j of a position: compile-time pattern when kC > 0.
+  template <int kC>
+  MRMF_INLINE int64_t lane_channel(int64_t j, int64_t C, int64_t c_fixed) const {
+    if (kC == 1) return c_fixed;
+    return j % (kC > 0 ? kC : C);
+  }
+
+  // A row that is not the block's last: acc[k] (+)= value, k over wn positions
+  // of P = f2 * C inputs each.
+  template <bool kFirst, int kC, int kF2>
+  void seg_add(float* acc, int64_t row, int64_t wn, int64_t C, int64_t f2, int64_t c_fixed) const {
+    const int64_t P = (kC > 0 ? kC : C) * (kF2 > 0 ? kF2 : f2);
     for (int64_t w = 0; w < wn; ++w)
-      for (int64_t c = 0; c < C; ++c) {
-        float s = kFirst ? 0.f : acc[w * C + c];
-        for (int64_t z = 0; z < F2; ++z) s += value(row + (w * F2 + z) * C + c, c);
-        if (kFinal)
-          y[c * ystride + w] = s * inv;
-        else
-          acc[w * C + c] = s;
+      for (int64_t j = 0; j < P; ++j) {
+        const float v = value(row + w * P + j, lane_channel<kC>(j, C, c_fixed));
+        acc[w * P + j] = kFirst ? v : acc[w * P + j] + v;
       }
   }
 
-  // One input row of one channel of a channels-first segment (unit stride).
-  template <bool kFirst, bool kFinal, int kF2>
-  void seg_first(float* acc, int64_t row, int64_t wn, int64_t f2, int64_t c, float* y, float inv) const {
-    const int64_t F2 = kF2 > 0 ? kF2 : f2;
-    for (int64_t w = 0; w < wn; ++w) {
-      float s = kFirst ? 0.f : acc[w];
-      for (int64_t z = 0; z < F2; ++z) s += value(row + w * F2 + z, c);
-      if (kFinal)
-        y[w] = s * inv;
-      else
-        acc[w] = s;
+  // The block's last row: per output (w, c), the sum from 0 over z of
+  // (acc + value), scaled; channel c's outputs are ystride apart. At f2 = 1
+  // that is one pass (convert, add, deinterleave). At f2 > 1 a single pass
+  // mixes the z-sum into the deinterleave and compiles to a shuffle storm
+  // (it cost three times the f2 = 1 pass per row), so it is split into
+  // three vector-friendly ones with the same additions in the same order:
+  // the row into acc (t_z = acc + value), the z-sums into a [w][c] buffer
+  // (s = 0 + t_0 + t_1 ...), then the deinterleave.
+  template <bool kFirst, int kC, int kF2>
+  void seg_out(float* acc, int64_t row, int64_t wn, int64_t C, int64_t f2, int64_t c_fixed, float* y,
+               int64_t ystride, float inv) const {
+    const int64_t Cn = kC > 0 ? kC : C;
+    if (kF2 == 1) {
+      for (int64_t w = 0; w < wn; ++w)
+        for (int64_t c = 0; c < Cn; ++c) {
+          const int64_t k = w * Cn + c;
+          const float v = value(row + k, kC == 1 ? c_fixed : c);
+          y[c * ystride + w] = (0.f + (kFirst ? v : acc[k] + v)) * inv;
+        }
+      return;
     }
-  }
-
-  // The f0 x f1 input rows of one output segment, in (a, b) order.
-  template <int kC, int kF2>
-  void block_last(float* acc, int64_t x01, int64_t w0, int64_t wn, const int64_t* f, float* y,
-                  int64_t ystride, float inv) const {
-    const int64_t C = kC > 0 ? kC : g.c;
-    for (int64_t a = 0; a < f[0]; ++a)
-      for (int64_t b = 0; b < f[1]; ++b) {
-        const int64_t row = x01 + a * g.s[0] + b * g.s[1] + w0 * f[2] * C;
-        const bool first = a == 0 && b == 0, fin = a == f[0] - 1 && b == f[1] - 1;
-        if (first && fin)
-          seg_last<true, true, kC, kF2>(acc, row, wn, f[2], y, ystride, inv);
-        else if (first)
-          seg_last<true, false, kC, kF2>(acc, row, wn, f[2], y, ystride, inv);
-        else if (fin)
-          seg_last<false, true, kC, kF2>(acc, row, wn, f[2], y, ystride, inv);
-        else
-          seg_last<false, false, kC, kF2>(acc, row, wn, f[2], y, ystride, inv);
+    const int64_t F2 = kF2 > 0 ? kF2 : f2, P = Cn * F2;
+    seg_add<kFirst, kC, kF2>(acc, row, wn, C, f2, c_fixed);
+    float t[kAcc / 2];  // wn * C <= kAcc / f2
+    for (int64_t w = 0; w < wn; ++w)
+      for (int64_t c = 0; c < Cn; ++c) {
+        float sum = 0.f;
+        for (int64_t z = 0; z < F2; ++z) sum += acc[w * P + z * Cn + c];
+        t[w * Cn + c] = sum;
       }
+    for (int64_t w = 0; w < wn; ++w)
+      for (int64_t c = 0; c < Cn; ++c) y[c * ystride + w] = t[w * Cn + c] * inv;
   }
 
-  template <int kF2>
-  void block_first(float* acc, int64_t x0c, int64_t w0, int64_t wn, const int64_t* f, int64_t c, float* y,
-                   float inv) const {
+  // The f0 x f1 input rows of one output segment, in (a, b) order. `x0`
+  // addresses the segment's first input of row (0, 0).
+  template <int kC, int kF2>
+  void block(float* acc, int64_t x0, int64_t wn, const int64_t* f, int64_t C, int64_t c_fixed, float* y,
+             int64_t ystride, float inv) const {
+    const int64_t rows = f[0] * f[1];
+    if (rows == 1) {
+      seg_out<true, kC, kF2>(acc, x0, wn, C, f[2], c_fixed, y, ystride, inv);
+      return;
+    }
     for (int64_t a = 0; a < f[0]; ++a)
       for (int64_t b = 0; b < f[1]; ++b) {
-        const int64_t row = x0c + a * g.s[0] + b * g.s[1] + w0 * f[2];
-        const bool first = a == 0 && b == 0, fin = a == f[0] - 1 && b == f[1] - 1;
-        if (first && fin)
-          seg_first<true, true, kF2>(acc, row, wn, f[2], c, y, inv);
-        else if (first)
-          seg_first<true, false, kF2>(acc, row, wn, f[2], c, y, inv);
-        else if (fin)
-          seg_first<false, true, kF2>(acc, row, wn, f[2], c, y, inv);
+        const int64_t row = x0 + a * g.s[0] + b * g.s[1];
+        if (a == 0 && b == 0)
+          seg_add<true, kC, kF2>(acc, row, wn, C, f[2], c_fixed);
+        else if (a == f[0] - 1 && b == f[1] - 1)
+          seg_out<false, kC, kF2>(acc, row, wn, C, f[2], c_fixed, y, ystride, inv);
         else
-          seg_first<false, false, kF2>(acc, row, wn, f[2], c, y, inv);
+          seg_add<false, kC, kF2>(acc, row, wn, C, f[2], c_fixed);
       }
   }
 
   template <int kC>
-  void block_last_f2(float* acc, int64_t x01, int64_t w0, int64_t wn, const int64_t* f, float* y,
-                     int64_t ystride, float inv) const {
+  void block_f2(float* acc, int64_t x0, int64_t wn, const int64_t* f, int64_t C, int64_t c_fixed, float* y,
+                int64_t ystride, float inv) const {
     if (f[2] == 1)
-      block_last<kC, 1>(acc, x01, w0, wn, f, y, ystride, inv);
+      block<kC, 1>(acc, x0, wn, f, C, c_fixed, y, ystride, inv);
     else if (f[2] == 2)
-      block_last<kC, 2>(acc, x01, w0, wn, f, y, ystride, inv);
+      block<kC, 2>(acc, x0, wn, f, C, c_fixed, y, ystride, inv);
     else if (f[2] == 4)
-      block_last<kC, 4>(acc, x01, w0, wn, f, y, ystride, inv);
+      block<kC, 4>(acc, x0, wn, f, C, c_fixed, y, ystride, inv);
     else
-      block_last<kC, 0>(acc, x01, w0, wn, f, y, ystride, inv);
+      block<kC, 0>(acc, x0, wn, f, C, c_fixed, y, ystride, inv);
   }
 
   void row_cpu(int64_t i) const {
@@ -272,7 +285,7 @@ struct FusedDownsample {
     const int64_t p0 = q - g.nblk0_div(q) * g.nblk[0];
     const int64_t n = g.nblk0_div(q);
     const int64_t C = g.c;
-    // Channels-last rows are [w][c] interleaved; channels-first ones (and a
+    // Channels-last rows are [w][z][c] interleaved; channels-first ones (and a
     // single channel) are unit-stride per channel (g.s[2] == 1).
     const bool last = g.s_c == 1 && C > 1;
     float acc[kAcc];
@@ -282,37 +295,27 @@ struct FusedDownsample {
       const int64_t O0 = g.out[l][0], O1 = g.out[l][1], O2 = g.out[l][2];
       const int64_t ystride = O0 * O1 * O2;  // between channels
       const float inv = g.inv[l];
+      const int64_t lanes = last ? C : 1;
+      const int64_t seg = kAcc / (lanes * f[2]) > 0 ? kAcc / (lanes * f[2]) : 1;  // outputs per segment
       for (int64_t u0 = 0; u0 < r0; ++u0)
         for (int64_t u1 = 0; u1 < r1; ++u1) {
           const int64_t o0 = p0 * r0 + u0, o1 = p1 * r1 + u1;
           const int64_t x01 = n * g.s_n + o0 * f[0] * g.s[0] + o1 * f[1] * g.s[1];
           float* const y0 = o.y[l] + ((n * C * O0 + o0) * O1 + o1) * O2;  // channel 0's row
-          if (last) {
-            const int64_t seg = kAcc / C;
-            for (int64_t w0 = 0; w0 < O2; w0 += seg) {
-              const int64_t wn = w0 + seg < O2 ? seg : O2 - w0;
+          for (int64_t w0 = 0; w0 < O2; w0 += seg) {
+            const int64_t wn = w0 + seg < O2 ? seg : O2 - w0;
+            if (last) {
+              const int64_t x0 = x01 + w0 * f[2] * C;
               if (C == 4)
-                block_last_f2<4>(acc, x01, w0, wn, f, y0 + w0, ystride, inv);
+                block_f2<4>(acc, x0, wn, f, C, 0, y0 + w0, ystride, inv);
               else if (C == 3)
-                block_last_f2<3>(acc, x01, w0, wn, f, y0 + w0, ystride, inv);
+                block_f2<3>(acc, x0, wn, f, C, 0, y0 + w0, ystride, inv);
               else
-                block_last_f2<0>(acc, x01, w0, wn, f, y0 + w0, ystride, inv);
+                block_f2<0>(acc, x0, wn, f, C, 0, y0 + w0, ystride, inv);
+            } else {
+              for (int64_t c = 0; c < C; ++c)
+                block_f2<1>(acc, x01 + c * g.s_c + w0 * f[2], wn, f, 1, c, y0 + c * ystride + w0, 0, inv);
             }
-          } else {
-            for (int64_t c = 0; c < C; ++c)
-              for (int64_t w0 = 0; w0 < O2; w0 += kAcc) {
-                const int64_t wn = w0 + kAcc < O2 ? kAcc : O2 - w0;
-                float* const y = y0 + c * ystride + w0;
-                const int64_t x0c = x01 + c * g.s_c;
-                if (f[2] == 1)
-                  block_first<1>(acc, x0c, w0, wn, f, c, y, inv);
-                else if (f[2] == 2)
-                  block_first<2>(acc, x0c, w0, wn, f, c, y, inv);
-                else if (f[2] == 4)
-                  block_first<4>(acc, x0c, w0, wn, f, c, y, inv);
-                else
-                  block_first<0>(acc, x0c, w0, wn, f, c, y, inv);
-              }
           }
         }
     }
