@@ -143,36 +143,39 @@ struct FusedDownsample {
     const int64_t n = g.nblk0_div(q);
     const int64_t p2_begin = j2 * g.chunk;
     const int64_t p2_end = min_of(p2_begin + g.chunk, g.nblk[2]);
-    const int64_t xn = n * g.s_n;
-    for (int l = 0; l < g.levels; ++l) {
-      const int64_t f0 = g.f[l][0], f1 = g.f[l][1], f2 = g.f[l][2];
-      const int64_t r0 = g.block[0] / f0, r1 = g.block[1] / f1, r2 = g.block[2] / f2;
-      const int64_t O0 = g.out[l][0], O1 = g.out[l][1], O2 = g.out[l][2];
-      const float inv = g.inv[l];
-      float* const yl = o.y[l];
-      for (int64_t u0 = 0; u0 < r0; ++u0)
-        for (int64_t u1 = 0; u1 < r1; ++u1) {
-          const int64_t o0 = p0 * r0 + u0, o1 = p1 * r1 + u1;
-          const int64_t x01 = xn + o0 * f0 * g.s[0] + o1 * f1 * g.s[1];
-          for (int64_t c = 0; c < g.c; ++c) {
-            float* const yrow = yl + (((n * g.c + c) * O0 + o0) * O1 + o1) * O2;
-            const int64_t xc = x01 + c * g.s_c;
-            // o2 runs over the chunk's outputs of this level: contiguous writes.
-            for (int64_t o2 = p2_begin * r2; o2 < p2_end * r2; ++o2) {
-              float acc = 0.f;
-              for (int64_t z = 0; z < f2; ++z) {
-                const int64_t col = xc + (o2 * f2 + z) * g.s[2];
-                float t = value(col, c);
-                for (int64_t a = 0; a < f0; ++a)
-                  for (int64_t b = 0; b < f1; ++b)
-                    if (a != 0 || b != 0) t += value(col + a * g.s[0] + b * g.s[1], c);
-                acc += t;
-              }
-              yrow[o2] = acc * inv;
+    for (int l = 0; l < g.levels; ++l) level_outputs(l, n, p0, p1, p2_begin, p2_end);
+  }
+
+  // Level l's outputs inside coarse block (n, p0, p1) for the coarse
+  // positions [p2_begin, p2_end) along the last axis, one output at a time.
+  MRMF_HD void level_outputs(int l, int64_t n, int64_t p0, int64_t p1, int64_t p2_begin, int64_t p2_end) const {
+    const int64_t f0 = g.f[l][0], f1 = g.f[l][1], f2 = g.f[l][2];
+    const int64_t r0 = g.block[0] / f0, r1 = g.block[1] / f1, r2 = g.block[2] / f2;
+    const int64_t O0 = g.out[l][0], O1 = g.out[l][1], O2 = g.out[l][2];
+    const float inv = g.inv[l];
+    float* const yl = o.y[l];
+    for (int64_t u0 = 0; u0 < r0; ++u0)
+      for (int64_t u1 = 0; u1 < r1; ++u1) {
+        const int64_t o0 = p0 * r0 + u0, o1 = p1 * r1 + u1;
+        const int64_t x01 = n * g.s_n + o0 * f0 * g.s[0] + o1 * f1 * g.s[1];
+        for (int64_t c = 0; c < g.c; ++c) {
+          float* const yrow = yl + (((n * g.c + c) * O0 + o0) * O1 + o1) * O2;
+          const int64_t xc = x01 + c * g.s_c;
+          // o2 runs over the chunk's outputs of this level: contiguous writes.
+          for (int64_t o2 = p2_begin * r2; o2 < p2_end * r2; ++o2) {
+            float acc = 0.f;
+            for (int64_t z = 0; z < f2; ++z) {
+              const int64_t col = xc + (o2 * f2 + z) * g.s[2];
+              float t = value(col, c);
+              for (int64_t a = 0; a < f0; ++a)
+                for (int64_t b = 0; b < f1; ++b)
+                  if (a != 0 || b != 0) t += value(col + a * g.s[0] + b * g.s[1], c);
+              acc += t;
             }
+            yrow[o2] = acc * inv;
           }
         }
-    }
+      }
   }
 
 #if !defined(__CUDACC__)
@@ -296,7 +299,11 @@ struct FusedDownsample {
       const int64_t ystride = O0 * O1 * O2;  // between channels
       const float inv = g.inv[l];
       const int64_t lanes = last ? C : 1;
-      const int64_t seg = kAcc / (lanes * f[2]) > 0 ? kAcc / (lanes * f[2]) : 1;  // outputs per segment
+      if (lanes * f[2] > kAcc) {  // one output's inputs overflow the accumulator: plain loops
+        level_outputs(l, n, p0, p1, 0, g.nblk[2]);
+        continue;
+      }
+      const int64_t seg = kAcc / (lanes * f[2]);  // outputs per segment
       for (int64_t u0 = 0; u0 < r0; ++u0)
         for (int64_t u1 = 0; u1 < r1; ++u1) {
           const int64_t o0 = p0 * r0 + u0, o1 = p1 * r1 + u1;

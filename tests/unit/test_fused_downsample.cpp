@@ -201,7 +201,8 @@ bool bit_equal(const Tensor& a, const Tensor& b) {
 
 TEST_CASE("fused downsample: the CPU row traversal gives the functor's (GPU math's) bits", "[fused_downsample]") {
   // Specialised paths (C = 3, 4; f2 = 1, 2), the runtime ones (C = 1, 2, 5; f2 = 3, 4),
-  // both layouts, several segments per row (W / f2 outputs > 2048 / C) and -0.0 inputs.
+  // both layouts, several segments per row (W / f2 outputs > 2048 / C), factors too
+  // large for the row accumulator, and -0.0 inputs.
   struct Case {
     std::vector<int64_t> shape;
     bool last;
@@ -220,7 +221,10 @@ TEST_CASE("fused downsample: the CPU row traversal gives the functor's (GPU math
       {{1, 4, 4, 10, 5}, true, {{2, 2, 2}, {2, 2, 1}}},
       {{2, 3, 1600}, false, {{1}, {2}, {4}}},
       {{1, 4, 4, 4, 8}, false, {{1, 1, 1}, {2, 2, 2}, {4, 4, 2}}},
-      {{1, 2, 2, 2, 4100}, false, {{1, 1, 1}, {1, 1, 2}}}};
+      {{1, 2, 2, 2, 4100}, false, {{1, 1, 1}, {1, 1, 2}}},
+      // Factors whose inputs per output overflow the row accumulator (2048 floats).
+      {{1, 4096, 3}, true, {{1}, {4096}, {2}}},
+      {{1, 2, 1, 2, 4100}, false, {{1, 1, 4100}, {1, 1, 2}}}};
   const std::vector<float> scale{0.5f, 2.f, -1.f, 3.f, 0.25f}, shift{1.f, 0.f, 3.f, -2.f, 0.5f};
   for (DType dt : {DType::U16, DType::I16, DType::F16, DType::F32})
     for (FusedTransform tf : {FusedTransform::None, FusedTransform::Log1p, FusedTransform::Scale})
