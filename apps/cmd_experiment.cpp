@@ -32,6 +32,17 @@ int run_experiment(const ExperimentFlags& f) {
   const Device device = select_device(ro);
   Orchestrator orch(cfg, world, device, f.out);
 
+  ReportContext ctx;
+  if (world.is_root()) {
+    std::ifstream in(f.config);
+    std::stringstream text;
+    text << in.rdbuf();
+    ctx.title = "MRMF experiment: " + std::filesystem::path(f.config).filename().string();
+    ctx.config_text = text.str();
+    ctx.ranks = world.size();
+    ctx.device = device.str();
+    ctx.target_val_loss = cfg.target_val_loss;
+  }
   std::vector<MethodRun> runs;
   const size_t total = cfg.methods.size() * cfg.seeds.size();
   size_t k = 0;
@@ -43,21 +54,13 @@ int run_experiment(const ExperimentFlags& f) {
       log::info("=== {} seed {}: {:.1f} s, final val loss {:.5f}{}, epochs {} before / {} after fusion", m, seed,
                 r.total_s, r.final_val_loss, r.reached_target ? "" : " (target NOT reached)", r.epochs_before_fusion,
                 r.epochs_after_fusion);
+      // The report is rewritten after every run, so that an experiment of
+      // hours that is stopped (or fails) keeps the results it already has.
+      if (world.is_root()) write_report(f.out, runs, ctx);
     }
   }
-  if (world.is_root()) {
-    std::ifstream in(f.config);
-    std::stringstream text;
-    text << in.rdbuf();
-    ReportContext ctx;
-    ctx.title = "MRMF experiment: " + std::filesystem::path(f.config).filename().string();
-    ctx.config_text = text.str();
-    ctx.ranks = world.size();
-    ctx.device = device.str();
-    ctx.target_val_loss = cfg.target_val_loss;
-    write_report(f.out, runs, ctx);
+  if (world.is_root())
     std::printf("\n%s\nwrote %s/{report.md,chart.svg,summary.json}\n", summary_table(runs).c_str(), f.out.c_str());
-  }
   return 0;
 }
 }  // namespace

@@ -211,3 +211,38 @@ TEST_CASE("cli: train, eval and predict round trip on a tiny file", "[cli]") {
   CHECK(r.code == 1);
   CHECK_THAT(r.out, Catch::Contains("gone.h5"));
 }
+
+TEST_CASE("cli: an experiment that dies part-way keeps the report of the runs it finished", "[cli][experiment]") {
+  SKIP_WITHOUT_BINARY();
+  if (!has_command("experiment")) {
+    WARN("this mrmf has no experiment subcommand: skipping");
+    return;
+  }
+  Scratch s;
+  const std::string data = (s.dir / "ni.h5").string();
+  Result r = run("datagen neuron-inverter --out " + data + " --train 256 --val 64 --test 64 --time-bins 64 --seed 3");
+  REQUIRE(r.code == 0);
+  write_config(s.dir, data);
+  // baseline: 1 epoch of 8 steps; MRT's coarse stage then runs up to 3 epochs
+  // (threshold 0: no plateau) and the process dies abruptly at its step 12.
+  const fs::path exp = s.dir / "exp.yaml";
+  std::ofstream(exp) << "base: tiny.yaml\n"
+                        "experiment:\n"
+                        "  methods: [baseline, mrt]\n"
+                        "  seeds: [1]\n"
+                        "  target_val_loss: 0.001\n"
+                        "  max_epochs: 1\n"
+                        "  ladder: [[2], [1]]\n"
+                        "  coarse_stop: {threshold: 0.0, patience: 1, max_epochs: 3}\n";
+  const std::string out = (s.dir / "exp").string();
+  r = run_prefixed("MRMF_FAULT_EXIT=0:12 ", "experiment --config " + exp.string() + " --out " + out);
+  INFO(r.out);
+  CHECK(r.code != 0);
+  CHECK_THAT(r.out, Catch::Contains("MRMF_FAULT_EXIT"));
+  REQUIRE(fs::exists(fs::path(out) / "report.md"));
+  REQUIRE(fs::exists(fs::path(out) / "summary.json"));
+  const auto j = nlohmann::json::parse(std::ifstream(fs::path(out) / "summary.json"));
+  REQUIRE(j["runs"].size() == 1);
+  CHECK(j["runs"][0]["method"] == "baseline");
+  CHECK(j["runs"][0]["stages"][0]["stop_reason"] == "max_epochs");
+}
