@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""scripts/time_to_target.py on a hand-made experiment folder whose answers
+are known: stage times add up before the final stage, 'first' and 'K in a
+row' find the right epochs, methods missing a target say so, and a missing
+stage's metrics are an error naming the tag."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(ROOT, "scripts", "time_to_target.py")
+
+
+def write_run(d, method, seed, stages, fusion_s):
+    """stages: [(name, subdir, [(epoch_s, val_loss), ...]), ...]"""
+    for name, sub, epochs in stages:
+        p = os.path.join(d, method, "seed%d" % seed, sub)
+        os.makedirs(p, exist_ok=True)
+        with open(os.path.join(p, "metrics.jsonl"), "w") as f:
+            for e, (t, v) in enumerate(epochs):
+                f.write(json.dumps({"epoch": e, "epoch_s": t, "val_loss": v, "tag": name}) + "\n")
+    return {"method": method, "seed": seed, "fusion_s": fusion_s,
+            "stages": [{"name": n, "time_s": sum(t for t, _ in ep)} for n, _, ep in stages]}
+
+
+def run(args):
+    p = subprocess.run([sys.executable, SCRIPT] + args, capture_output=True, text=True)
+    return p.returncode, p.stdout + p.stderr
+
+
+def row(text, method, target):
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 5 and cells[0] == method and cells[1] == "%.3f" % target:
+            return cells
+    raise AssertionError("no row for %s at %.3f in:\n%s" % (method, target, text))
+
+
+def main():
+    with tempfile.TemporaryDirectory() as d:
+        runs = [
+            # baseline: <= 0.12 first at 20 s, twice in a row at 50 s
+            write_run(d, "baseline", 1, [("baseline/baseline@1", "baseline",
+                                          [(10, 0.3), (10, 0.1), (10, 0.2), (10, 0.1), (10, 0.1)])], 0.0),
+            # mrmf1: pre-fusion 5 + 10 s, fusion 1 s; then first at 16 + 20 = 36 s, in a row at 46 s
+            write_run(d, "mrmf1", 1, [("m/coarse", "stage1_coarse", [(5, 0.05)]),
+                                      ("m/dense", "stage1_dense", [(10, 0.5)]),
+                                      ("m/finetune", "finetune", [(10, 0.15), (10, 0.11), (10, 0.11)])], 1.0),
+        ]
+        with open(os.path.join(d, "summary.json"), "w") as f:
+            json.dump({"methods": {"mrmf1": {}, "baseline": {}}, "runs": runs}, f)
+        code, out = run([d, "--targets", "0.12", "0.05"])
+        assert code == 0, out
+        b, m = row(out, "baseline", 0.12), row(out, "mrmf1", 0.12)
+        assert b[2] == "20.0" and b[3] == "50.0", b
+        # the coarse stage's 0.05 does not count: only the final stage is at full resolution
+        assert m[2] == "36.0" and m[3] == "46.0", m
+        assert m[4] == "1.80 / 0.92", m
+        assert row(out, "mrmf1", 0.05)[2] == "not reached", out
+        assert out.index("| baseline |") < out.index("| mrmf1 |"), "methods not in run order"
+        # equal-time budget = the baseline's 50 s: mrmf1's best by then is 0.11 (at 46 s)
+        assert "| mrmf1 | 0.1100 ± 0.0000 |" in out, out
+
+        os.remove(os.path.join(d, "mrmf1", "seed1", "finetune", "metrics.jsonl"))
+        code, out = run([d, "--targets", "0.12"])
+        assert code != 0 and "m/finetune" in out, out
+    print("time_to_target: ok")
+
+
+if __name__ == "__main__":
+    main()
