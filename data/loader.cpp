@@ -28,6 +28,13 @@ DataFormat parse_data_format(const std::string& s) {
   MRMF_THROW(Usage, "unknown data format '", s, "' (expected neuron_inverter, cosmoflow or cosmoflow_lbann)");
 }
 
+ReduceOn parse_reduce_on(const std::string& s) {
+  if (s == "auto") return ReduceOn::Auto;
+  if (s == "host") return ReduceOn::Host;
+  if (s == "device") return ReduceOn::Device;
+  MRMF_THROW(Usage, "unknown reduce_on '", s, "' (expected auto, host or device)");
+}
+
 const char* data_format_name(DataFormat f) {
   switch (f) {
     case DataFormat::NeuronInverter: return "neuron_inverter";
@@ -50,7 +57,7 @@ int64_t default_cache_limit() {
 
 // ---------------------------------------------------------------- the loader
 struct Produced {
-  Tensor x, y;    // CPU device: final float32 batch; CUDA: pinned raw staging + labels
+  Tensor x, y;    // CPU device: final float32 batch; CUDA: pinned staging (raw, or reduced on the host) + labels
   int slot = -1;  // pinned slot to give back (CUDA path)
 };
 
@@ -90,22 +97,25 @@ class LoaderImpl final : public Loader {
     out_elems_ = sample_shape_.numel();
     batches_ = s.common_batches;
     const bool cuda = o_.device.is_cuda();
-    const int64_t per_sample = cuda ? s.raw_bytes() : out_elems_ * 4;
+    MRMF_CHECK_KIND(Usage, cuda || o_.reduce_on != ReduceOn::Device,
+                    "loader: reduce_on 'device' needs a CUDA device, this loader's is ", o_.device.str());
+    dev_reduce_ = cuda && o_.reduce_on != ReduceOn::Host;
+    const int64_t per_sample = dev_reduce_ ? s.raw_bytes() : out_elems_ * 4;
     const int64_t limit = o_.cache_max_bytes > 0 ? o_.cache_max_bytes : default_cache_limit();
-    // On CUDA a preloaded shard is already the cache (the GPU reduction is cheap).
-    cache_on_ = o_.cache_in_memory && !(cuda && s.raw_ptr(0)) && s.count() * per_sample <= limit;
+    // Reducing on the GPU, a preloaded shard is already the cache (the GPU reduction is cheap).
+    cache_on_ = o_.cache_in_memory && !(dev_reduce_ && s.raw_ptr(0)) && s.count() * per_sample <= limit;
     cache_sample_bytes_ = per_sample;
-    if (cuda) {
+    if (cuda) {  // pinned staging: raw samples (reduced on the device) or reduced float32 ones
       stream_ = Stream::create(o_.device);
       for (int i = 0; i <= std::max(o_.prefetch_depth, 0); ++i) {
-        slot_x_.push_back(Tensor::empty(in_shape(o_.batch_size), s.dtype, Device::cpu(), true));
+        slot_x_.push_back(dev_reduce_ ? Tensor::empty(in_shape(o_.batch_size), s.dtype, Device::cpu(), true)
+                                      : Tensor::empty(batch_shape(), DType::F32, Device::cpu(), true));
         slot_y_.push_back(Tensor::empty({o_.batch_size, s.params}, DType::F32, Device::cpu(), true));
         free_slots_.push_back(i);
       }
-      dev_raw_ = Tensor::empty(in_shape(o_.batch_size), s.dtype, o_.device);
-    } else if (o_.io_threads >= 2 && o_.prefetch_depth > 0) {
-      converter_ = std::make_unique<Worker>();
+      if (dev_reduce_) dev_raw_ = Tensor::empty(in_shape(o_.batch_size), s.dtype, o_.device);
     }
+    if (!dev_reduce_ && o_.io_threads >= 2 && o_.prefetch_depth > 0) converter_ = std::make_unique<Worker>();
   }
 
   ~LoaderImpl() override {
@@ -141,10 +151,15 @@ class LoaderImpl final : public Loader {
       fill();  // keep the I/O thread busy while this batch is finished and used
     }
     if (o_.device.is_cuda()) {
-      // Raw samples -> device on the loader's stream, reduced there.
-      dev_raw_.copy_from(p.x, stream_);
+      // To the device on the loader's stream: raw samples reduced there, or
+      // the host-reduced batch as it is.
       Tensor x = Tensor::empty(batch_shape(), DType::F32, o_.device);
-      kernels::fused_downsample(stream_, dev_raw_, std::vector<Tensor>{x}, spec_);
+      if (dev_reduce_) {
+        dev_raw_.copy_from(p.x, stream_);
+        kernels::fused_downsample(stream_, dev_raw_, std::vector<Tensor>{x}, spec_);
+      } else {
+        x.copy_from(p.x, stream_);
+      }
       Tensor y = Tensor::empty({o_.batch_size, src_->params}, DType::F32, o_.device);
       y.copy_from(p.y, stream_);
       stream_.synchronize();
@@ -315,9 +330,9 @@ class LoaderImpl final : public Loader {
     const auto sample = [&](int64_t j) { return order[static_cast<size_t>(b * B + j)]; };
     for (int64_t j = 0; j < B; ++j)
       std::memcpy(p.y.data<float>() + j * P, s.labels.data<float>() + sample(j) * P, static_cast<size_t>(P) * 4);
-    const int64_t rb = s.raw_bytes(), ob = cuda ? rb : out_elems_ * 4;
+    const int64_t rb = s.raw_bytes(), ob = dev_reduce_ ? rb : out_elems_ * 4;
     char* const xb = static_cast<char*>(p.x.raw_data());
-    if (cuda) {  // raw bytes for the device-side reduction
+    if (dev_reduce_) {  // raw bytes for the device-side reduction
       for (int64_t j = 0; j < B; ++j)
         if (!from_cache(sample(j), xb + j * ob)) {
           s.read_raw(sample(j), xb + j * ob);
@@ -428,6 +443,7 @@ class LoaderImpl final : public Loader {
   std::vector<char> staging_[2];        // raw samples of a streamed source (CPU)
   std::unique_ptr<Worker> converter_;  // io_threads == 2 on the CPU
   // CUDA path
+  bool dev_reduce_ = false;  // raw samples to the device, reduced there
   Stream stream_;
   std::vector<Tensor> slot_x_, slot_y_;
   std::deque<int> free_slots_;

@@ -24,10 +24,12 @@
 // one (prefetch_next_epoch), so that a new epoch starts without waiting for
 // its first reads; on a CUDA device it fills pinned staging
 // buffers with the raw samples, and next() copies them asynchronously on the
-// loader's own stream and reduces them there. With cache_in_memory the reduced
-// samples (CPU) or raw samples (CUDA, streamed formats) are kept after their
-// first use when the shard fits in cache_max_bytes, so later epochs skip the
-// I/O (and on the CPU the reduction).
+// loader's own stream and reduces them there (reduce_on device) -- or, with
+// reduce_on host, reduces them on the CPU as above and ships float32 batches.
+// With cache_in_memory the reduced samples (CPU, or reduce_on host) or raw
+// samples (reduce_on device, streamed formats) are kept after their first use
+// when the shard fits in cache_max_bytes, so later epochs skip the I/O (and,
+// reduced on the host, the reduction).
 // Order: Fisher-Yates over Philox(seed, epoch, rank) (data/shuffle.h); the
 // same (seed, epoch, rank) gives the same batches whatever the thread timing,
 // and restore(state()) resumes mid-epoch with the same order.
@@ -69,6 +71,12 @@ struct Transform {
   std::vector<float> scale, shift;                                // per channel, for Scale: x * scale + shift
 };
 
+// Where a CUDA loader reduces (converts) the samples: on the device, every
+// batch, from raw bytes (Auto's choice there), or on the host once, keeping
+// the reduced float32 samples in the cache. The CPU always reduces on the host.
+enum class ReduceOn { Auto, Host, Device };
+ReduceOn parse_reduce_on(const std::string& s);  // auto | host | device (Usage error)
+
 struct LoaderOptions {
   int64_t batch_size = 1;  // local (per rank)
   bool shuffle = true;
@@ -82,6 +90,7 @@ struct LoaderOptions {
   NiLayout ni_layout = NiLayout::Transpose;
   bool cache_in_memory = true;
   int64_t cache_max_bytes = 0;  // 0: a quarter of the machine's physical memory
+  ReduceOn reduce_on = ReduceOn::Auto;  // Device needs a CUDA device (Usage error otherwise)
   int prefetch_depth = 2;       // batches produced ahead; 0 = synchronous reads in next()
   // Once an epoch's last batch is scheduled, go on prefetching (within
   // prefetch_depth) the first batches of the epoch expected next: epoch + 1,

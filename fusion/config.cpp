@@ -86,6 +86,7 @@ const std::vector<Field>& schema() {
       MRMF_LIST_FIELD("data.scale", data.scale, double),
       MRMF_LIST_FIELD("data.reduce", data.reduce, int64_t),
       MRMF_FIELD("data.cache", data.cache, bool),
+      MRMF_FIELD("data.reduce_on", data.reduce_on, std::string),
       MRMF_FIELD("data.prefetch", data.prefetch, int64_t),
       MRMF_FIELD("data.io_threads", data.io_threads, int64_t),
       MRMF_FIELD("data.max_train_samples", data.max_train_samples, int64_t),
@@ -193,6 +194,7 @@ void validate(const RunConfig& c) {
   require_one_of("data.format", c.data.format, {"neuron_inverter", "cosmoflow", "cosmoflow_lbann"});
   require_one_of("data.layout", c.data.layout, {"transpose", "reinterpret"});
   require_one_of("data.transform", c.data.transform, {"none", "log1p", "scale"});
+  require_one_of("data.reduce_on", c.data.reduce_on, {"auto", "host", "device"});
   require_one_of("optimizer.name", c.optimizer.name, {"adam", "adamw", "sgd"});
   require_one_of("schedule.type", c.schedule.type, {"constant", "plateau", "piecewise", "cosine", "polynomial"});
   require_one_of("train.init_groups", c.train.init_groups, {"all", "bottom", "top"});

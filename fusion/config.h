@@ -62,6 +62,12 @@ struct DataConfig {
   std::vector<double> scale;               // per-channel factors for transform = scale
   std::vector<int64_t> reduce;             // resolution reduction factor per spatial axis ([] = original)
   bool cache = true;                       // keep reduced data in memory after the first epoch
+  // Where coarse data is made on a GPU run: "device" -- raw samples go to the
+  // GPU and the fused kernel reduces them there every batch; "host" -- the
+  // loader reduces them on the CPU once and (with cache) keeps the reduced
+  // float32 samples in host memory, the offline reducer's math; "auto" --
+  // device on a GPU, host on the CPU (the only choice there).
+  std::string reduce_on = "auto";
   int64_t prefetch = 2;                    // batches buffered by the I/O thread
   int64_t io_threads = 1;                  // 2: a converter thread beside the I/O thread (CPU; data/loader.h)
   int64_t max_train_samples = 0;           // 0: all

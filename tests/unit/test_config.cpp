@@ -60,6 +60,7 @@ TEST_CASE("config: bad input names the key before any compute", "[config]") {
   fails_with("", {"schedule.type=piecewise", "schedule.boundaries=[10]", "schedule.values=[1e-3]"},
              "one more value than boundaries");
   fails_with("", {"data.reduce=[2, 0]"}, "'data.reduce[1]'");
+  fails_with("", {"data.reduce_on=gpu"}, "'data.reduce_on': 'gpu' is not one of auto, host, device");
   fails_with("train: [1, 2", {}, "invalid YAML");
   fails_with("", {"nonsense"}, "expected key=value");
   fails_with("train: {batch_size: 4}", {"train.batch_size.x=1"}, "not a section");

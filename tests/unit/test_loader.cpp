@@ -456,3 +456,24 @@ TEST_CASE("loader: bad input is reported with file, dataset and expectation", "[
   REQUIRE_THAT(err([&] { L->next(b); }), Catch::Contains("a.h5") && Catch::Contains("3Dmap") &&
                                             Catch::Contains("sample 3") && Catch::Contains("non-finite"));
 }
+
+TEST_CASE("loader: reduce_on host is the CPU's own path, device needs a CUDA device", "[loader]") {
+  Tmp d;
+  write_cf(d / "cf", 2, 4, 8);
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.reduce = {2, 2, 2};
+  o.transform.kind = kernels::FusedTransform::Log1p;
+  auto A = open_loader({DataFormat::CosmoFlow, d / "cf", Split::Train}, o);
+  o.reduce_on = ReduceOn::Host;
+  auto H = open_loader({DataFormat::CosmoFlow, d / "cf", Split::Train}, o);
+  std::vector<Tensor> xa, xh;
+  REQUIRE(epoch_ids(*A, 0, &xa) == epoch_ids(*H, 0, &xh));
+  REQUIRE(xa.size() == 4);
+  for (size_t i = 0; i < xa.size(); ++i) REQUIRE(same(xa[i], xh[i]));
+  o.reduce_on = ReduceOn::Device;
+  REQUIRE_THAT(err([&] { open_loader({DataFormat::CosmoFlow, d / "cf", Split::Train}, o); }),
+               Catch::Contains("reduce_on 'device' needs a CUDA device") && Catch::Contains("cpu"));
+  REQUIRE(parse_reduce_on("host") == ReduceOn::Host);
+  REQUIRE_THAT(err([] { parse_reduce_on("gpu"); }), Catch::Contains("unknown reduce_on 'gpu'"));
+}

@@ -1,0 +1,56 @@
+// The loader on cuda:0: coarse data reduced on the device every batch
+// (reduce_on device, from raw staging) and reduced on the host once and
+// cached (reduce_on host, float32 staging) give the CPU loader's batches.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+
+#include "data/formats.h"
+#include "data/loader.h"
+#include "support/temp_dir.h"
+
+using namespace mrmf;
+using namespace mrmf::data;
+
+TEST_CASE("gpu: loader batches reduced on the device or on the host equal the CPU loader's", "[gpu][loader]") {
+  test::TempDir d("mrmf_ld_gpu");
+  const std::string dir = (d.dir / "cf").string();
+  std::filesystem::create_directories(dir);
+  for (int f = 0; f < 2; ++f) {
+    Tensor x = Tensor::empty({4, 8, 8, 8, 4});
+    for (int64_t e = 0; e < x.numel(); ++e) x.data<float>()[e] = float((f * 7 + e * 13) % 97);
+    Tensor l = Tensor::full({4, 4}, float(f));
+    write_cosmoflow_file(dir + "/c" + std::to_string(f) + ".h5", from_float32(x, DType::U16), l);
+  }
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.reduce = {2, 2, 1};
+  o.transform.kind = kernels::FusedTransform::Log1p;
+  auto batches = [&](Device dev, ReduceOn where) {
+    LoaderOptions p = o;
+    p.device = dev;
+    p.reduce_on = where;
+    auto L = open_loader({DataFormat::CosmoFlow, dir, Split::Train}, p);
+    std::vector<Tensor> xs;
+    for (int epoch = 0; epoch < 2; ++epoch) {  // the second epoch comes from the cache
+      L->start_epoch(epoch);
+      LoaderBatch b;
+      while (L->next(b)) xs.push_back(b.x.to(Device::cpu()));
+    }
+    return xs;
+  };
+  const auto cpu = batches(Device::cpu(), ReduceOn::Auto);
+  for (ReduceOn where : {ReduceOn::Device, ReduceOn::Host}) {
+    const auto gpu = batches(Device::cuda(0), where);
+    REQUIRE(gpu.size() == cpu.size());
+    double worst = 0;
+    for (size_t i = 0; i < cpu.size(); ++i) {
+      REQUIRE(gpu[i].shape() == cpu[i].shape());
+      for (int64_t e = 0; e < cpu[i].numel(); ++e)
+        worst = std::max(worst, std::fabs(double(gpu[i].data<float>()[e]) - cpu[i].data<float>()[e]));
+    }
+    INFO("reduce_on " << (where == ReduceOn::Host ? "host" : "device"));
+    // host: the same kernel on the same CPU, so the same bits; device: float tolerance
+    CHECK(worst <= (where == ReduceOn::Host ? 0.0 : 1e-5));
+  }
+}
