@@ -73,7 +73,7 @@ TEST_CASE("dropout: same mask for the same (seed, step, layer), different otherw
   REQUIRE(same(y1, t.a->forward(c1, x)));     // back to step 0
 }
 
-TEST_CASE("dropout: backward reuses the forward mask; eval mode is the identity", "[dropout]") {
+TEST_CASE("dropout: backward reuses the forward mask, eval mode is the identity", "[dropout]") {
   DropModel t(0.3f);
   Context ctx(Device::cpu(), ContextOptions{false, size_t(1) << 20, 5});
   ctx.set_step(17);
@@ -97,7 +97,7 @@ TEST_CASE("dropout: backward reuses the forward mask; eval mode is the identity"
   REQUIRE(rep.input_err < 1e-2);
 }
 
-TEST_CASE("dropout: p = 0 and p = 1; the mask does not depend on the thread count", "[dropout]") {
+TEST_CASE("dropout: p = 0 and p = 1, the mask does not depend on the thread count", "[dropout]") {
   const Tensor x = test::random_tensor({100000}, 1);
   Tensor y = Tensor::empty(x.shape());
   kernels::dropout_apply(cpu_stream(), x, y, 1, 2, 0.f);

@@ -74,7 +74,7 @@ TEST_CASE("pooling: output sizes follow PyTorch's floor rule", "[pool]") {
           Shape{1, 4, 5, 5, 5});
 }
 
-TEST_CASE("pooling: a max with NaN propagates NaN; all -inf keeps the first index", "[pool]") {
+TEST_CASE("pooling: a max with NaN propagates NaN, all -inf keeps the first index", "[pool]") {
   Tensor x = Tensor::full({1, 1, 8}, 0.f);
   x.data<float>()[5] = std::nanf("");
   for (int i = 0; i < 4; ++i) x.data<float>()[i] = -INFINITY;

@@ -53,7 +53,7 @@ TEST_CASE("reducer: one axis of a 3-D volume leaves the others and the channels 
   for (int64_t i = 0; i < dx.numel(); ++i) REQUIRE(dx.data<float>()[i] == 0.5f);
 }
 
-TEST_CASE("reducer layer: backward matches finite differences; misuse", "[reducer]") {
+TEST_CASE("reducer layer: backward matches finite differences, misuse", "[reducer]") {
   Model m("t", Shape{2, 4, 4, 6});
   auto& red = m.net().add("reduce", std::make_unique<ResolutionReducer>(std::vector<int64_t>{2, 2, 3}),
                           ParamGroup::Bottom);

@@ -25,7 +25,7 @@ TEST_CASE("tensor: view and reshape share storage", "[core]") {
   REQUIRE_THROWS_WITH(t.view({-1, -1}), Catch::Contains("only one dimension"));
 }
 
-TEST_CASE("tensor: transpose is a view; contiguous() copies in the new order", "[core]") {
+TEST_CASE("tensor: transpose is a view, contiguous() copies in the new order", "[core]") {
   Tensor t = Tensor::empty({2, 5, 3});  // (N, T, C)
   for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(i);
   Tensor tr = t.transpose(1, 2);  // (N, C, T)
