@@ -348,25 +348,13 @@ class LoaderImpl final : public Loader {
     };
     if (!preloaded)  // the second buffer only feeds the converter's pipeline
       for (int k = 0; k < (converter_ ? 2 : 1); ++k) staging_[k].resize(static_cast<size_t>(rb));
-    if (!converter_) {
-      if (preloaded) {
-        convert_range(0, B);
-        return p;
-      }
-      // One sample at a time, converted right after its read while it is
-      // still in cache (a whole staged batch would go to memory and back first).
-      for (int64_t j = 0; j < B; ++j) {
-        const int64_t i = sample(j);
-        if (from_cache(i, xb + j * ob)) continue;
-        s.read_raw(i, staging_[0].data());
-        convert(staging_[0].data(), i, xb + j * ob);
-      }
-      return p;
-    }
-    // With the converter thread: a preloaded shard is converted half here,
-    // half there; a streamed one is a two-stage pipeline -- this thread reads
-    // sample k + 1 (HDF5 stays on the I/O thread) while the converter turns
-    // sample k into float32 -- over two staging buffers.
+    // Without the converter thread everything runs here; with it, a
+    // preloaded shard is converted half here, half there, and a streamed one
+    // is a two-stage pipeline -- this thread reads sample k + 1 (HDF5 stays
+    // on the I/O thread) while the converter turns sample k into float32 --
+    // over two staging buffers. Alone, a sample is converted right after its
+    // read while it is still in cache (a whole staged batch would go to
+    // memory and back first).
     std::future<void> pending[2];
     struct Drain {  // a read that throws must not unwind under running conversions
       std::future<void>* f;
@@ -376,17 +364,20 @@ class LoaderImpl final : public Loader {
       }
     } drain{pending};
     if (preloaded) {
-      pending[0] = converter_->submit([&] { convert_range(B / 2, B); });
-      convert_range(0, B / 2);
+      if (converter_) pending[0] = converter_->submit([&] { convert_range(B / 2, B); });
+      convert_range(0, converter_ ? B / 2 : B);
     } else {
       int reads = 0;
       for (int64_t j = 0; j < B; ++j) {
         const int64_t i = sample(j);
         if (from_cache(i, xb + j * ob)) continue;
-        const int k = reads++ % 2;
+        const int k = converter_ ? reads++ % 2 : 0;
         if (pending[k].valid()) pending[k].get();  // its staging buffer is free again
         s.read_raw(i, staging_[k].data());
-        pending[k] = converter_->submit([this, k, i, dst = xb + j * ob] { convert(staging_[k].data(), i, dst); });
+        if (converter_)
+          pending[k] = converter_->submit([this, k, i, dst = xb + j * ob] { convert(staging_[k].data(), i, dst); });
+        else
+          convert(staging_[k].data(), i, xb + j * ob);
       }
     }
     for (auto& f : pending)
@@ -394,7 +385,7 @@ class LoaderImpl final : public Loader {
     return p;
   }
 
-  // Sample i's reduced (CPU) or raw (CUDA) bytes from the in-memory cache.
+  // Sample i's bytes from the in-memory cache: reduced, or raw when reduced on the device.
   bool from_cache(int64_t i, char* dst) const {
     if (!cache_on_ || !cached_[static_cast<size_t>(i)]) return false;
     std::memcpy(dst, cache_.data() + i * cache_sample_bytes_, static_cast<size_t>(cache_sample_bytes_));
@@ -405,7 +396,7 @@ class LoaderImpl final : public Loader {
     std::memcpy(cache_.data() + i * cache_sample_bytes_, src, static_cast<size_t>(cache_sample_bytes_));
     cached_[static_cast<size_t>(i)] = 1;  // distinct samples: the two threads never share an entry
   }
-  // Raw sample i -> float32 channels-first at dst (CPU), then cached.
+  // Raw sample i -> float32 channels-first at dst (host side), then cached.
   void convert(const void* raw, int64_t i, char* dst) {
     // The plan was checked in the constructor: no per-sample checks,
     // allocations or (single-threaded) OpenMP region.

@@ -228,7 +228,7 @@ struct FusedDownsample {
       for (int64_t w = 0; w < wn; ++w)
         for (int64_t c = 0; c < Cn; ++c) {
           const int64_t k = w * Cn + c;
-          const float v = value(row + k, kC == 1 ? c_fixed : c);
+          const float v = value(row + k, lane_channel<kC>(c, C, c_fixed));
           y[c * ystride + w] = (0.f + (kFirst ? v : acc[k] + v)) * inv;
         }
       return;

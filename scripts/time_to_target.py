@@ -36,26 +36,20 @@ def load_curves(run_dir):
     """{(method, seed): [(t_end_of_epoch_s, val_loss), ...]} for the final stage."""
     with open(os.path.join(run_dir, "summary.json")) as f:
         summary = json.load(f)
-    tags = {}  # stage tag -> list of epoch records
-    for path in glob.glob(os.path.join(run_dir, "**", "metrics.jsonl"), recursive=True):
-        with open(path) as f:
-            for line in f:
-                rec = json.loads(line)
-                tags.setdefault((path, rec["tag"]), []).append(rec)
     curves = {}
     for run in summary["runs"]:
         method, seed, stages = run["method"], run["seed"], run["stages"]
-        prefix = os.path.join(run_dir, method, "seed%d" % seed) + os.sep
-        recs = {}
-        for (path, tag), r in tags.items():
-            if path.startswith(prefix):
-                recs[tag] = sorted(r, key=lambda x: x["epoch"])
         final = stages[-1]["name"]
-        if final not in recs:
-            sys.exit("time_to_target: no metrics.jsonl with tag '%s' under %s" % (final, prefix))
+        run_dir_k = os.path.join(run_dir, method, "seed%d" % seed)
+        recs = []
+        for path in glob.glob(os.path.join(run_dir_k, "*", "metrics.jsonl")):
+            with open(path) as f:
+                recs += [r for r in map(json.loads, f) if r["tag"] == final]
+        if not recs:
+            sys.exit("time_to_target: no metrics.jsonl with tag '%s' under %s" % (final, run_dir_k))
         t = sum(s["time_s"] for s in stages[:-1]) + run.get("fusion_s", 0.0)
         pts = []
-        for r in recs[final]:
+        for r in sorted(recs, key=lambda x: x["epoch"]):
             t += r["epoch_s"]
             pts.append((t, r["val_loss"]))
         curves[(method, seed)] = pts
