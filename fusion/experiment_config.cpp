@@ -41,7 +41,8 @@ StageStops ExperimentConfig::stops_for_stage(size_t stage) const {
 namespace {
 const std::set<std::string> kExperimentKeys = {
     "methods", "seeds", "target_val_loss", "max_epochs", "ladder", "one_fusion_coarse", "coarse_stop", "dense_stop",
-    "stages", "resolution_overrides", "optimizer_at_fusion", "concurrent_times", "probe_steps"};
+    "stages", "resolution_overrides", "optimizer_at_fusion", "bn_recalibration_batches", "concurrent_times",
+    "probe_steps"};
 
 template <class T>
 T get(const YAML::Node& n, const std::string& key) {
@@ -160,6 +161,8 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
       c.resolution_overrides =
           get<std::map<std::string, std::vector<std::string>>>(e["resolution_overrides"], "resolution_overrides");
     if (e["optimizer_at_fusion"]) c.optimizer_at_fusion = get<std::string>(e["optimizer_at_fusion"], "optimizer_at_fusion");
+    if (e["bn_recalibration_batches"])
+      c.bn_recalibration_batches = get<int64_t>(e["bn_recalibration_batches"], "bn_recalibration_batches");
     if (e["concurrent_times"]) c.concurrent_times = get<std::vector<double>>(e["concurrent_times"], "concurrent_times");
     if (e["probe_steps"]) c.probe_steps = get<int64_t>(e["probe_steps"], "probe_steps");
   }
@@ -173,6 +176,8 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
   MRMF_CHECK_KIND(Config, c.max_epochs >= 1, "experiment key 'max_epochs': must be at least 1");
   MRMF_CHECK_KIND(Config, c.optimizer_at_fusion == "reset" || c.optimizer_at_fusion == "keep",
                   "experiment key 'optimizer_at_fusion': '", c.optimizer_at_fusion, "' is not one of reset, keep");
+  MRMF_CHECK_KIND(Config, c.bn_recalibration_batches >= 0,
+                  "experiment key 'bn_recalibration_batches': must be >= 0 (0: off), got ", c.bn_recalibration_batches);
   MRMF_CHECK_KIND(Config, c.concurrent_times.empty() || (c.concurrent_times.size() == 2 && c.concurrent_times[0] > 0 &&
                                                          c.concurrent_times[1] > 0),
                   "experiment key 'concurrent_times': expected [t_dense, t_coarse], both positive");

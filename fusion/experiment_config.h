@@ -17,6 +17,8 @@
 //       - {dense_stop: {threshold: 0.01}}
 //     resolution_overrides: {"4": ["train.batch_size=512", "optimizer.lr=2e-3"]}
 //     optimizer_at_fusion: reset    # or keep: Adam moments travel with their blocks
+//     bn_recalibration_batches: 0   # > 0: re-estimate BN statistics of a fused/transferred model
+//                                   # on this many training batches first (fusion/bn_recalibrate.h)
 //     concurrent_times: []          # [t_dense, t_coarse] epoch times; empty = measured by a probe
 //     probe_steps: 3
 #pragma once
@@ -55,6 +57,7 @@ struct ExperimentConfig {
   std::vector<StageStops> stages;       // per fusion stage (defaults filled in)
   std::map<std::string, std::vector<std::string>> resolution_overrides;
   std::string optimizer_at_fusion = "reset";
+  int64_t bn_recalibration_batches = 0;  // 0: the paper's method, BN statistics travel unchanged
   std::vector<double> concurrent_times;
   int64_t probe_steps = 3;
 

@@ -7,6 +7,7 @@
 
 #include "core/check_mpi.h"
 #include "core/log.h"
+#include "fusion/bn_recalibrate.h"
 #include "fusion/fuse.h"
 
 namespace mrmf {
@@ -65,7 +66,16 @@ Orchestrator::Stage Orchestrator::train_stage(const std::string& name, const std
   to.write_checkpoints = false;
   Stage s;
   s.trainer = std::make_unique<Trainer>(rc, comm, device_, to);
-  if (start) s.trainer->set_model(std::move(start));
+  if (start) {
+    s.trainer->set_model(std::move(start));
+    if (cfg_.bn_recalibration_batches > 0) {
+      const BnRecalibration bn = recalibrate_batchnorm(s.trainer->model(), s.trainer->context(),
+                                                       s.trainer->train_loader(), comm, cfg_.bn_recalibration_batches);
+      if (bn.batches > 0)
+        log::info("[{}] BN statistics re-estimated on {} batch(es) at this resolution ({:.2f} s)", name, bn.batches,
+                  bn.seconds);
+    }
+  }
   if (before_fit) before_fit(*s.trainer);
   log::info("[{}] {} on {} rank(s): {} samples/rank/epoch, stop: plateau eps={} Tp={}, target {}, guard {} epochs",
             name, s.trainer->spec().str(), comm.size(), s.trainer->train_loader().samples_per_epoch(), stop.threshold,

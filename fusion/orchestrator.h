@@ -12,6 +12,9 @@
 //               of ranks sized t_d/(t_d+t_c) : t_c/(t_d+t_c); the groups then
 //               exchange their blocks so every rank holds M_f (sequential with
 //               a notice when there are fewer than two ranks)
+// With bn_recalibration_batches > 0, a stage that starts from a fused or
+// transferred model first re-estimates its BN running statistics at its own
+// resolution (fusion/bn_recalibrate.h); that time counts in the stage's.
 // Each stage is a Trainer with its own run configuration (resolution,
 // per-resolution overrides, seed, stop rule) writing its metrics under
 // <out>/<method>/seed<k>/<stage>/.

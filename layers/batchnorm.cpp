@@ -72,11 +72,12 @@ Tensor BatchNorm::forward(Context& ctx, const Tensor& x_in) {
     save_invstd_ = Tensor::empty({features_}, DType::F32, x.device());
 #ifdef MRMF_HAVE_CUDA
     if (use_cudnn(x)) {
-      cudnn_bn::forward_training(ctx, x, gamma, beta, rm, rv, momentum_, eps_, y, save_mean_, save_invstd_);
+      cudnn_bn::forward_training(ctx, x, gamma, beta, rm, rv, ctx.bn_momentum(momentum_), eps_, y, save_mean_,
+                                 save_invstd_);
     } else
 #endif
     {
-      kernels::batchnorm_stats(s, x, save_mean_, save_invstd_, rm, rv, momentum_, eps_);
+      kernels::batchnorm_stats(s, x, save_mean_, save_invstd_, rm, rv, ctx.bn_momentum(momentum_), eps_);
       kernels::batchnorm_apply(s, x, save_mean_, save_invstd_, gamma, beta, y);
     }
     kernels::increment(s, store_->value(ids_.num_batches_tracked));

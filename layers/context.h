@@ -52,6 +52,15 @@ class Context {
   bool training() const { return training_; }
   void set_training(bool t) { training_ = t; }
 
+  // BatchNorm running-statistics momentum: the layer's own unless overridden.
+  // The override (>= 0; negative clears it) lets a re-calibration pass turn
+  // every BN layer into a cumulative average (momentum 1/k at its k-th batch)
+  // without the layers knowing about it.
+  double bn_momentum(double layer_momentum) const {
+    return bn_momentum_override_ >= 0 ? bn_momentum_override_ : layer_momentum;
+  }
+  void set_bn_momentum_override(double m) { bn_momentum_override_ = m; }
+
   // Dropout RNG: (seed, step) identifies a forward pass; layers add their
   // own index so two dropout layers never share a mask.
   uint64_t seed() const { return opts_.seed; }
@@ -74,6 +83,7 @@ class Context {
   ContextOptions opts_;
   Stream stream_;
   bool training_ = true;
+  double bn_momentum_override_ = -1;
   uint64_t step_ = 0;
   Tensor workspace_;
   std::unique_ptr<GpuHandles, void (*)(GpuHandles*)> gpu_{nullptr, nullptr};

@@ -62,7 +62,7 @@ Tensor BnActPool::forward(Context& ctx, const Tensor& x_in) {
       MRMF_CHECK_KIND(Shape, x.numel() / C > 1, who(), ": expected more than 1 value per channel when training, got ",
                       x.shape().str());
       mean = Tensor::empty({C}, DType::F32, x.device());
-      kernels::batchnorm_stats(s, x, mean, invstd, rm, rv, opt_.momentum, opt_.eps);
+      kernels::batchnorm_stats(s, x, mean, invstd, rm, rv, ctx.bn_momentum(opt_.momentum), opt_.eps);
       kernels::increment(s, store_->value(ids_.num_batches_tracked));
     } else {
       mean = rm;

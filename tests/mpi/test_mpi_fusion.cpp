@@ -5,12 +5,16 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/communicator.h"
 #include "data/gen_neuron.h"
+#include "fusion/bn_recalibrate.h"
+#include "fusion/fuse.h"
+#include "fusion/trainer.h"
 #include "fusion/report.h"
 
 using namespace mrmf;
@@ -71,7 +75,7 @@ TEST_CASE("experiment: a tiny end-to-end MRMF run with every method", "[mpi][exp
                            "  target_val_loss: 0.01\n  max_epochs: 2\n  ladder: [[4], [2], [1]]\n"
                            "  coarse_stop: {threshold: 0.5, patience: 1, max_epochs: 2}\n"
                            "  dense_stop: {threshold: 0.5, patience: 1, max_epochs: 1}\n"
-                           "  concurrent_times: [2.0, 1.0]\n";
+                           "  concurrent_times: [2.0, 1.0]\n  bn_recalibration_batches: 2\n";
   const ExperimentConfig cfg = parse_experiment_config(yaml, {"runtime.threads=1"}, "tiny.yaml");
   Orchestrator orch(cfg, world, Device::cpu(), (dir / "out").string());
   std::vector<MethodRun> runs;
@@ -102,6 +106,52 @@ TEST_CASE("experiment: a tiny end-to-end MRMF run with every method", "[mpi][exp
     REQUIRE(fs::exists(dir / "out" / "chart.svg"));
     REQUIRE(fs::exists(dir / "out" / "mrmf2" / "seed1" / "stage2_dense" / "metrics.jsonl"));
   }
+  world.barrier();
+  if (world.is_root()) fs::remove_all(dir);
+}
+
+TEST_CASE("BN re-calibration: every rank ends with the rank-averaged statistics", "[mpi][fusion][bn]") {
+  Communicator world = Communicator::world();
+  const fs::path dir = fs::temp_directory_path() / ("mrmf_mpi_bn_" + std::to_string(world.size()) + "_" +
+                                                    std::to_string(::getppid()));
+  if (world.is_root()) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    data::NeuronGenOptions g;
+    g.train = 64 * world.size();
+    g.val = 16 * world.size();
+    g.test = 16;
+    g.seed = 9;
+    g.threads = 1;
+    g.time_bins = 64;
+    g.zscore_samples = 64;
+    data::generate_neuron_inverter((dir / "ni.h5").string(), g);
+  }
+  world.barrier();
+  const RunConfig rc = parse_run_config(
+      "model: {name: neuron_inverter, options: {conv_channels: '4,8', kernel: 3, pool: 2, fc: '16'}}\n"
+      "data: {format: neuron_inverter, path: '" + (dir / "ni.h5").string() + "'}\n"
+      "train: {batch_size: 16, seed: 2}\nruntime: {device: cpu, threads: 1}\n", {});
+  TrainerOptions o;
+  o.progress = false;
+  Trainer t(rc, world, Device::cpu(), o);
+  // Each rank's own re-calibration on its shard (a one-rank communicator)...
+  Communicator self = world.split(world.rank(), 0);
+  auto local = clone_model(t.model(), t.spec(), Device::cpu());
+  REQUIRE(recalibrate_batchnorm(*local, t.context(), t.train_loader(), self, 2).batches == 2);
+  // ...differs between ranks (different samples), and the collective one is their average.
+  REQUIRE(recalibrate_batchnorm(t.model(), t.context(), t.train_loader(), world, 2).batches == 2);
+  const Tensor mine = t.model().params().buffers().clone();
+  Tensor root = mine.clone(), avg = local->params().buffers().clone();
+  world.broadcast(root, 0, cpu_stream());
+  world.allreduce_avg(avg, cpu_stream());
+  REQUIRE(std::memcmp(root.raw_data(), mine.raw_data(), mine.nbytes()) == 0);
+  for (int64_t i = 0; i < mine.numel(); ++i)
+    REQUIRE(std::fabs(mine.data<float>()[i] - avg.data<float>()[i]) <= 1e-6 * std::max(1.f, std::fabs(avg.data<float>()[i])));
+  Tensor lroot = local->params().buffers().clone();
+  world.broadcast(lroot, 0, cpu_stream());
+  const bool same_local = std::memcmp(lroot.raw_data(), local->params().buffers().raw_data(), lroot.nbytes()) == 0;
+  REQUIRE(world.allreduce_sum(same_local ? 0.0 : 1.0) == static_cast<double>(world.size() - 1));
   world.barrier();
   if (world.is_root()) fs::remove_all(dir);
 }

@@ -150,6 +150,40 @@ TEST_CASE("batchnorm layers: running statistics after several steps (unbiased va
   REQUIRE_NOTHROW(t.bn->forward(ctx, test::random_tensor({1, 3, 1}, 1)));
 }
 
+TEST_CASE("batchnorm layers: the context's momentum override (1/k: cumulative average) replaces the layer's own",
+          "[batchnorm]") {
+  // BN re-calibration (fusion/bn_recalibrate.h) relies on this: with
+  // momentum 1/k at the k-th batch the running statistics are the plain mean
+  // of the batch statistics, whatever the layer's momentum (here Keras-like 0.01).
+  BnModel t(std::make_unique<BatchNorm1d>(3, 1e-5, 0.01), Shape{3, 4});
+  Context ctx(Device::cpu());
+  REQUIRE(ctx.bn_momentum(0.01) == 0.01);
+  std::vector<double> sm(3, 0.0), sv(3, 0.0);
+  const int n = 4;
+  for (int k = 1; k <= n; ++k) {
+    const Tensor x = test::random_tensor({5, 3, 4}, 300 + k, -1.f + k, 2.f + 2 * k);
+    ctx.set_bn_momentum_override(1.0 / k);
+    t.bn->forward(ctx, x);
+    std::vector<double> m, v;
+    ref::bn_stats(x, m, v);
+    for (size_t c = 0; c < 3; ++c) {
+      sm[c] += m[c] / n;
+      sv[c] += v[c] * 20.0 / 19.0 / n;
+    }
+  }
+  ctx.set_bn_momentum_override(-1);
+  REQUIRE(ctx.bn_momentum(0.01) == 0.01);
+  REQUIRE(max_diff(vec_of(t.value("running_mean")), sm) < 1e-5);
+  REQUIRE(max_diff(vec_of(t.value("running_var")), sv) < 1e-5);
+  // Without the override the layer's momentum applies again.
+  const Tensor x = test::random_tensor({5, 3, 4}, 400);
+  t.bn->forward(ctx, x);
+  std::vector<double> m, v;
+  ref::bn_stats(x, m, v);
+  for (size_t c = 0; c < 3; ++c) sm[c] = 0.99 * sm[c] + 0.01 * m[c];
+  REQUIRE(max_diff(vec_of(t.value("running_mean")), sm) < 1e-5);
+}
+
 TEST_CASE("batchnorm kernels: reductions are identical with 1 and 2 threads", "[batchnorm]") {
   const Shape s{8, 4, 4100};  // several 4096-element chunks per channel
   const Tensor x = test::random_tensor(s, 41, -3.f, 5.f), dy = test::random_tensor(s, 42);

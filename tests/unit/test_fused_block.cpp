@@ -91,7 +91,10 @@ TEST_CASE("fused block: equal to the unfused BN -> activation -> pool sequence",
     INFO(c.name);
     Pair p(c.o, c.in);
     Context ctx(Device::cpu());
-    for (int step = 0; step < 2; ++step) {
+    for (int step = 0; step < 3; ++step) {
+      // Step 2 runs with a context momentum override (BN re-calibration):
+      // the fused block must honour it exactly as the plain BatchNorm does.
+      ctx.set_bn_momentum_override(step == 2 ? 0.75 : -1.0);
       const Tensor x = test::random_tensor(c.in, 50 + step, -2.f, 2.f);
       const Tensor yf = p.fused.forward(ctx, x), yp = p.plain.forward(ctx, x);
       REQUIRE(yf.shape() == yp.shape());
@@ -104,6 +107,7 @@ TEST_CASE("fused block: equal to the unfused BN -> activation -> pool sequence",
         REQUIRE(test::max_abs_diff(p.fused.params().buffers(), p.plain.params().buffers()) <= 1e-6);
       }
     }
+    ctx.set_bn_momentum_override(-1.0);
     ctx.set_training(false);  // eval: running statistics
     const Tensor x = test::random_tensor(c.in, 70);
     REQUIRE(test::max_abs_diff(p.fused.forward(ctx, x), p.plain.forward(ctx, x)) <= 1e-6);

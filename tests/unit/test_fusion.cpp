@@ -147,10 +147,13 @@ TEST_CASE("experiment config: bad input is reported before any training", "[fusi
   fails("experiment: {target_val_loss: 0.1, resolution_overrides: {\"2\": [\"train.batch_size=0\"]}}",
         "train.batch_size");
   fails("experiment: {target_val_loss: 0.1, concurrent_times: [1]}", "concurrent_times");
+  fails("experiment: {target_val_loss: 0.1, bn_recalibration_batches: -2}", "'bn_recalibration_batches': must be >= 0");
+  fails("experiment: {target_val_loss: 0.1, bn_recalibration_batches: many}", "'bn_recalibration_batches': wrong type");
   const ExperimentConfig ok = parse_experiment_config(
       run + "experiment: {target_val_loss: 0.1, methods: [baseline, mrt, mrmf1, mrmf2], ladder: [[4], [2], [1]]}", {},
       "exp.yaml");
   REQUIRE(ok.ladder_for("mrmf2").size() == 3);
+  REQUIRE(ok.bn_recalibration_batches == 0);  // off by default: the paper's method
   REQUIRE(ok.ladder_for("mrmf1") == std::vector<Resolution>{{2}, {1}});
   REQUIRE(ok.ladder_for("mrt") == std::vector<Resolution>{{2}, {1}});
 }

@@ -18,8 +18,10 @@
 #include "core/communicator.h"
 #include "core/error.h"
 #include "data/gen_neuron.h"
+#include "fusion/bn_recalibrate.h"
 #include "fusion/checkpoint.h"
 #include "fusion/config.h"
+#include "fusion/fuse.h"
 #include "fusion/trainer.h"
 
 using namespace mrmf;
@@ -382,4 +384,76 @@ TEST_CASE("trainer: the Neuron Inverter learns generated data on the CPU", "[tra
                          << r.history[1].val_loss << " " << r.history[2].val_loss << " " << r.history[3].val_loss);
   CHECK(r.final_val_loss < 0.85 * var);
   CHECK(r.final_val_loss < r.history[0].val_loss);
+}
+
+TEST_CASE("BN re-calibration: running statistics become the mean of the batch statistics, nothing else changes",
+          "[trainer][fusion][bn]") {
+  TrainerOptions o;
+  o.progress = false;
+  Trainer t(config(), world(), Device::cpu(), o);
+  Model& m = t.model();
+  ParamStore& ps = m.params();
+  // Stale statistics, as a fused model's would be after a change of resolution.
+  Tensor buf = ps.buffers();
+  for (int64_t i = 0; i < buf.numel(); ++i) buf.data<float>()[i] = 7.f;
+  const Tensor values_before = ps.values().clone();
+  t.context().set_step(41);
+  const int64_t n = 3;
+  REQUIRE(t.train_loader().batches_per_epoch() > n);
+
+  // Oracle: each batch's own statistics (a copy of the model, momentum 1, the
+  // same context settings), averaged here.
+  std::vector<Tensor> xs;
+  t.train_loader().start_epoch(0);
+  data::LoaderBatch b;
+  for (int64_t k = 0; k < n && t.train_loader().next(b); ++k) xs.push_back(b.x);
+  REQUIRE(static_cast<int64_t>(xs.size()) == n);
+  std::vector<double> expect(static_cast<size_t>(buf.numel()), 0.0);
+  for (const Tensor& x : xs) {
+    auto copy = clone_model(m, t.spec(), Device::cpu());
+    Context c(Device::cpu(), t.context().options());
+    c.set_step(41);
+    c.set_bn_momentum_override(1.0);
+    (void)copy->forward(c, x);
+    const Tensor cb = copy->params().buffers();
+    for (int64_t i = 0; i < cb.numel(); ++i) expect[static_cast<size_t>(i)] += cb.data<float>()[i] / double(n);
+  }
+
+  const BnRecalibration r = recalibrate_batchnorm(m, t.context(), t.train_loader(), world(), n);
+  REQUIRE(r.batches == n);
+  int stats = 0;
+  for (const auto& e : ps.entries()) {
+    if (e.kind != ParamKind::Buffer) continue;
+    INFO(e.name);
+    const Tensor v = ps.value(ps.at(e.name));
+    for (int64_t i = 0; i < v.numel(); ++i) {
+      const float got = v.data<float>()[i];
+      if (e.name.find("num_batches_tracked") != std::string::npos) {
+        REQUIRE(got == 7.f + n);
+        continue;
+      }
+      const double want = expect[static_cast<size_t>(e.offset + i)];
+      REQUIRE(std::fabs(got - want) <= 1e-5 * std::max(1.0, std::fabs(want)));
+      REQUIRE(std::fabs(got - 7.0) > 1e-3);  // really re-estimated
+    }
+    ++stats;
+  }
+  REQUIRE(stats >= 3);  // flat BN: running_mean, running_var, num_batches_tracked
+  // Weights untouched; context back to normal; loader at the start of epoch 0.
+  REQUIRE(std::memcmp(ps.values().raw_data(), values_before.raw_data(), values_before.nbytes()) == 0);
+  REQUIRE(t.context().training());
+  REQUIRE(t.context().step() == 41);
+  REQUIRE(t.context().bn_momentum(0.3) == 0.3);
+  REQUIRE(t.train_loader().next(b));
+  REQUIRE(std::memcmp(b.x.raw_data(), xs[0].raw_data(), xs[0].nbytes()) == 0);
+
+  // More batches than an epoch has: one epoch.
+  REQUIRE(recalibrate_batchnorm(m, t.context(), t.train_loader(), world(), 100000).batches ==
+          t.train_loader().batches_per_epoch());
+  REQUIRE_THROWS_WITH(recalibrate_batchnorm(m, t.context(), t.train_loader(), world(), -1),
+                      Catch::Contains("batches must be >= 0"));
+  // A model without BatchNorm has nothing to re-estimate.
+  Trainer nobn(config({"model.options.flat_bn=false"}), world(), Device::cpu(), o);
+  REQUIRE(nobn.model().params().buffers().numel() == 0);
+  REQUIRE(recalibrate_batchnorm(nobn.model(), nobn.context(), nobn.train_loader(), world(), 2).batches == 0);
 }
