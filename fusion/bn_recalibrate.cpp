@@ -8,7 +8,7 @@
 namespace mrmf {
 
 BnRecalibration recalibrate_batchnorm(Model& model, Context& ctx, data::Loader& loader, Communicator& comm,
-                                      int64_t batches) {
+                                      int64_t batches, int64_t epoch) {
   MRMF_CHECK_KIND(Usage, batches >= 0, "BN re-calibration: batches must be >= 0, got ", batches);
   BnRecalibration r;
   // The buffers are exactly the BN running statistics (and their batch
@@ -17,7 +17,7 @@ BnRecalibration recalibrate_batchnorm(Model& model, Context& ctx, data::Loader& 
   const auto t0 = std::chrono::steady_clock::now();
   const uint64_t step = ctx.step();
   ctx.set_training(true);
-  loader.start_epoch(0);
+  loader.start_epoch(epoch);
   // Every rank forwards the same number of batches (the loaders' epochs are
   // equal-length across ranks), so the collective below always matches.
   const int64_t n = std::min(batches, loader.batches_per_epoch());
@@ -38,7 +38,6 @@ BnRecalibration recalibrate_batchnorm(Model& model, Context& ctx, data::Loader& 
   model.net().clear_saved();  // train-mode forwards keep activations for a backward that never comes
   comm.allreduce_avg(model.params().buffers(), ctx.stream());
   ctx.stream().synchronize();
-  loader.start_epoch(0);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

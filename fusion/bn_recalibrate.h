@@ -14,6 +14,11 @@
 // the plain average of its batch statistics at the new resolution (PyTorch's
 // momentum=None, torch.optim.swa_utils.update_bn). Ranks then average their
 // statistics, so every rank holds the same model.
+//
+// The same pass before every validation ("precise BN", train.precise_bn_batches)
+// makes the validation loss that of the current weights: with momentum 0.01
+// the running statistics otherwise average the last ~100 steps' activations,
+// which lag the weights while the learning rate is high.
 #pragma once
 
 #include <cstdint>
@@ -30,11 +35,11 @@ struct BnRecalibration {
   double seconds = 0;   // wall time, loader waits included
 };
 
-// Leaves `loader` at the start of epoch 0 again (the caller's training starts
-// from there) and `ctx` in train mode with its dropout step unchanged.
-// A model without BN buffers is left alone (0 batches). Every rank must call
-// it with the same `batches`.
+// Uses the first batches of `loader`'s epoch `epoch` and leaves the loader
+// mid-epoch (the trainer starts each epoch itself); leaves `ctx` in train mode
+// with its dropout step unchanged. A model without BN buffers is left alone
+// (0 batches). Every rank must call it with the same `batches`.
 BnRecalibration recalibrate_batchnorm(Model& model, Context& ctx, data::Loader& loader, Communicator& comm,
-                                      int64_t batches);
+                                      int64_t batches, int64_t epoch = 0);
 
 }  // namespace mrmf

@@ -97,6 +97,7 @@ const std::vector<Field>& schema() {
       MRMF_FIELD("train.checkpoint_every", train.checkpoint_every, int64_t),
       MRMF_FIELD("train.max_steps_per_epoch", train.max_steps_per_epoch, int64_t),
       MRMF_FIELD("train.bucket_mb", train.bucket_mb, int64_t),
+      MRMF_FIELD("train.precise_bn_batches", train.precise_bn_batches, int64_t),
       MRMF_FIELD("train.init", train.init, std::string),
       MRMF_FIELD("train.init_groups", train.init_groups, std::string),
       MRMF_FIELD("train.freeze", train.freeze, std::string),
@@ -238,6 +239,8 @@ void validate(const RunConfig& c) {
                   "config key 'data.scale': transform 'scale' needs per-channel factors");
   MRMF_CHECK_KIND(Config, c.train.checkpoint_every >= 0, "config key 'train.checkpoint_every': must be >= 0");
   MRMF_CHECK_KIND(Config, c.train.bucket_mb >= 1, "config key 'train.bucket_mb': must be at least 1");
+  MRMF_CHECK_KIND(Config, c.train.precise_bn_batches >= 0, "config key 'train.precise_bn_batches': must be >= 0 "
+                  "(0: off), got ", c.train.precise_bn_batches);
   MRMF_CHECK_KIND(Config, c.runtime.threads >= 0, "config key 'runtime.threads': must be >= 0");
   MRMF_CHECK_KIND(Config, c.runtime.cudnn_workspace_mb >= 0, "config key 'runtime.cudnn_workspace_mb': must be >= 0, got ",
                   c.runtime.cudnn_workspace_mb);

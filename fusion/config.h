@@ -87,6 +87,10 @@ struct TrainConfig {
   int64_t checkpoint_every = 1;  // epochs; 0: only at the end
   int64_t max_steps_per_epoch = 0;  // 0: the whole shard
   int64_t bucket_mb = 25;   // gradient allreduce bucket size
+  // > 0: before each validation, re-estimate the BN running statistics on
+  // this many training batches with the current weights ("precise BN",
+  // fusion/bn_recalibrate.h); its time counts as validation time.
+  int64_t precise_bn_batches = 0;
   std::string init;         // checkpoint to start from (--init)
   std::string init_groups = "all";  // all | bottom | top
   std::string freeze = "";  // "" | bottom | top

@@ -13,6 +13,7 @@
 
 #include "core/log.h"
 #include "core/nvtx.h"
+#include "fusion/bn_recalibrate.h"
 #include "fusion/checkpoint.h"
 #include "fusion/grad_sync.h"
 #include "kernels/elementwise_ops.h"
@@ -337,6 +338,8 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
   r.samples = steps * cfg_.train.batch_size * comm_.size();
   r.train_loss = loss_sum / static_cast<double>(steps);
   const auto t_val = Clock::now();
+  if (validate && cfg_.train.precise_bn_batches > 0)
+    (void)recalibrate_batchnorm(m, *ctx_, *train_, comm_, cfg_.train.precise_bn_batches, epoch);
   r.val_loss = validate ? evaluate(*val_) : 0.0;
   r.val_s = seconds_since(t_val);
   r.epoch_s = seconds_since(t_epoch);

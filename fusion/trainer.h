@@ -8,7 +8,8 @@
 //   compute - forward + backward + optimizer (wall time; the GPU stream is
 //             synchronized once per step by the loss read-back)
 //   comm    - gradient communication not hidden behind backward
-//   epoch   - wall time of the whole epoch (training + validation)
+//   epoch   - wall time of the whole epoch (training + validation, including
+//             the precise-BN pass when train.precise_bn_batches > 0)
 // and writes one JSON object per epoch to <out>/metrics.jsonl.
 //
 // Stop conditions: max epochs, target validation loss, and the loss-plateau

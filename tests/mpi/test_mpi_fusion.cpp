@@ -34,6 +34,20 @@ std::unique_ptr<Model> built(const ModelSpec& s, uint64_t seed) {
   for (int64_t i = 0; i < b.numel(); ++i) b.data<float>()[i] = static_cast<float>(seed) + 0.5f * static_cast<float>(i % 7);
   return m;
 }
+// A fresh folder `<tmp>/<name>_<ranks>_<launcher pid>` holding a generated
+// Neuron Inverter file ni.h5, made by rank 0 while the others wait.
+fs::path folder_with_ni_file(const Communicator& world, const std::string& name, data::NeuronGenOptions g) {
+  const fs::path dir = fs::temp_directory_path() / (name + "_" + std::to_string(world.size()) + "_" +
+                                                    std::to_string(::getppid()));
+  if (world.is_root()) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    g.threads = 1;
+    data::generate_neuron_inverter((dir / "ni.h5").string(), g);
+  }
+  world.barrier();
+  return dir;
+}
 }  // namespace
 
 TEST_CASE("concurrent exchange: every rank holds bottom(M_c) + top(M_d)", "[mpi][fusion]") {
@@ -55,20 +69,12 @@ TEST_CASE("concurrent exchange: every rank holds bottom(M_c) + top(M_d)", "[mpi]
 
 TEST_CASE("experiment: a tiny end-to-end MRMF run with every method", "[mpi][experiment]") {
   Communicator world = Communicator::world();
-  const fs::path dir = fs::temp_directory_path() / ("mrmf_mpi_exp_" + std::to_string(world.size()) + "_" +
-                                                    std::to_string(::getppid()));
-  if (world.is_root()) {
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    data::NeuronGenOptions g;
-    g.train = 192;
-    g.val = 96;
-    g.test = 48;
-    g.seed = 3;
-    g.threads = 1;
-    data::generate_neuron_inverter((dir / "ni.h5").string(), g);
-  }
-  world.barrier();
+  data::NeuronGenOptions g;
+  g.train = 192;
+  g.val = 96;
+  g.test = 48;
+  g.seed = 3;
+  const fs::path dir = folder_with_ni_file(world, "mrmf_mpi_exp", g);
   const std::string yaml = "run:\n  data: {path: " + (dir / "ni.h5").string() +
                            "}\n  train: {batch_size: 16}\n  schedule: {type: constant}\n  stop: {max_epochs: 2}\n"
                            "experiment:\n  methods: [baseline, mrt, mrmf1, mrmf2, concurrent]\n  seeds: [1]\n"
@@ -112,22 +118,14 @@ TEST_CASE("experiment: a tiny end-to-end MRMF run with every method", "[mpi][exp
 
 TEST_CASE("BN re-calibration: every rank ends with the rank-averaged statistics", "[mpi][fusion][bn]") {
   Communicator world = Communicator::world();
-  const fs::path dir = fs::temp_directory_path() / ("mrmf_mpi_bn_" + std::to_string(world.size()) + "_" +
-                                                    std::to_string(::getppid()));
-  if (world.is_root()) {
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    data::NeuronGenOptions g;
-    g.train = 64 * world.size();
-    g.val = 16 * world.size();
-    g.test = 16;
-    g.seed = 9;
-    g.threads = 1;
-    g.time_bins = 64;
-    g.zscore_samples = 64;
-    data::generate_neuron_inverter((dir / "ni.h5").string(), g);
-  }
-  world.barrier();
+  data::NeuronGenOptions g;
+  g.train = 64 * world.size();
+  g.val = 16 * world.size();
+  g.test = 16;
+  g.seed = 9;
+  g.time_bins = 64;
+  g.zscore_samples = 64;
+  const fs::path dir = folder_with_ni_file(world, "mrmf_mpi_bn", g);
   const RunConfig rc = parse_run_config(
       "model: {name: neuron_inverter, options: {conv_channels: '4,8', kernel: 3, pool: 2, fc: '16'}}\n"
       "data: {format: neuron_inverter, path: '" + (dir / "ni.h5").string() + "'}\n"

@@ -439,13 +439,12 @@ TEST_CASE("BN re-calibration: running statistics become the mean of the batch st
     ++stats;
   }
   REQUIRE(stats >= 3);  // flat BN: running_mean, running_var, num_batches_tracked
-  // Weights untouched; context back to normal; loader at the start of epoch 0.
+  // Weights untouched; context back to normal; the loader went on after the batches it used.
   REQUIRE(std::memcmp(ps.values().raw_data(), values_before.raw_data(), values_before.nbytes()) == 0);
   REQUIRE(t.context().training());
   REQUIRE(t.context().step() == 41);
   REQUIRE(t.context().bn_momentum(0.3) == 0.3);
-  REQUIRE(t.train_loader().next(b));
-  REQUIRE(std::memcmp(b.x.raw_data(), xs[0].raw_data(), xs[0].nbytes()) == 0);
+  REQUIRE(t.train_loader().state().batch == n);
 
   // More batches than an epoch has: one epoch.
   REQUIRE(recalibrate_batchnorm(m, t.context(), t.train_loader(), world(), 100000).batches ==
@@ -456,4 +455,35 @@ TEST_CASE("BN re-calibration: running statistics become the mean of the batch st
   Trainer nobn(config({"model.options.flat_bn=false"}), world(), Device::cpu(), o);
   REQUIRE(nobn.model().params().buffers().numel() == 0);
   REQUIRE(recalibrate_batchnorm(nobn.model(), nobn.context(), nobn.train_loader(), world(), 2).batches == 0);
+}
+
+TEST_CASE("trainer: precise BN re-estimates the statistics before each validation, training unchanged",
+          "[trainer][bn]") {
+  const std::string plain = out_dir("precise_off"), precise = out_dir("precise_on");
+  const FitResult a = run(config({"stop.max_epochs=2"}), plain);
+  const FitResult b = run(config({"stop.max_epochs=2", "train.precise_bn_batches=3"}), precise);
+  LoadedModel ma = load_model_from_checkpoint(ckpt(plain), Device::cpu());
+  LoadedModel mb = load_model_from_checkpoint(ckpt(precise), Device::cpu());
+  // Training uses batch statistics only, and the pass restores the dropout
+  // step and the loader order: the weights are bit-identical.
+  const Tensor va = ma.model->params().values(), vb = mb.model->params().values();
+  REQUIRE(std::memcmp(va.raw_data(), vb.raw_data(), va.nbytes()) == 0);
+  REQUIRE(a.history[1].train_loss == b.history[1].train_loss);
+  REQUIRE(a.history[1].val_loss != b.history[1].val_loss);
+  // The saved statistics are exactly a re-calibration of the final weights on
+  // the first 3 batches of the last epoch.
+  Trainer t(config(), world(), Device::cpu(), TrainerOptions{});
+  t.set_model(std::move(ma.model));
+  REQUIRE(recalibrate_batchnorm(t.model(), t.context(), t.train_loader(), world(), 3, 1).batches == 3);
+  const ParamStore &want = t.model().params(), &got = mb.model->params();
+  int compared = 0;
+  for (const auto& e : got.entries()) {
+    if (e.kind != ParamKind::Buffer || e.name.find("running_") == std::string::npos) continue;
+    INFO(e.name);
+    const Tensor x = got.value(got.at(e.name)), y = want.value(want.at(e.name));
+    REQUIRE(std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()) == 0);
+    ++compared;
+  }
+  REQUIRE(compared == 2);
+  REQUIRE_THROWS_WITH(config({"train.precise_bn_batches=-1"}), Catch::Contains("train.precise_bn_batches"));
 }
