@@ -15,27 +15,30 @@ BnRecalibration recalibrate_batchnorm(Model& model, Context& ctx, data::Loader& 
   // counters); a model without any has nothing to re-estimate.
   if (batches == 0 || model.params().buffers().numel() == 0) return r;
   const auto t0 = std::chrono::steady_clock::now();
-  const uint64_t step = ctx.step();
   ctx.set_training(true);
   loader.start_epoch(epoch);
   // Every rank forwards the same number of batches (the loaders' epochs are
   // equal-length across ranks), so the collective below always matches.
   const int64_t n = std::min(batches, loader.batches_per_epoch());
-  data::LoaderBatch b;
-  try {
+  {
+    // Whatever happens (a loader error), the layers get their own momentum
+    // back and no activations stay saved for a backward that never comes.
+    // The dropout step is left alone: forwards do not advance it.
+    struct Restore {
+      Context& ctx;
+      Model& model;
+      ~Restore() {
+        ctx.set_bn_momentum_override(-1);
+        model.net().clear_saved();
+      }
+    } restore{ctx, model};
+    data::LoaderBatch b;
     while (r.batches < n && loader.next(b)) {
       ctx.set_bn_momentum_override(1.0 / static_cast<double>(r.batches + 1));
       (void)model.forward(ctx, b.x);
       ++r.batches;
     }
-  } catch (...) {
-    ctx.set_bn_momentum_override(-1);
-    model.net().clear_saved();
-    throw;
   }
-  ctx.set_bn_momentum_override(-1);
-  ctx.set_step(step);
-  model.net().clear_saved();  // train-mode forwards keep activations for a backward that never comes
   comm.allreduce_avg(model.params().buffers(), ctx.stream());
   ctx.stream().synchronize();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
