@@ -30,8 +30,10 @@ Shape sample_of(const Shape& in) {
 
 // Runs one module on the CPU and on the GPU (fresh models built from the same
 // seed), forward + backward, a few steps; compares outputs, input gradients,
-// parameter gradients and buffers.
-void compare_layer(const std::function<std::unique_ptr<Module>()>& make, const Shape& in, double tol, int steps = 2) {
+// parameter gradients and buffers. `cumulative`: BN momentum 1/(step + 1)
+// through the context override, as the BN re-calibration runs it.
+void compare_layer(const std::function<std::unique_ptr<Module>()>& make, const Shape& in, double tol, int steps = 2,
+                   bool cumulative = false) {
   Model mc("c", sample_of(in)), mg("g", sample_of(in));
   Module& lc = mc.net().add("l", make(), ParamGroup::Bottom);
   Module& lg = mg.net().add("l", make(), ParamGroup::Bottom);
@@ -43,6 +45,8 @@ void compare_layer(const std::function<std::unique_ptr<Module>()>& make, const S
     INFO(lc.type() << " " << in.str() << " step " << step);
     cc.set_step(step);
     cg.set_step(step);
+    cc.set_bn_momentum_override(cumulative ? 1.0 / (step + 1) : -1.0);
+    cg.set_bn_momentum_override(cumulative ? 1.0 / (step + 1) : -1.0);
     const Tensor x = test::random_tensor(in, 10 + step, -2.f, 2.f);
     const Tensor yc = lc.forward(cc, x);
     const Tensor yg = lg.forward(cg, x.to(cg.device(), cg.stream()));
@@ -126,6 +130,15 @@ TEST_CASE("gpu fused block matches the CPU", "[gpu][fused]") {
     return std::make_unique<BnActPool>(fused(4, 3, 0.01f, PoolKind::Avg, PoolParams::make_3d({3, 3, 3}, {2, 2, 2}, {1, 1, 1})));
   }, {2, 4, 9, 10, 11}, 1e-4);
   compare_layer([] { return std::make_unique<BnActPool>(fused(4, 3, 0.f, PoolKind::None, {})); }, {2, 4, 6, 6, 6}, 1e-4);
+}
+
+TEST_CASE("gpu batch norm and fused block honour the BN re-calibration momentum override", "[gpu][batchnorm]") {
+  // CPU side checked against plain loops in test_batchnorm / test_fused_block;
+  // here cuDNN's exponentialAverageFactor and the GPU kernels must follow it.
+  compare_layer([] { return std::make_unique<BatchNorm3d>(4, 1e-3, 0.01); }, {2, 4, 6, 8, 10}, 1e-4, 3, true);
+  compare_layer([] { return std::make_unique<BatchNorm1d>(6, 1e-5, 0.01); }, {8, 6, 97}, 1e-4, 3, true);
+  compare_layer([] { return std::make_unique<BnActPool>(fused(4, 3, 0.f, PoolKind::Avg, PoolParams::make_3d({2, 2, 2}))); },
+                {2, 4, 6, 6, 6}, 1e-4, 3, true);
 }
 
 TEST_CASE("gpu dropout draws the CPU's mask", "[gpu][dropout]") {
