@@ -23,8 +23,12 @@ struct ExperimentFlags {
 
 int run_experiment(const ExperimentFlags& f) {
   std::vector<std::string> sets = f.sets;
+  if (!f.methods.empty()) {  // validated like the config's own list
+    std::string list;
+    for (const auto& m : f.methods) list += (list.empty() ? "" : ", ") + m;
+    sets.push_back("experiment.methods=[" + list + "]");
+  }
   ExperimentConfig cfg = load_experiment_config(f.config, sets);  // every config error before any training
-  if (!f.methods.empty()) cfg.methods = f.methods;
   Communicator world = Communicator::world();
   apply_runtime_flags(f.rt);
   RuntimeOptions ro;

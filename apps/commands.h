@@ -18,7 +18,7 @@ using Action = std::function<int()>;
 void add_info_command(CLI::App& app, Action& action);
 void add_datagen_command(CLI::App& app, Action& action);
 void add_downsample_command(CLI::App& app, Action& action);
-void add_demo_command(CLI::App& app, Action& action);
+void add_bench_command(CLI::App& app, Action& action);
 void add_train_command(CLI::App& app, Action& action);
 void add_experiment_command(CLI::App& app, Action& action);
 void add_eval_command(CLI::App& app, Action& action);

@@ -54,11 +54,11 @@ int main(int argc, char** argv) {
   cli::add_info_command(app, action);
   cli::add_datagen_command(app, action);
   cli::add_downsample_command(app, action);
-  cli::add_demo_command(app, action);
   cli::add_train_command(app, action);
   cli::add_experiment_command(app, action);
   cli::add_eval_command(app, action);
   cli::add_predict_command(app, action);
+  cli::add_bench_command(app, action);
 
   // MPI is initialized for every command (a singleton launch needs no
   // mpirun); usage errors are reported before that.

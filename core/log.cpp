@@ -7,6 +7,7 @@ namespace mrmf::log {
 namespace {
 int g_rank = 0;
 bool g_all = false;
+int g_speak = -1;  // -1: rank 0 speaks; 0/1: a Speaker decides
 }  // namespace
 
 void configure(int rank, int world_size) {
@@ -19,6 +20,9 @@ void configure(int rank, int world_size) {
   if (const char* lvl = std::getenv("MRMF_LOG_LEVEL")) spdlog::set_level(spdlog::level::from_str(lvl));
 }
 
-bool is_root() { return g_all || g_rank == 0; }
+bool is_root() { return g_all || (g_speak < 0 ? g_rank == 0 : g_speak == 1); }
+
+Speaker::Speaker(bool speak) : prev_(g_speak) { g_speak = speak ? 1 : 0; }
+Speaker::~Speaker() { g_speak = prev_; }
 
 }  // namespace mrmf::log

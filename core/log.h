@@ -11,6 +11,20 @@ namespace mrmf::log {
 void configure(int rank, int world_size);
 bool is_root();
 
+// While alive, this rank speaks at `info` iff `speak` (e.g. the root of a
+// rank group that trains its own model, so that every group's progress is
+// visible, not only world rank 0's).
+class Speaker {
+ public:
+  explicit Speaker(bool speak);
+  ~Speaker();
+  Speaker(const Speaker&) = delete;
+  Speaker& operator=(const Speaker&) = delete;
+
+ private:
+  int prev_;
+};
+
 template <class... Args>
 void info(spdlog::format_string_t<Args...> fmt, Args&&... args) {
   if (is_root()) spdlog::info(fmt, std::forward<Args>(args)...);

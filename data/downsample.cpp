@@ -115,6 +115,9 @@ DownsampleSummary downsample_neuron_file(const std::string& in, const std::strin
         const int64_t cnt = std::min(rows, info.n - r);
         Tensor fr = frames.narrow(0, 0, cnt), lb = labels.narrow(0, 0, cnt);
         src.read_into(s, r, fr, lb);  // HDF5 converts float16 to float32
+        // A coarse copy of bad data is bad data: refuse it here, naming the row.
+        check_finite(fr, in + ": dataset '" + fn + "' (rows from " + std::to_string(r) + ")");
+        check_finite(lb, in + ": dataset '" + ln + "' (rows from " + std::to_string(r) + ")");
         w.write_rows(fn, r, average_blocks_channels_last(fr, {k}));
         w.write_rows(ln, r, lb);
         done += cnt;
@@ -187,7 +190,9 @@ DownsampleSummary downsample_cosmoflow_dir(const std::string& in_dir, const std:
       sum.bytes_out += cnt * od[0] * od[1] * od[2] * C * 4;
       if (opts.progress) opts.progress(done, total);
     }
-    o.write("unitPar", h.read("unitPar"));
+    const Tensor labels = h.read("unitPar");
+    check_finite(labels, in_path + ": dataset 'unitPar'");
+    o.write("unitPar", labels);
     std::ostringstream axes;
     axes << "(D, H, W) with factors (" << f[0] << ", " << f[1] << ", " << f[2] << ")";
     o.write_string_attribute("/", "mrmf_downsample", describe(in_path, axes.str(), 1));

@@ -61,11 +61,20 @@ struct NiSource : Source {
 }  // namespace
 
 std::vector<std::string> cosmo_paths(const DataSpec& spec) {
-  if (fs::is_directory(spec.path)) {
-    const fs::path sub = fs::path(spec.path) / split_name(spec.split);
-    return expand_file_list(((fs::is_directory(sub) ? sub : fs::path(spec.path)) / "*.h5").string());
+  const std::string split = split_name(spec.split);
+  try {
+    if (fs::is_directory(spec.path)) {
+      const fs::path sub = fs::path(spec.path) / split;
+      return expand_file_list(((fs::is_directory(sub) ? sub : fs::path(spec.path)) / "*.h5").string());
+    }
+    return expand_file_list(spec.path);
+  } catch (const Error& e) {
+    // Say which split came up empty and where its files were expected.
+    MRMF_THROW(Data, "CosmoFlow split '", split, "': ", e.message(), " (expected HDF5 files with '3Dmap' and 'unitPar' ",
+               fs::is_directory(spec.path) ? "in " + (fs::path(spec.path) / split).string() + "/ or " + spec.path + "/"
+                                           : std::string("matching the data path or data.") + split + "_files",
+               ")");
   }
-  return expand_file_list(spec.path);
 }
 
 namespace {

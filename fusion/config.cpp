@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -95,6 +96,7 @@ const std::vector<Field>& schema() {
       MRMF_FIELD("train.seed", train.seed, uint64_t),
       MRMF_FIELD("train.deterministic", train.deterministic, bool),
       MRMF_FIELD("train.checkpoint_every", train.checkpoint_every, int64_t),
+      MRMF_FIELD("train.checkpoint_every_steps", train.checkpoint_every_steps, int64_t),
       MRMF_FIELD("train.max_steps_per_epoch", train.max_steps_per_epoch, int64_t),
       MRMF_FIELD("train.bucket_mb", train.bucket_mb, int64_t),
       MRMF_FIELD("train.precise_bn_batches", train.precise_bn_batches, int64_t),
@@ -150,10 +152,25 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return prev[b.size()];
 }
 
+// Other names users reach for: `train.epochs` (as in `mrmf train --set
+// train.epochs=5`) is the epoch guard stop.max_epochs.
+const std::vector<std::pair<std::string, std::string>>& key_aliases() {
+  static const std::vector<std::pair<std::string, std::string>> a = {{"train.epochs", "stop.max_epochs"}};
+  return a;
+}
+
+std::string canonical_key(const std::string& key) {
+  for (const auto& [alias, key_] : key_aliases())
+    if (key == alias) return key_;
+  return key;
+}
+
 std::string suggestion(const std::string& key) {
   std::string best;
   size_t best_d = 4;  // suggest only close matches
-  for (const auto& k : run_config_keys()) {
+  std::vector<std::string> candidates = run_config_keys();
+  for (const auto& a : key_aliases()) candidates.push_back(a.first);
+  for (const auto& k : candidates) {
     const size_t d = edit_distance(key, k);
     if (d < best_d) {
       best_d = d;
@@ -190,10 +207,39 @@ void require_one_of(const std::string& key, const std::string& v, std::initializ
   MRMF_THROW(Config, "config key '", key, "': '", v, "' is not one of ", list);
 }
 
+
+// One source of truth for the Neuron Inverter input layout: the loader (or
+// the fused kernel) does the conversion, from data.layout; the model option
+// `input_layout` only records it in the model spec and checkpoints. Either
+// key may be given; both given and different is an error, not a silent
+// label on data laid out the other way.
+void resolve_ni_layout(RunConfig& c) {
+  std::string from_model;
+  auto it = c.model.options.find("input_layout");
+  if (it != c.model.options.end()) {
+    const std::string& v = it->second;
+    if (v == "view" || v == "reinterpret_view" || v == "reinterpret")
+      from_model = "reinterpret";
+    else if (v == "transpose")
+      from_model = "transpose";
+    else
+      MRMF_THROW(Config, "config key 'model.options.input_layout': '", v, "' is not one of transpose, view");
+    it->second = from_model == "reinterpret" ? "view" : "transpose";
+  }
+  if (c.data.layout == "auto") {
+    c.data.layout = from_model.empty() ? "transpose" : from_model;
+  } else if (!from_model.empty() && from_model != c.data.layout) {
+    MRMF_THROW(Config, "config keys 'data.layout' (", c.data.layout, ") and 'model.options.input_layout' (",
+               it->second, ") disagree; set one of them");
+  }
+}
+
+bool finite_positive(double v) { return std::isfinite(v) && v > 0; }
+
 void validate(const RunConfig& c) {
   require_one_of("model.name", c.model.name, {"neuron_inverter", "cosmoflow"});
   require_one_of("data.format", c.data.format, {"neuron_inverter", "cosmoflow", "cosmoflow_lbann"});
-  require_one_of("data.layout", c.data.layout, {"transpose", "reinterpret"});
+  require_one_of("data.layout", c.data.layout, {"auto", "transpose", "reinterpret"});
   require_one_of("data.transform", c.data.transform, {"none", "log1p", "scale"});
   require_one_of("data.reduce_on", c.data.reduce_on, {"auto", "host", "device"});
   require_one_of("optimizer.name", c.optimizer.name, {"adam", "adamw", "sgd"});
@@ -212,7 +258,10 @@ void validate(const RunConfig& c) {
                   c.stop.plateau_patience);
   MRMF_CHECK_KIND(Config, c.stop.plateau_patience >= 0, "config key 'stop.plateau_patience': must be >= 0, got ",
                   c.stop.plateau_patience);
-  MRMF_CHECK_KIND(Config, c.optimizer.lr > 0, "config key 'optimizer.lr': must be positive, got ", c.optimizer.lr);
+  MRMF_CHECK_KIND(Config, finite_positive(c.optimizer.lr), "config key 'optimizer.lr': must be positive and finite, got ",
+                  c.optimizer.lr);
+  MRMF_CHECK_KIND(Config, c.optimizer.momentum >= 0 && c.optimizer.momentum < 1,
+                  "config key 'optimizer.momentum': must be in [0, 1), got ", c.optimizer.momentum);
   MRMF_CHECK_KIND(Config, c.optimizer.beta1 >= 0 && c.optimizer.beta1 < 1, "config key 'optimizer.beta1': must be in [0, 1)");
   MRMF_CHECK_KIND(Config, c.optimizer.beta2 >= 0 && c.optimizer.beta2 < 1, "config key 'optimizer.beta2': must be in [0, 1)");
   MRMF_CHECK_KIND(Config, c.optimizer.eps > 0, "config key 'optimizer.eps': must be positive");
@@ -221,6 +270,21 @@ void validate(const RunConfig& c) {
   MRMF_CHECK_KIND(Config, c.schedule.plateau_factor > 0 && c.schedule.plateau_factor < 1,
                   "config key 'schedule.plateau_factor': must be in (0, 1), got ", c.schedule.plateau_factor);
   MRMF_CHECK_KIND(Config, c.schedule.plateau_patience >= 0, "config key 'schedule.plateau_patience': must be >= 0");
+  MRMF_CHECK_KIND(Config, c.schedule.plateau_cooldown >= 0, "config key 'schedule.plateau_cooldown': must be >= 0, got ",
+                  c.schedule.plateau_cooldown);
+  MRMF_CHECK_KIND(Config, c.schedule.plateau_min_lr >= 0 && std::isfinite(c.schedule.plateau_min_lr),
+                  "config key 'schedule.plateau_min_lr': must be >= 0, got ", c.schedule.plateau_min_lr);
+  MRMF_CHECK_KIND(Config, c.schedule.end_lr >= 0 && std::isfinite(c.schedule.end_lr),
+                  "config key 'schedule.end_lr': must be >= 0, got ", c.schedule.end_lr);
+  MRMF_CHECK_KIND(Config, finite_positive(c.schedule.power), "config key 'schedule.power': must be positive, got ",
+                  c.schedule.power);
+  for (size_t i = 0; i < c.schedule.values.size(); ++i)
+    MRMF_CHECK_KIND(Config, finite_positive(c.schedule.values[i]), "config key 'schedule.values[", i,
+                    "]': learning rates must be positive and finite, got ", c.schedule.values[i]);
+  for (size_t i = 0; i < c.schedule.boundaries.size(); ++i)
+    MRMF_CHECK_KIND(Config, c.schedule.boundaries[i] >= 1 && (i == 0 || c.schedule.boundaries[i] > c.schedule.boundaries[i - 1]),
+                    "config key 'schedule.boundaries': steps must be >= 1 and increasing, got ",
+                    c.schedule.boundaries[i], " at position ", i);
   if (c.schedule.type == "piecewise") {
     MRMF_CHECK_KIND(Config, c.schedule.values.size() == c.schedule.boundaries.size() + 1,
                     "config key 'schedule.values': piecewise decay needs one more value than boundaries (",
@@ -238,6 +302,16 @@ void validate(const RunConfig& c) {
   MRMF_CHECK_KIND(Config, c.data.transform != "scale" || !c.data.scale.empty(),
                   "config key 'data.scale': transform 'scale' needs per-channel factors");
   MRMF_CHECK_KIND(Config, c.train.checkpoint_every >= 0, "config key 'train.checkpoint_every': must be >= 0");
+  MRMF_CHECK_KIND(Config, c.train.checkpoint_every_steps >= 0,
+                  "config key 'train.checkpoint_every_steps': must be >= 0 (0: off), got ", c.train.checkpoint_every_steps);
+  MRMF_CHECK_KIND(Config, c.train.max_steps_per_epoch >= 0, "config key 'train.max_steps_per_epoch': must be >= 0 "
+                  "(0: the whole shard), got ", c.train.max_steps_per_epoch);
+  MRMF_CHECK_KIND(Config, c.data.max_train_samples >= 0, "config key 'data.max_train_samples': must be >= 0 (0: all), got ",
+                  c.data.max_train_samples);
+  MRMF_CHECK_KIND(Config, std::isfinite(c.stop.target_val_loss), "config key 'stop.target_val_loss': must be finite");
+  for (size_t i = 0; i < c.data.scale.size(); ++i)
+    MRMF_CHECK_KIND(Config, std::isfinite(c.data.scale[i]), "config key 'data.scale[", i, "]': must be finite, got ",
+                    c.data.scale[i]);
   MRMF_CHECK_KIND(Config, c.train.bucket_mb >= 1, "config key 'train.bucket_mb': must be at least 1");
   MRMF_CHECK_KIND(Config, c.train.precise_bn_batches >= 0, "config key 'train.precise_bn_batches': must be >= 0 "
                   "(0: off), got ", c.train.precise_bn_batches);
@@ -322,12 +396,14 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::vector<std::
   RunConfig cfg;
   std::vector<std::pair<std::string, YAML::Node>> leaves;
   collect_leaves(root, "", leaves, cfg);
-  for (const auto& [key, node] : leaves) {
+  for (const auto& [written, node] : leaves) {
+    const std::string key = canonical_key(written);
     auto it = std::find_if(schema().begin(), schema().end(), [&](const Field& f) { return f.key == key; });
-    MRMF_CHECK_KIND(Config, it != schema().end(), origin, ": unknown config key '", key, "'", suggestion(key));
+    MRMF_CHECK_KIND(Config, it != schema().end(), origin, ": unknown config key '", written, "'", suggestion(written));
     if (node.IsNull()) continue;  // `key:` with no value keeps the default
     it->read(cfg, node);
   }
+  resolve_ni_layout(cfg);
   validate(cfg);
   cfg.text = emit(cfg);
   return cfg;

@@ -57,7 +57,8 @@ struct DataConfig {
   std::string format = "neuron_inverter";  // neuron_inverter | cosmoflow | cosmoflow_lbann
   std::string path;                        // NI: the .h5 file; CosmoFlow: folder with train/ val/ test/
   std::string train_files, val_files, test_files;  // CosmoFlow: optional globs / comma lists
-  std::string layout = "transpose";        // NI: transpose | reinterpret (the original's view quirk)
+  std::string layout = "auto";             // NI: transpose | reinterpret (the original's view quirk);
+                                           // auto: model.options.input_layout, else transpose
   std::string transform = "none";          // none | log1p | scale
   std::vector<double> scale;               // per-channel factors for transform = scale
   std::vector<int64_t> reduce;             // resolution reduction factor per spatial axis ([] = original)
@@ -85,6 +86,7 @@ struct TrainConfig {
   uint64_t seed = 1;
   bool deterministic = false;
   int64_t checkpoint_every = 1;  // epochs; 0: only at the end
+  int64_t checkpoint_every_steps = 0;  // also every N steps inside an epoch (0: off); resumes mid-epoch
   int64_t max_steps_per_epoch = 0;  // 0: the whole shard
   int64_t bucket_mb = 25;   // gradient allreduce bucket size
   // > 0: before each validation, re-estimate the BN running statistics on

@@ -79,7 +79,7 @@ StopRule parse_stop(const YAML::Node& n, const std::string& key, StopRule base) 
 void validate_methods(const ExperimentConfig& c) {
   MRMF_CHECK_KIND(Config, !c.methods.empty(), "experiment key 'methods': no method given");
   for (const auto& m : c.methods) {
-    const bool mrmf_n = m.size() > 4 && m.rfind("mrmf", 0) == 0 &&
+    const bool mrmf_n = m.size() > 4 && m.size() <= 7 && m.rfind("mrmf", 0) == 0 &&
                         m.find_first_not_of("0123456789", 4) == std::string::npos;
     MRMF_CHECK_KIND(Config, m == "baseline" || m == "mrt" || m == "concurrent" || mrmf_n, "experiment key 'methods': '",
                     m, "' is not one of baseline, mrt, mrmf1, mrmf2, ..., concurrent");

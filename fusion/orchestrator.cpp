@@ -1,6 +1,8 @@
 #include "fusion/orchestrator.h"
 
+#include <algorithm>
 #include <chrono>
+#include <optional>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -18,7 +20,7 @@ static double since(Clock::time_point t0) { return std::chrono::duration<double>
 
 Orchestrator::Orchestrator(ExperimentConfig cfg, Communicator& world, Device device, std::string out_dir)
     : cfg_(std::move(cfg)), world_(world), device_(device), out_(std::move(out_dir)) {
-  check_ladder_divides();
+  check_before_training();
 }
 
 RunConfig Orchestrator::stage_config(const Resolution& r, uint64_t seed, const StopRule& stop, double target) const {
@@ -34,11 +36,34 @@ RunConfig Orchestrator::stage_config(const Resolution& r, uint64_t seed, const S
   return parse_run_config(cfg_.run_yaml, sets, "experiment run configuration");
 }
 
-void Orchestrator::check_ladder_divides() {
-  // Fail before any training: a rung whose factors do not divide the data.
+void Orchestrator::check_before_training() {
+  // Fail before any training: a rung whose factors do not divide the data,
+  // or whose data is too small for the model (the model is built per rung).
   std::vector<Resolution> rungs = cfg_.ladder;
   if (!cfg_.one_fusion_coarse.empty()) rungs.push_back(cfg_.one_fusion_coarse);
-  for (const auto& r : rungs) (void)reduced_sample_shape(stage_config(r, 1, StopRule{}, 0));
+  for (const auto& r : rungs) {
+    const RunConfig rc = stage_config(r, 1, StopRule{}, 0);
+    (void)build_model(model_spec_for(rc, reduced_sample_shape(rc)));
+  }
+  // A plateau rule first fires after Tp + 1 epochs (the first epoch has no
+  // predecessor to compare with): a guard shorter than that always wins.
+  for (size_t st = 0; st + 1 < cfg_.ladder.size(); ++st) {
+    const StageStops stops = cfg_.stops_for_stage(st);
+    for (const auto& [role, rule] : {std::make_pair("coarse", stops.coarse), std::make_pair("dense", stops.dense)})
+      if (rule.threshold > 0 && rule.patience + 1 > rule.max_epochs)
+        log::info("notice: stage {} {} stop rule (threshold {}, patience {}) cannot fire within its {}-epoch guard; "
+                  "the guard will end that stage",
+                  st + 1, role, rule.threshold, rule.patience, rule.max_epochs);
+  }
+  const auto uses = [&](const std::string& m) {
+    return std::find(cfg_.methods.begin(), cfg_.methods.end(), m) != cfg_.methods.end();
+  };
+  if (cfg_.optimizer_at_fusion == "keep" && uses("mrt"))
+    log::info("notice: optimizer_at_fusion: keep does not apply to MRT, which re-initialises the top layers and "
+              "the optimizer state by definition");
+  if (cfg_.optimizer_at_fusion == "keep" && uses("concurrent") && world_.size() >= 2)
+    log::info("notice: optimizer_at_fusion: keep does not apply to concurrent training (each group's optimizer "
+              "state stays on its own ranks); its fused model starts with fresh optimizer state");
 }
 
 int Orchestrator::dense_group_size(int world, double t_dense, double t_coarse) {
@@ -46,10 +71,13 @@ int Orchestrator::dense_group_size(int world, double t_dense, double t_coarse) {
   MRMF_CHECK_KIND(Config, t_dense > 0 && t_coarse > 0, "concurrent split: epoch times must be positive (t_dense ",
                   t_dense, ", t_coarse ", t_coarse, ")");
   const double share = t_dense / (t_dense + t_coarse);
-  int nd = static_cast<int>(std::lround(share * world));
+  const int want = static_cast<int>(std::lround(share * world));
   // Neither group may be empty: that would leave one model untrained.
-  if (nd < 1) nd = 1;
-  if (nd > world - 1) nd = world - 1;
+  const int nd = std::min(std::max(want, 1), world - 1);
+  if (nd != want)
+    log::info("notice: the epoch-time split t_dense / (t_dense + t_coarse) = {:.3f} of {} ranks would leave the {} "
+              "group empty; using {} dense and {} coarse rank(s)",
+              share, world, want < 1 ? "dense" : "coarse", nd, world - nd);
   return nd;
 }
 
@@ -107,11 +135,12 @@ MethodRun Orchestrator::run(const std::string& method, uint64_t seed) {
   return run_sequential(method, seed);
 }
 
-MethodRun Orchestrator::run_sequential(const std::string& method, uint64_t seed) {
+MethodRun Orchestrator::run_sequential(const std::string& method, uint64_t seed, const std::string& label_in) {
+  const std::string label = label_in.empty() ? method : label_in;
   MethodRun mr;
-  mr.method = method;
+  mr.method = label;
   mr.seed = seed;
-  const std::string dir = (fs::path(out_) / method / ("seed" + std::to_string(seed))).string();
+  const std::string dir = (fs::path(out_) / label / ("seed" + std::to_string(seed))).string();
   const auto ladder = cfg_.ladder_for(method);
   const double target = cfg_.target_val_loss;
   const StopRule final_rule{0, 0, cfg_.max_epochs};
@@ -140,7 +169,7 @@ MethodRun Orchestrator::run_sequential(const std::string& method, uint64_t seed)
     auto keep = [&](Trainer& t) { keep_optimizer_state(t, prev_coarse.get(), prev_dense.get()); };
     for (size_t st = 0; st + 1 < ladder.size(); ++st) {
       const StageStops stops = cfg_.stops_for_stage(st);
-      const std::string prefix = method + "/stage" + std::to_string(st + 1) + "/";
+      const std::string prefix = label + "/stage" + std::to_string(st + 1) + "/";
       // The coarse model of a later stage is the previous stage's fused model.
       auto c = train_stage(prefix + "coarse@" + resolution_key(ladder[st]), "coarse", ladder[st], seed, stops.coarse,
                            0, std::move(final_start), world_, sub("stage" + std::to_string(st + 1) + "_coarse"),
@@ -160,7 +189,7 @@ MethodRun Orchestrator::run_sequential(const std::string& method, uint64_t seed)
     before_final = keep;
   }
   const bool baseline = method == "baseline";
-  auto f = train_stage(method + (baseline ? "/baseline@1" : "/finetune@1"), baseline ? "baseline" : "finetune",
+  auto f = train_stage(label + (baseline ? "/baseline@1" : "/finetune@1"), baseline ? "baseline" : "finetune",
                        ladder.back(), seed, final_rule, target, std::move(final_start), world_,
                        sub(baseline ? "baseline" : "finetune"), before_final);
   mr.stages.push_back(f.result);
@@ -263,12 +292,11 @@ std::unique_ptr<Model> exchange_and_fuse(Communicator& world, int coarse_root, s
 MethodRun Orchestrator::run_concurrent(uint64_t seed) {
   if (world_.size() < 2) {
     log::info("notice: concurrent training needs at least two ranks; running the one-fusion stages sequentially");
-    MethodRun mr = run_sequential("mrmf1", seed);
-    mr.method = "concurrent";
-    return mr;
+    return run_sequential("mrmf1", seed, "concurrent");
   }
   MethodRun mr;
   mr.method = "concurrent";
+  mr.concurrent_groups = true;
   mr.seed = seed;
   const std::string dir = (fs::path(out_) / "concurrent" / ("seed" + std::to_string(seed))).string();
   const auto ladder = cfg_.ladder_for("concurrent");
@@ -281,11 +309,13 @@ MethodRun Orchestrator::run_concurrent(uint64_t seed) {
   const StageStops stops = cfg_.stops_for_stage(0);
 
   const auto t0 = Clock::now();
+  std::optional<log::Speaker> speaker(std::in_place, group.rank() == 0);  // each group's root shows its progress
   Stage mine = dense_rank
                    ? train_stage("concurrent/dense@1", "dense", ladder[1], seed + 1000, stops.dense, 0, nullptr, group,
                                  (fs::path(dir) / "stage1_dense").string())
                    : train_stage("concurrent/coarse@" + resolution_key(ladder[0]), "coarse", ladder[0], seed,
                                  stops.coarse, 0, nullptr, group, (fs::path(dir) / "stage1_coarse").string());
+  speaker.reset();
   const double pretrain_s = world_.allreduce_max(since(t0));
 
   // Exchange: the dense group's root (world rank 0) and the coarse group's

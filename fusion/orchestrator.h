@@ -51,6 +51,9 @@ struct MethodRun {
   bool reached_target = false;
   int64_t epochs_before_fusion = 0, epochs_after_fusion = 0;
   double fusion_s = 0;  // time spent building fused models and exchanging blocks
+  // True when the pre-fusion stages ran at the same time on two rank groups
+  // (their wall time is the slower one's, not the sum).
+  bool concurrent_groups = false;
 };
 
 // Concurrent training's parameter exchange: ranks [0, coarse_root) trained
@@ -81,10 +84,12 @@ class Orchestrator {
                     const StopRule& stop, double target, std::unique_ptr<Model> start, Communicator& comm,
                     const std::string& dir, const std::function<void(Trainer&)>& before_fit = {});
   void keep_optimizer_state(Trainer& fused, Trainer* coarse, Trainer* dense);
-  MethodRun run_sequential(const std::string& method, uint64_t seed);
+  // `label` names the run's folder and stages (the method unless a
+  // fallback runs one method's stages under another's name).
+  MethodRun run_sequential(const std::string& method, uint64_t seed, const std::string& label = "");
   MethodRun run_concurrent(uint64_t seed);
   std::pair<double, double> probe_epoch_times(const Resolution& coarse, uint64_t seed);
-  void check_ladder_divides();
+  void check_before_training();
 
   ExperimentConfig cfg_;
   Communicator& world_;

@@ -79,6 +79,76 @@ std::string segment_of(const StageResult& s) {
   if (slash != std::string::npos) return "stage " + s.name.substr(slash + 6, s.name.find('/', slash + 1) - slash - 6);
   return "stage 1";
 }
+// One row of the "time per stage" table: stage i of a method, over seeds.
+struct StageRow {
+  std::string method, stage, resolution, stops;
+  int ranks = 0;
+  Stat epochs, time, val;
+};
+
+std::vector<StageRow> stage_rows(const std::vector<MethodRun>& runs, const std::string& m) {
+  std::vector<StageRow> rows;
+  const auto rs = of(runs, m);
+  // Stages line up across seeds (same method, same ladder).
+  for (size_t i = 0; i < rs[0]->stages.size(); ++i) {
+    std::vector<double> ep, tt, vl;
+    std::set<std::string> stops;
+    for (const auto* r : rs) {
+      if (i >= r->stages.size()) continue;
+      ep.push_back(double(r->stages[i].epochs));
+      tt.push_back(r->stages[i].time_s);
+      vl.push_back(r->stages[i].final_val_loss);
+      stops.insert(r->stages[i].stop_reason);
+    }
+    StageRow row;
+    const auto& s0 = rs[0]->stages[i];
+    row.method = m;
+    row.stage = stage_label(s0);
+    row.resolution = s0.resolution;
+    row.ranks = s0.ranks;
+    for (const auto& x : stops) row.stops += (row.stops.empty() ? "" : ", ") + x;
+    row.epochs = stat(ep);
+    row.time = stat(tt);
+    row.val = stat(vl);
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+// The per-epoch breakdown of one resolution: means over all epochs of all runs.
+struct ResolutionRow {
+  std::string resolution;
+  size_t epochs = 0;
+  double io = 0, compute = 0, comm = 0, val = 0, epoch = 0, samples_per_s = 0;
+};
+
+std::vector<ResolutionRow> resolution_rows(const std::vector<MethodRun>& runs) {
+  std::map<std::string, std::vector<const EpochRecord*>> by_res;
+  for (const auto& r : runs)
+    for (const auto& s : r.stages)
+      for (const auto& e : s.history) by_res[s.resolution].push_back(&e);
+  std::vector<ResolutionRow> rows;
+  for (const auto& [res, es] : by_res) {
+    auto mean = [&](auto f) {
+      double v = 0;
+      for (const auto* e : es) v += f(*e);
+      return v / es.size();
+    };
+    ResolutionRow row;
+    row.resolution = res;
+    row.epochs = es.size();
+    row.io = mean([](const EpochRecord& e) { return e.io_s; });
+    row.compute = mean([](const EpochRecord& e) { return e.compute_s; });
+    row.comm = mean([](const EpochRecord& e) { return e.comm_s; });
+    row.val = mean([](const EpochRecord& e) { return e.val_s; });
+    row.epoch = mean([](const EpochRecord& e) { return e.epoch_s; });
+    row.samples_per_s = mean([](const EpochRecord& e) { return e.samples_per_s; });
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+nlohmann::json to_json(const Stat& s) { return {{"mean", s.mean}, {"sd", s.sd}, {"n", s.n}}; }
 }  // namespace
 
 std::string summary_table(const std::vector<MethodRun>& runs) {
@@ -129,7 +199,7 @@ static std::string chart_svg(const std::vector<MethodRun>& runs) {
     for (const auto* r : rs) {
       std::map<std::string, double> seg;
       for (const auto& s : r->stages) seg[segment_of(s)] += s.time_s;
-      if (r->method == "concurrent") {  // the two groups ran at the same time: the slower one counts
+      if (r->concurrent_groups) {  // the two groups ran at the same time: the slower one counts
         double pre = 0;
         for (const auto& s : r->stages)
           if (s.role != "finetune") pre = std::max(pre, s.time_s);
@@ -215,47 +285,20 @@ std::string write_report(const std::string& dir, const std::vector<MethodRun>& r
   md += "## Time per stage (s)\n\n| method | stage | resolution | ranks | epochs | time (s) | val loss | stopped by |\n"
         "|---|---|---|---|---|---|---|---|\n";
   for (const auto& m : order) {
-    const auto rs = of(runs, m);
-    // Stages line up across seeds (same method, same ladder).
-    for (size_t i = 0; i < rs[0]->stages.size(); ++i) {
-      std::vector<double> ep, tt, vl;
-      std::set<std::string> stops;
-      for (const auto* r : rs) {
-        if (i >= r->stages.size()) continue;
-        ep.push_back(double(r->stages[i].epochs));
-        tt.push_back(r->stages[i].time_s);
-        vl.push_back(r->stages[i].final_val_loss);
-        stops.insert(r->stages[i].stop_reason);
-      }
-      std::string st;
-      for (const auto& s : stops) st += (st.empty() ? "" : ", ") + s;
-      const auto& s0 = rs[0]->stages[i];
-      md += fmt::format("| {} | {} | 1/{} | {} | {} | {} | {} | {} |\n", display(m), stage_label(s0), s0.resolution,
-                        s0.ranks, pm(stat(ep), 1), pm(stat(tt), 1), pm(stat(vl), 4), st);
-    }
+    for (const StageRow& row : stage_rows(runs, m))
+      md += fmt::format("| {} | {} | 1/{} | {} | {} | {} | {} | {} |\n", display(m), row.stage, row.resolution,
+                        row.ranks, pm(row.epochs, 1), pm(row.time, 1), pm(row.val, 4), row.stops);
     md += fmt::format("| {} | fusion | | | | {} | | |\n", display(m),
-                      pm(over(rs, [](const MethodRun& r) { return r.fusion_s; }), 2));
+                      pm(over(of(runs, m), [](const MethodRun& r) { return r.fusion_s; }), 2));
   }
 
   md += "\n## Per-epoch breakdown per resolution (mean over all epochs of all runs)\n\n"
         "| resolution | epochs | io (s) | compute (s) | comm (s) | validation (s) | epoch (s) | samples/s |\n"
         "|---|---|---|---|---|---|---|---|\n";
-  std::map<std::string, std::vector<const EpochRecord*>> by_res;
-  for (const auto& r : runs)
-    for (const auto& s : r.stages)
-      for (const auto& e : s.history) by_res[s.resolution].push_back(&e);
-  for (const auto& [res, es] : by_res) {
-    auto mean = [&](auto f) {
-      double v = 0;
-      for (const auto* e : es) v += f(*e);
-      return v / es.size();
-    };
-    md += fmt::format("| 1/{} | {} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {:.0f} |\n", res, es.size(),
-                      mean([](const EpochRecord& e) { return e.io_s; }), mean([](const EpochRecord& e) { return e.compute_s; }),
-                      mean([](const EpochRecord& e) { return e.comm_s; }), mean([](const EpochRecord& e) { return e.val_s; }),
-                      mean([](const EpochRecord& e) { return e.epoch_s; }),
-                      mean([](const EpochRecord& e) { return e.samples_per_s; }));
-  }
+  const std::vector<ResolutionRow> per_res = resolution_rows(runs);
+  for (const ResolutionRow& row : per_res)
+    md += fmt::format("| 1/{} | {} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {:.0f} |\n", row.resolution,
+                      row.epochs, row.io, row.compute, row.comm, row.val, row.epoch, row.samples_per_s);
   md += "\n![time per stage](chart.svg)\n\nEach run's per-epoch metrics: `<method>/seed<k>/<stage>/metrics.jsonl`.\n";
   md += "\n## Configuration\n\n```yaml\n" + ctx.config_text + "\n```\n";
 
@@ -273,7 +316,8 @@ std::string write_report(const std::string& dir, const std::vector<MethodRun>& r
                       {"final_val_loss", r.final_val_loss},
                       {"reached_target", r.reached_target},
                       {"epochs_before_fusion", r.epochs_before_fusion},
-                      {"epochs_after_fusion", r.epochs_after_fusion}};
+                      {"epochs_after_fusion", r.epochs_after_fusion},
+                      {"concurrent_groups", r.concurrent_groups}};
     for (const auto& s : r.stages)
       jr["stages"].push_back({{"name", s.name}, {"role", s.role}, {"resolution", s.resolution}, {"ranks", s.ranks},
                               {"epochs", s.epochs}, {"time_s", s.time_s}, {"final_val_loss", s.final_val_loss},
@@ -284,8 +328,24 @@ std::string write_report(const std::string& dir, const std::vector<MethodRun>& r
     const auto rs = of(runs, m);
     const Stat tt = over(rs, [](const MethodRun& r) { return r.total_s; });
     const Stat vl = over(rs, [](const MethodRun& r) { return r.final_val_loss; });
-    j["methods"][m] = {{"total_s_mean", tt.mean}, {"total_s_sd", tt.sd}, {"val_loss_mean", vl.mean}, {"val_loss_sd", vl.sd}};
+    int reached = 0;
+    for (const auto* r : rs) reached += r->reached_target;
+    auto& jm = j["methods"][m];
+    jm = {{"total_s_mean", tt.mean}, {"total_s_sd", tt.sd}, {"val_loss_mean", vl.mean}, {"val_loss_sd", vl.sd},
+          {"runs", rs.size()}, {"reached_target", reached},
+          {"epochs_before_fusion", to_json(over(rs, [](const MethodRun& r) { return double(r.epochs_before_fusion); }))},
+          {"epochs_after_fusion", to_json(over(rs, [](const MethodRun& r) { return double(r.epochs_after_fusion); }))},
+          {"fusion_s", to_json(over(rs, [](const MethodRun& r) { return r.fusion_s; }))}};
+    for (const StageRow& row : stage_rows(runs, m))
+      jm["stages"].push_back({{"stage", row.stage}, {"resolution", row.resolution}, {"ranks", row.ranks},
+                              {"epochs", to_json(row.epochs)}, {"time_s", to_json(row.time)},
+                              {"val_loss", to_json(row.val)}, {"stopped_by", row.stops}});
   }
+  for (const ResolutionRow& row : per_res)
+    j["per_resolution"][row.resolution] = {{"epochs", row.epochs},      {"io_s", row.io},
+                                           {"compute_s", row.compute},  {"comm_s", row.comm},
+                                           {"val_s", row.val},          {"epoch_s", row.epoch},
+                                           {"samples_per_s", row.samples_per_s}};
   const auto base = of(runs, "baseline"), mrt = of(runs, "mrt");
   for (const auto& m : order) {
     const double t = j["methods"][m]["total_s_mean"];

@@ -132,7 +132,8 @@ Shape reduced_sample_shape(const RunConfig& cfg) {
   for (int a = 0; a < spatial && !r.empty(); ++a) {
     const int64_t f = r.size() == 1 ? r[0] : r[static_cast<size_t>(a)];
     const int64_t len = s[a + 1];
-    MRMF_CHECK_KIND(Config, f >= 1 && len % f == 0, ds.path, ": reduction factor ", f, " does not divide axis ",
+    MRMF_CHECK_KIND(Config, f >= 1 && len % f == 0, "config key 'data.reduce': ", ds.path, ": reduction factor ", f,
+                    " does not divide axis ",
                     spatial == 1 ? "t" : names3[a], " of length ", len);
     s[a + 1] = len / f;
   }
@@ -186,10 +187,15 @@ Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, Traine
   co.workspace_limit_bytes = static_cast<size_t>(cfg_.runtime.cudnn_workspace_mb) << 20;
   ctx_ = std::make_unique<Context>(device_, co);
 
-  train_ = data::open_loader(data_spec(cfg_, data::Split::Train), loader_options(cfg_, comm_, device_, true));
-  val_ = data::open_loader(data_spec(cfg_, data::Split::Val), loader_options(cfg_, comm_, device_, false));
-
-  spec_ = model_spec_for(cfg_, train_->sample_shape());
+  // What can be checked without reading the data is checked before the
+  // shards are read (preloading a large shard takes minutes): the reduction
+  // factors and the transform against the file's sample shape, the model for
+  // that shape, an --init checkpoint against the model.
+  const Shape sample = reduced_sample_shape(cfg_);
+  MRMF_CHECK_KIND(Config, cfg_.data.transform != "scale" || static_cast<int64_t>(cfg_.data.scale.size()) == sample[0],
+                  "config key 'data.scale': ", cfg_.data.scale.size(), " factor(s) for data with ", sample[0],
+                  " channels");
+  spec_ = model_spec_for(cfg_, sample);
   auto model = build_model(spec_);
   model->build(device_, cfg_.train.seed, default_init_scheme(spec_));
   model_ = std::move(model);
@@ -197,8 +203,6 @@ Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, Traine
   // Identical initial weights everywhere, whatever each rank's RNG did.
   comm_.broadcast(model_->params().values(), 0, ctx_->stream());
   comm_.broadcast(model_->params().buffers(), 0, ctx_->stream());
-
-  build_optimizer();
   if (!cfg_.train.init.empty()) {
     ParamLoadOptions lo;
     if (cfg_.train.init_groups != "all") lo.groups = {parse_group(cfg_.train.init_groups)};
@@ -208,7 +212,13 @@ Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, Traine
     log::info("{}initialized {} tensors from {}", opts_.tag.empty() ? "" : opts_.tag + ": ", rep.loaded.size(),
               cfg_.train.init);
   }
-  if (!cfg_.train.freeze.empty()) opt_->freeze(parse_group(cfg_.train.freeze));
+
+  train_ = data::open_loader(data_spec(cfg_, data::Split::Train), loader_options(cfg_, comm_, device_, true));
+  val_ = data::open_loader(data_spec(cfg_, data::Split::Val), loader_options(cfg_, comm_, device_, false));
+  MRMF_CHECK_KIND(Shape, train_->sample_shape() == sample && val_->sample_shape() == sample,
+                  "the loaders deliver samples of ", train_->sample_shape().str(), " / ", val_->sample_shape().str(),
+                  ", expected ", sample.str());
+  build_optimizer();  // also freezes train.freeze
 }
 
 Trainer::~Trainer() = default;
@@ -259,7 +269,17 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
   r.epoch = epoch;
   r.tag = opts_.tag;
   const auto t_epoch = Clock::now();
-  train_->start_epoch(epoch);
+  double loss_sum = 0;
+  int64_t steps = 0;
+  if (resume_batch_ > 0 && epoch == start_epoch_) {
+    // Continue a mid-epoch checkpoint: same sample order, same running loss.
+    train_->restore({epoch, resume_batch_, train_->state().seed});
+    steps = resume_batch_;
+    loss_sum = resume_loss_sum_;
+    resume_batch_ = 0;
+  } else {
+    train_->start_epoch(epoch);
+  }
   ctx_->set_training(true);
   GradientSync sync(comm_, model_->params(), static_cast<size_t>(cfg_.train.bucket_mb) << 20);
   Model& m = *model_;
@@ -270,8 +290,7 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
                       : train_->batches_per_epoch();
   if (max_steps > 0) total = std::min(total, max_steps);
   const bool bar = opts_.progress && comm_.is_root() && isatty(STDERR_FILENO);
-  double loss_sum = 0;
-  int64_t steps = 0;
+  const int64_t first = steps;
   data::LoaderBatch b;
   r.lr = sched_->lr(epoch, step_);
   while (steps < total) {
@@ -299,7 +318,10 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
       throw NonFiniteLoss(ErrorKind::Runtime,
                           "non-finite training loss (" + std::to_string(global_loss) + ") at epoch " +
                               std::to_string(epoch) + ", step " + std::to_string(step_) +
-                              (opts_.out_dir.empty() ? "" : "; the last good checkpoint is kept in " + opts_.out_dir));
+                              (opts_.out_dir.empty() || !fs::exists(fs::path(opts_.out_dir) / "checkpoint.h5")
+                                   ? std::string("; no checkpoint had been written yet")
+                                   : "; the last good checkpoint is kept in " +
+                                         (fs::path(opts_.out_dir) / "checkpoint.h5").string()));
     }
     double comm_blocked;
     {
@@ -325,6 +347,9 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
     ++steps;
     ++step_;
     ctx_->set_step(static_cast<uint64_t>(step_));
+    const int64_t every = cfg_.train.checkpoint_every_steps;
+    if (validate && every > 0 && step_ % every == 0 && steps < total) save(epoch, steps, loss_sum);
+    if (opts_.on_step) opts_.on_step(step_);
     if (bar && (steps % 5 == 0 || steps == total))
       std::fprintf(stderr, "\r  %s epoch %lld  %lld/%lld  loss %.4g   ", opts_.tag.c_str(),
                    static_cast<long long>(epoch), static_cast<long long>(steps), static_cast<long long>(total),
@@ -332,7 +357,7 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
   }
   if (bar) std::fprintf(stderr, "\r%80s\r", "");
   m.net().set_backward_hook(nullptr);
-  MRMF_CHECK_KIND(Data, steps > 0, "epoch ", epoch, ": the training shard produced no batch");
+  MRMF_CHECK_KIND(Data, steps > first, "epoch ", epoch, ": the training shard produced no batch");
   r.io_s = train_->wait_seconds();
   r.steps = steps;
   r.samples = steps * cfg_.train.batch_size * comm_.size();
@@ -358,7 +383,7 @@ void Trainer::write_metrics(const EpochRecord& r) {
   f << r.to_json() << "\n";
 }
 
-void Trainer::save(int64_t epochs_done) {
+void Trainer::save(int64_t epochs_done, int64_t batch, double loss_sum) {
   if (opts_.out_dir.empty() || !opts_.write_checkpoints || !comm_.is_root()) return;
   MRMF_NVTX_RANGE("checkpoint");
   TrainingState ts;
@@ -366,7 +391,8 @@ void Trainer::save(int64_t epochs_done) {
   ts.step = step_;
   ts.config = cfg_.text;
   ts.state["loader_epoch"] = epochs_done;
-  ts.state["loader_batch"] = int64_t{0};
+  ts.state["loader_batch"] = batch;
+  ts.state["epoch_loss_sum"] = loss_sum;
   ts.state["plateau_count"] = plateau_.count();
   ts.state["plateau_has_prev"] = int64_t{plateau_.has_previous() ? 1 : 0};
   ts.state["plateau_prev"] = plateau_.previous();
@@ -387,6 +413,7 @@ bool Trainer::try_resume() {
       "stop.plateau_threshold=" + fmt::format("{}", cfg_.stop.plateau_threshold),
       "stop.plateau_patience=" + std::to_string(cfg_.stop.plateau_patience),
       "train.checkpoint_every=" + std::to_string(cfg_.train.checkpoint_every),
+      "train.checkpoint_every_steps=" + std::to_string(cfg_.train.checkpoint_every_steps),
       "runtime.device=" + (cfg_.runtime.device.empty() ? std::string("''") : cfg_.runtime.device),
       "runtime.threads=" + std::to_string(cfg_.runtime.threads)};
   const RunConfig old = parse_run_config(h.training.config, keep, ck.string());
@@ -407,6 +434,10 @@ bool Trainer::try_resume() {
     return std::visit([](auto v) { return static_cast<double>(v); }, it->second);
   };
   plateau_.restore(static_cast<int64_t>(num("plateau_count")), num("plateau_has_prev") != 0, num("plateau_prev"));
+  // Checkpoints written before mid-epoch saves existed carry no loss sum: they are epoch-end ones.
+  const auto ls = h.training.state.find("epoch_loss_sum");
+  resume_batch_ = static_cast<int64_t>(num("loader_batch"));
+  resume_loss_sum_ = ls == h.training.state.end() ? 0.0 : std::visit([](auto v) { return static_cast<double>(v); }, ls->second);
   // Keep the metrics of the epochs the checkpoint covers; drop later ones
   // (they belonged to the interrupted run and will be recomputed).
   if (comm_.is_root()) {
@@ -422,8 +453,8 @@ bool Trainer::try_resume() {
     std::ofstream out(mp, std::ios::trunc);
     for (const auto& l : keep) out << l << "\n";
   }
-  log::info("{}resumed from {} at epoch {} (step {})", opts_.tag.empty() ? "" : opts_.tag + ": ", ck.string(),
-            start_epoch_, step_);
+  log::info("{}resumed from {} at epoch {}{} (step {})", opts_.tag.empty() ? "" : opts_.tag + ": ", ck.string(),
+            start_epoch_, resume_batch_ > 0 ? fmt::format(", batch {}", resume_batch_) : "", step_);
   return true;
 }
 

@@ -59,6 +59,7 @@ struct TrainerOptions {
   bool write_checkpoints = true;
   bool progress = true;         // a progress bar on a terminal (rank 0)
   std::function<void(const EpochRecord&)> on_epoch;  // called on every rank after each epoch
+  std::function<void(int64_t step)> on_step;         // after each training step (and its checkpoint, if any)
 };
 
 // Thrown (kind Runtime) when the loss becomes NaN/Inf; the last good checkpoint is kept.
@@ -97,7 +98,9 @@ class Trainer {
  private:
   void build_optimizer();
   EpochRecord train_epoch(int64_t epoch, int64_t max_steps = 0, bool validate = true);
-  void save(int64_t epochs_done);
+  // At an epoch's end (batch 0), or inside epoch `epochs_done` after `batch`
+  // of its batches, whose training losses summed to `loss_sum`.
+  void save(int64_t epochs_done, int64_t batch = 0, double loss_sum = 0);
   bool try_resume();
   void write_metrics(const EpochRecord& r);
 
@@ -113,6 +116,9 @@ class Trainer {
   std::unique_ptr<LrSchedule> sched_;
   PlateauRule plateau_;
   int64_t start_epoch_ = 0, step_ = 0;
+  // A mid-epoch checkpoint's position in epoch start_epoch_ (0: at its start).
+  int64_t resume_batch_ = 0;
+  double resume_loss_sum_ = 0;
   std::vector<EpochRecord> resumed_history_;
 };
 

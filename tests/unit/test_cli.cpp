@@ -112,9 +112,9 @@ TEST_CASE("cli: usage and configuration errors exit 2 and name the problem", "[c
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("--bogus-flag"));
 
-  r = run("train --config " + cfg + " --out " + out + " --set train.epochs=5");
+  r = run("train --config " + cfg + " --out " + out + " --set train.epoch=5");
   CHECK(r.code == 2);
-  CHECK_THAT(r.out, Catch::Contains("train.epochs"));
+  CHECK_THAT(r.out, Catch::Contains("train.epoch") && Catch::Contains("did you mean"));
 
   r = run("train --config " + cfg + " --out " + out + " --set train.batch_size=0");
   CHECK(r.code == 2);
@@ -123,6 +123,46 @@ TEST_CASE("cli: usage and configuration errors exit 2 and name the problem", "[c
   r = run("train --config " + (s.dir / "missing.yaml").string() + " --out " + out);
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("missing.yaml"));
+}
+
+TEST_CASE("cli: every subcommand answers --help, and bench times a training step", "[cli]") {
+  SKIP_WITHOUT_BINARY();
+  for (const char* c : {"info", "datagen", "downsample", "train", "experiment", "eval", "predict", "bench"}) {
+    INFO(c);
+    CHECK(has_command(c));
+    const Result r = run(std::string(c) + " --help");
+    CHECK(r.code == 0);
+    CHECK_THAT(r.out, Catch::Contains("Usage:") && Catch::Contains(c));
+  }
+  Result r = run("bench --workload ni400 --workload cf16 --batch 2 --steps 2 --warmup 1 --json");
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("\"workload\": \"ni400\"") && Catch::Contains("\"workload\": \"cf16\"") &&
+                        Catch::Contains("\"batch\": 2") && Catch::Contains("samples_per_s"));
+  r = run("bench --workload resnet50");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("unknown workload 'resnet50'") && Catch::Contains("ni<T>"));
+  r = run("bench --workload ni400 --steps 0");
+  CHECK(r.code == 2);
+  // An input too small for the model: named before anything is timed.
+  r = run("bench --workload ni400 --workload ni64 --json");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("T = 64 is too short"));
+  CHECK_THAT(r.out, !Catch::Contains("results"));
+}
+
+TEST_CASE("cli: a resolution or transform that does not fit the data is a config error before any reading", "[cli]") {
+  SKIP_WITHOUT_BINARY();
+  Scratch s;
+  const std::string data = (s.dir / "ni.h5").string();
+  REQUIRE(run("datagen neuron-inverter --out " + data + " --train 64 --val 32 --test 32 --seed 1 --time-bins 100").code == 0);
+  const std::string cfg = write_config(s.dir, data);
+  Result r = run("train --config " + cfg + " --out " + (s.dir / "r1").string() + " --set data.reduce=[3]");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("data.reduce") && Catch::Contains("does not divide"));
+  r = run("train --config " + cfg + " --out " + (s.dir / "r2").string() +
+          " --set data.transform=scale --set data.scale=[1,2]");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("'data.scale': 2 factor(s) for data with 3 channels"));
 }
 
 TEST_CASE("cli: a missing data file exits 1 and names the file", "[cli]") {
@@ -245,4 +285,93 @@ TEST_CASE("cli: an experiment that dies part-way keeps the report of the runs it
   REQUIRE(j["runs"].size() == 1);
   CHECK(j["runs"][0]["method"] == "baseline");
   CHECK(j["runs"][0]["stages"][0]["stop_reason"] == "max_epochs");
+}
+
+TEST_CASE("cli: experiment bad input is refused before training, and the 1-rank concurrent fallback keeps its own runs",
+          "[cli][experiment]") {
+  SKIP_WITHOUT_BINARY();
+  Scratch s;
+  const std::string data = (s.dir / "ni.h5").string();
+  Result r = run("datagen neuron-inverter --out " + data + " --train 128 --val 64 --test 64 --time-bins 64 --seed 3");
+  REQUIRE(r.code == 0);
+  write_config(s.dir, data);
+  const fs::path exp = s.dir / "exp.yaml";
+  std::ofstream(exp) << "base: tiny.yaml\n"
+                        "experiment:\n"
+                        "  methods: [mrmf1, concurrent]\n"
+                        "  seeds: [1]\n"
+                        "  target_val_loss: 0.001\n"
+                        "  max_epochs: 1\n"
+                        "  ladder: [[2], [1]]\n"
+                        "  coarse_stop: {threshold: 0.1, patience: 3, max_epochs: 2}\n"
+                        "  dense_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n";
+  const std::string base = "experiment --config " + exp.string() + " --out ";
+
+  // --methods is validated like the config's list, before anything runs.
+  for (const char* m : {"mrmf5", "magic", "mrmf99999999999"}) {
+    const fs::path out = s.dir / (std::string("bad_") + m);
+    r = run(base + out.string() + " --methods baseline " + m);
+    INFO(r.out);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains(std::string("'") + m + "'") || Catch::Contains("needs"));
+    CHECK_FALSE(fs::exists(out / "baseline"));
+  }
+  // A rung the model cannot take (T = 64 / 4 = 16 is too short for the tiny
+  // model's three conv blocks): refused before the baseline trains.
+  {
+    const fs::path out = s.dir / "too_small";
+    r = run(base + out.string() + " --methods baseline mrmf2 --set experiment.ladder=[[4],[2],[1]]");
+    INFO(r.out);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains("T = 16 is too short"));
+    CHECK_FALSE(fs::exists(out / "baseline"));
+  }
+
+  // One rank: concurrent falls back to sequential stages, with a notice, in
+  // its own folder (mrmf1's runs are not overwritten), and its bar in the
+  // chart is the sum of its stages.
+  const fs::path out = s.dir / "exp";
+  r = run(base + out.string());
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("running the one-fusion stages sequentially"));
+  CHECK_THAT(r.out, Catch::Contains("stage 1 coarse stop rule (threshold 0.1, patience 3) cannot fire within its "
+                                    "2-epoch guard"));
+  for (const char* m : {"mrmf1", "concurrent"})
+    for (const char* st : {"stage1_coarse", "stage1_dense", "finetune"}) {
+      INFO(m << " " << st);
+      CHECK(fs::exists(out / m / "seed1" / st / "metrics.jsonl"));
+    }
+  const auto j = nlohmann::json::parse(std::ifstream(out / "summary.json"));
+  REQUIRE(j["runs"].size() == 2);
+  const auto& conc = j["runs"][1];
+  CHECK(conc["method"] == "concurrent");
+  CHECK(conc["concurrent_groups"] == false);
+  for (const auto& st : conc["stages"]) CHECK(st["name"].get<std::string>().rfind("concurrent/", 0) == 0);
+  std::ifstream svg_in(out / "chart.svg");
+  const std::string svg((std::istreambuf_iterator<char>(svg_in)), std::istreambuf_iterator<char>());
+  const size_t at = svg.find(">MRMF (concurrent)<");
+  REQUIRE(at != std::string::npos);
+  const size_t label = svg.find(" s</text>", svg.find("</rect>", at));
+  const size_t open = svg.rfind('>', label);
+  CHECK(std::stod(svg.substr(open + 1, label - open - 1)) == Approx(conc["total_s"].get<double>()).margin(0.051));
+
+  // summary.json carries the report's numbers: per-stage statistics and the
+  // per-resolution breakdown, consistent with the runs' own records.
+  int64_t epochs_at[3] = {0, 0, 0};
+  for (const auto& run : j["runs"])
+    for (const auto& st : run["stages"]) epochs_at[std::stoi(st["resolution"].get<std::string>())] += st["epochs"].get<int64_t>();
+  CHECK(j["per_resolution"]["1"]["epochs"] == epochs_at[1]);
+  CHECK(j["per_resolution"]["2"]["epochs"] == epochs_at[2]);
+  for (const char* k : {"io_s", "compute_s", "comm_s", "val_s", "epoch_s", "samples_per_s"})
+    CHECK(j["per_resolution"]["1"][k].get<double>() >= 0);
+  const auto& m1 = j["methods"]["mrmf1"];
+  CHECK(m1["stages"].size() == 3);
+  CHECK(m1["stages"][0]["epochs"]["mean"] == j["runs"][0]["stages"][0]["epochs"]);
+  CHECK(m1["epochs_after_fusion"]["mean"] == j["runs"][0]["epochs_after_fusion"]);
+  CHECK(m1.contains("fusion_s"));
+  std::ifstream md_in(out / "report.md");
+  const std::string md((std::istreambuf_iterator<char>(md_in)), std::istreambuf_iterator<char>());
+  CHECK_THAT(md, Catch::Contains("## Time per stage") && Catch::Contains("## Per-epoch breakdown per resolution") &&
+                     Catch::Contains("Improvement over MRT"));
 }

@@ -47,7 +47,7 @@ TEST_CASE("config: bad input names the key before any compute", "[config]") {
       CHECK_THAT(std::string(e.what()), Catch::Contains(needle));
     }
   };
-  fails_with("train: {epochs: 5}", {}, "unknown config key 'train.epochs'");
+  fails_with("train: {epoch: 5}", {}, "unknown config key 'train.epoch'");
   fails_with("train: {batch_sise: 5}", {}, "did you mean 'train.batch_size'");
   fails_with("train: {batch_size: many}", {}, "'train.batch_size': expected an integer, got 'many'");
   fails_with("", {"train.batch_size=0"}, "'train.batch_size': must be at least 1");
@@ -65,4 +65,44 @@ TEST_CASE("config: bad input names the key before any compute", "[config]") {
   fails_with("", {"nonsense"}, "expected key=value");
   fails_with("train: {batch_size: 4}", {"train.batch_size.x=1"}, "not a section");
   fails_with("", {"train.batch_size.x=1"}, "unknown config key 'train.batch_size.x'");
+  // Impossible values of every bounded key.
+  fails_with("", {"optimizer.momentum=5"}, "'optimizer.momentum': must be in [0, 1), got 5");
+  fails_with("", {"optimizer.lr=.inf"}, "'optimizer.lr': must be positive and finite");
+  fails_with("", {"optimizer.lr=.nan"}, "'optimizer.lr'");
+  fails_with("", {"schedule.type=piecewise", "schedule.boundaries=[10]", "schedule.values=[-1e-3, 1e-4]"},
+             "'schedule.values[0]': learning rates must be positive");
+  fails_with("", {"schedule.type=piecewise", "schedule.boundaries=[5, 2]", "schedule.values=[1, 2, 3]"},
+             "'schedule.boundaries': steps must be >= 1 and increasing, got 2 at position 1");
+  fails_with("", {"schedule.plateau_cooldown=-3"}, "'schedule.plateau_cooldown': must be >= 0, got -3");
+  fails_with("", {"schedule.plateau_min_lr=-1"}, "'schedule.plateau_min_lr'");
+  fails_with("", {"schedule.power=0"}, "'schedule.power'");
+  fails_with("", {"data.max_train_samples=-5"}, "'data.max_train_samples': must be >= 0");
+  fails_with("", {"train.max_steps_per_epoch=-1"}, "'train.max_steps_per_epoch': must be >= 0");
+  fails_with("", {"stop.target_val_loss=.inf"}, "'stop.target_val_loss': must be finite");
+  fails_with("", {"data.scale=[1, .nan]"}, "'data.scale[1]': must be finite");
+  // The layout is said once: both keys, disagreeing, is an error naming both.
+  fails_with("", {"data.layout=reinterpret", "model.options.input_layout=transpose"},
+             "'data.layout' (reinterpret) and 'model.options.input_layout' (transpose) disagree");
+  fails_with("", {"model.options.input_layout=sideways"}, "'model.options.input_layout': 'sideways'");
+}
+
+TEST_CASE("config: train.epochs is stop.max_epochs, and the Neuron Inverter layout has one source", "[config]") {
+  CHECK(parse_run_config("train: {epochs: 5}", {}).stop.max_epochs == 5);
+  CHECK(parse_run_config("", {"train.epochs=7"}).stop.max_epochs == 7);
+  // The effective text names the canonical key only, so it round-trips.
+  const RunConfig a = parse_run_config("", {"train.epochs=7"});
+  CHECK(a.text == parse_run_config("", {"stop.max_epochs=7"}).text);
+
+  // Default: transpose. The model option alone decides the loader's layout
+  // (which is what actually reorders the data), and vice versa.
+  CHECK(parse_run_config("", {}).data.layout == "transpose");
+  const RunConfig v = parse_run_config("", {"model.options.input_layout=reinterpret_view"});
+  CHECK(v.data.layout == "reinterpret");
+  CHECK(v.model.options.at("input_layout") == "view");
+  CHECK(parse_run_config("", {"model.options.input_layout=transpose"}).data.layout == "transpose");
+  const RunConfig d = parse_run_config("", {"data.layout=reinterpret"});
+  CHECK(d.data.layout == "reinterpret");
+  CHECK(parse_run_config("", {"data.layout=reinterpret", "model.options.input_layout=view"}).data.layout ==
+        "reinterpret");
+  CHECK(parse_run_config(v.text, {}).text == v.text);
 }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 
 #include "support/temp_dir.h"
 #include <filesystem>
@@ -138,4 +139,42 @@ TEST_CASE("downsample: bad requests name the file, dataset, axis length and fact
                Catch::Contains("a.h5") && Catch::Contains("3Dmap") && Catch::Contains("length 6") &&
                    Catch::Contains("factor 4"));
   REQUIRE(!fs::exists(d / "cf_out/a.h5"));
+}
+
+TEST_CASE("downsample: NaN or Inf in frames or labels is refused, naming file, dataset and element", "[downsample]") {
+  Tmp d;
+  // Neuron Inverter: a NaN frame in train, an Inf label in val.
+  for (int which = 0; which < 2; ++which) {
+    const std::string in = d / ("ni" + std::to_string(which) + ".h5");
+    NeuronInverterWriter w(in, DType::F32);
+    for (Split s : {Split::Train, Split::Val}) {
+      w.create_split(s, 2, 4, 3);
+      Tensor f = Tensor::full({2, 4, 3}, 1.f), l = Tensor::full({2, 19}, 0.f);
+      if (which == 0 && s == Split::Train) f.data<float>()[13] = std::nanf("");
+      if (which == 1 && s == Split::Val) l.data<float>()[20] = INFINITY;
+      w.write(s, 0, f, l);
+    }
+    w.close();
+    DownsampleOptions o;
+    o.factor = 2;
+    const std::string out = d / ("o" + std::to_string(which) + ".h5");
+    const std::string m = err([&] { downsample_dataset(in, out, o); });
+    INFO(m);
+    if (which == 0)
+      CHECK_THAT(m, Catch::Contains(in) && Catch::Contains("'train_frames'") && Catch::Contains("[1, 0, 1]"));
+    else
+      CHECK_THAT(m, Catch::Contains(in) && Catch::Contains("'val_unitStar_par'") && Catch::Contains("[1, 1]"));
+    CHECK(!fs::exists(out));  // nothing half-written is left behind
+  }
+  // CosmoFlow: a NaN label.
+  fs::create_directories(d.dir / "cf");
+  Tensor l = Tensor::full({2, 4}, 0.f);
+  l.data<float>()[5] = std::nanf("");
+  write_cosmoflow_file(d / "cf/a.h5", from_float32(Tensor::full({2, 4, 4, 4, 4}, 1.f), DType::U16), l);
+  DownsampleOptions o;
+  o.factor = 2;
+  o.axes = "x";
+  const std::string m = err([&] { downsample_dataset(d / "cf", d / "cf_out", o); });
+  CHECK_THAT(m, Catch::Contains("a.h5") && Catch::Contains("'unitPar'") && Catch::Contains("[1, 1]"));
+  CHECK(!fs::exists(d / "cf_out/a.h5"));
 }

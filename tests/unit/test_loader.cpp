@@ -443,7 +443,13 @@ TEST_CASE("loader: bad input is reported with file, dataset and expectation", "[
   REQUIRE_THAT(err([&] { ni(d / "ok.h5"); }), Catch::Contains("spatial axis"));
   o.reduce = {};
   REQUIRE_THAT(err([&] { open_loader({DataFormat::CosmoFlow, d / "nothing/*.h5", Split::Train}, o); }),
-               Catch::Contains("no files match"));
+               Catch::Contains("CosmoFlow split 'train'") && Catch::Contains("no files match") &&
+                   Catch::Contains("'3Dmap'"));
+  // A folder with train/ but neither val/ nor files of its own: the val split names both places it looked.
+  write_cf(d / "cfsplit/train/", 1, 4, 4);
+  REQUIRE_THAT(err([&] { open_loader({DataFormat::CosmoFlow, d / "cfsplit", Split::Val}, o); }),
+               Catch::Contains("CosmoFlow split 'val'") && Catch::Contains("cfsplit/val/ or") &&
+                   Catch::Contains("no files match"));
   // A streamed float32 sample with a NaN: the I/O thread's error comes out of next().
   fs::create_directories(d.dir / "cfnan");
   Tensor x = Tensor::full({4, 4, 4, 4, 4}, 1.f);

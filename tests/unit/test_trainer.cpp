@@ -207,6 +207,37 @@ TEST_CASE("trainer: kill and resume ends with bit-identical weights", "[trainer]
       CHECK(m[e]["val_loss"] == want_metrics[e]["val_loss"]);
     }
   }
+  SECTION("killed mid-epoch, resumed from a mid-epoch checkpoint") {
+    const std::string out = out_dir("res_mid");
+    // Checkpoints every 5 steps; killed at step 11 (epoch 1, after 3 of its 8
+    // batches): the last checkpoint is step 10, inside epoch 1 after 2 batches.
+    TrainerOptions o;
+    o.out_dir = out;
+    o.progress = false;
+    o.on_step = [](int64_t step) {
+      if (step == 11) throw Thrown{};
+    };
+    {
+      Trainer t(config({"train.checkpoint_every_steps=5"}), world(), Device::cpu(), o);
+      CHECK_THROWS_AS(t.fit(), Thrown);
+    }
+    const CheckpointHeader h = read_checkpoint_header(ckpt(out));
+    CHECK(h.training.epoch == 1);
+    CHECK(h.training.step == 10);
+    CHECK(std::get<int64_t>(h.training.state.at("loader_batch")) == 2);
+    // Resumed (the interval may change on resume): the rest of epoch 1 with
+    // the same sample order, dropout stream and running loss, then epochs 2-3.
+    const FitResult rest = run(config({"train.checkpoint_every_steps=3"}), out, /*resume=*/true);
+    CHECK(rest.epochs() == 3);
+    CHECK(weights_of(ckpt(out)) == want);
+    const auto m = metrics_of(out);
+    REQUIRE(m.size() == 4);
+    for (size_t e = 0; e < 4; ++e) {
+      CHECK(m[e]["train_loss"] == want_metrics[e]["train_loss"]);
+      CHECK(m[e]["val_loss"] == want_metrics[e]["val_loss"]);
+      CHECK(m[e]["steps"] == want_metrics[e]["steps"]);
+    }
+  }
   SECTION("resuming with a different training configuration is refused") {
     const std::string out = out_dir("res_cfg");
     run(config({"stop.max_epochs=1"}), out);
@@ -293,6 +324,16 @@ TEST_CASE("trainer: a non-finite loss stops with the epoch and step and keeps th
   const float* p = reinterpret_cast<const float*>(w.data());
   for (size_t i = 0; i < w.size() / 4; ++i) REQUIRE(std::isfinite(p[i]));
   CHECK(metrics_of(out).size() == 1);
+  // Blown up within the first epoch: no checkpoint to point to, and the message says so.
+  try {
+    run(config({"schedule.type=piecewise", "schedule.warmup_epochs=0", "schedule.boundaries=[1]",
+                "schedule.values=[1e30, 1e30]"}),
+        out_dir("nan0"));
+    FAIL("no error for an exploding loss");
+  } catch (const NonFiniteLoss& e) {
+    CHECK_THAT(std::string(e.what()), Catch::Contains("at epoch 0") && Catch::Contains("no checkpoint had been written yet"));
+  }
+  CHECK_FALSE(fs::exists(ckpt(out_dir("nan0"))));
 }
 
 TEST_CASE("trainer: --init from another run's checkpoint, all or bottom only with freeze", "[trainer]") {
