@@ -25,7 +25,6 @@
 #pragma once
 
 #include <cmath>
-#include <type_traits>
 
 #include "kernels/fastdiv.h"
 #include "kernels/hd.h"
@@ -201,72 +200,50 @@ struct FusedDownsample {
     return j % (kC > 0 ? kC : C);
   }
 
-  // Where a row segment's values come from: the raw input, converted and
-  // transformed on the fly (one level), or a buffer holding that conversion
-  // already (several levels share one conversion per input row).
-  struct FromRaw {
-    const FusedDownsample* f;
-    int64_t row;
-    MRMF_INLINE float at(int64_t k, int64_t c) const { return f->value(row + k, c); }
-  };
-  struct FromBuf {
-    const float* t;
-    MRMF_INLINE float at(int64_t k, int64_t) const { return t[k]; }
-  };
-
   // A row that is not the block's last: acc[k] (+)= value, k over wn positions
   // of P = f2 * C inputs each.
-  template <bool kFirst, int kC, int kF2, class Src>
-  void seg_add(float* acc, const Src& src, int64_t wn, int64_t C, int64_t f2, int64_t c_fixed) const {
+  template <bool kFirst, int kC, int kF2>
+  void seg_add(float* acc, int64_t row, int64_t wn, int64_t C, int64_t f2, int64_t c_fixed) const {
     const int64_t P = (kC > 0 ? kC : C) * (kF2 > 0 ? kF2 : f2);
     for (int64_t w = 0; w < wn; ++w)
       for (int64_t j = 0; j < P; ++j) {
-        const float v = src.at(w * P + j, lane_channel<kC>(j, C, c_fixed));
+        const float v = value(row + w * P + j, lane_channel<kC>(j, C, c_fixed));
         acc[w * P + j] = kFirst ? v : acc[w * P + j] + v;
       }
   }
 
-  // Per output (w, c) of a segment whose per-input sums are in s: the sum
-  // from 0 over z, scaled; channel c's outputs are ystride apart. A single
-  // pass mixing the z-sum into the deinterleave compiles to a shuffle storm
-  // (three times the f2 = 1 pass per row), so the z-sums go to a [w][c]
-  // buffer first (s = 0 + t_0 + t_1 ...), then the deinterleave.
-  template <int kC, int kF2>
-  void emit(const float* s, int64_t wn, int64_t C, int64_t f2, float* y, int64_t ystride, float inv) const {
-    const int64_t Cn = kC > 0 ? kC : C, F2 = kF2 > 0 ? kF2 : f2, P = Cn * F2;
-    float t[kAcc / 2];  // wn * C <= kAcc / f2
-    for (int64_t w = 0; w < wn; ++w)
-      for (int64_t c = 0; c < Cn; ++c) {
-        float sum = 0.f;
-        for (int64_t z = 0; z < F2; ++z) sum += s[w * P + z * Cn + c];
-        t[w * Cn + c] = sum;
-      }
-    for (int64_t w = 0; w < wn; ++w)
-      for (int64_t c = 0; c < Cn; ++c) y[c * ystride + w] = t[w * Cn + c] * inv;
-  }
-
-  // The block's last row: acc (+)= value, then emit. At f2 = 1 that is one
-  // pass (convert, add, deinterleave); at f2 > 1 the add and emit passes
-  // above, with the same additions in the same order.
-  template <bool kFirst, int kC, int kF2, class Src>
-  void seg_out(float* acc, const Src& src, int64_t wn, int64_t C, int64_t f2, int64_t c_fixed, float* y,
+  // The block's last row: per output (w, c), the sum from 0 over z of
+  // (acc + value), scaled; channel c's outputs are ystride apart. At f2 = 1
+  // that is one pass (convert, add, deinterleave). At f2 > 1 a single pass
+  // mixes the z-sum into the deinterleave and compiles to a shuffle storm
+  // (it cost three times the f2 = 1 pass per row), so it is split into
+  // three vector-friendly ones with the same additions in the same order:
+  // the row into acc (t_z = acc + value), the z-sums into a [w][c] buffer
+  // (s = 0 + t_0 + t_1 ...), then the deinterleave.
+  template <bool kFirst, int kC, int kF2>
+  void seg_out(float* acc, int64_t row, int64_t wn, int64_t C, int64_t f2, int64_t c_fixed, float* y,
                int64_t ystride, float inv) const {
     const int64_t Cn = kC > 0 ? kC : C;
     if (kF2 == 1) {
       for (int64_t w = 0; w < wn; ++w)
         for (int64_t c = 0; c < Cn; ++c) {
           const int64_t k = w * Cn + c;
-          const float v = src.at(k, lane_channel<kC>(c, C, c_fixed));
+          const float v = value(row + k, lane_channel<kC>(c, C, c_fixed));
           y[c * ystride + w] = (0.f + (kFirst ? v : acc[k] + v)) * inv;
         }
       return;
     }
-    if constexpr (kFirst && std::is_same<Src, FromBuf>::value) {
-      emit<kC, kF2>(src.t, wn, C, f2, y, ystride, inv);  // the values are already in a buffer
-    } else {
-      seg_add<kFirst, kC, kF2>(acc, src, wn, C, f2, c_fixed);
-      emit<kC, kF2>(acc, wn, C, f2, y, ystride, inv);
-    }
+    const int64_t F2 = kF2 > 0 ? kF2 : f2, P = Cn * F2;
+    seg_add<kFirst, kC, kF2>(acc, row, wn, C, f2, c_fixed);
+    float t[kAcc / 2];  // wn * C <= kAcc / f2
+    for (int64_t w = 0; w < wn; ++w)
+      for (int64_t c = 0; c < Cn; ++c) {
+        float sum = 0.f;
+        for (int64_t z = 0; z < F2; ++z) sum += acc[w * P + z * Cn + c];
+        t[w * Cn + c] = sum;
+      }
+    for (int64_t w = 0; w < wn; ++w)
+      for (int64_t c = 0; c < Cn; ++c) y[c * ystride + w] = t[w * Cn + c] * inv;
   }
 
   // The f0 x f1 input rows of one output segment, in (a, b) order. `x0`
@@ -276,53 +253,19 @@ struct FusedDownsample {
              int64_t ystride, float inv) const {
     const int64_t rows = f[0] * f[1];
     if (rows == 1) {
-      seg_out<true, kC, kF2>(acc, FromRaw{this, x0}, wn, C, f[2], c_fixed, y, ystride, inv);
+      seg_out<true, kC, kF2>(acc, x0, wn, C, f[2], c_fixed, y, ystride, inv);
       return;
     }
     for (int64_t a = 0; a < f[0]; ++a)
       for (int64_t b = 0; b < f[1]; ++b) {
-        const FromRaw src{this, x0 + a * g.s[0] + b * g.s[1]};
+        const int64_t row = x0 + a * g.s[0] + b * g.s[1];
         if (a == 0 && b == 0)
-          seg_add<true, kC, kF2>(acc, src, wn, C, f[2], c_fixed);
+          seg_add<true, kC, kF2>(acc, row, wn, C, f[2], c_fixed);
         else if (a == f[0] - 1 && b == f[1] - 1)
-          seg_out<false, kC, kF2>(acc, src, wn, C, f[2], c_fixed, y, ystride, inv);
+          seg_out<false, kC, kF2>(acc, row, wn, C, f[2], c_fixed, y, ystride, inv);
         else
-          seg_add<false, kC, kF2>(acc, src, wn, C, f[2], c_fixed);
+          seg_add<false, kC, kF2>(acc, row, wn, C, f[2], c_fixed);
       }
-  }
-
-  // One input row of a multi-level block, already converted into t, handed
-  // to level l: row (a, b) of the block is row (a % f0, b % f1) of the
-  // level's sub-block (a / f0, b / f1), whose running sums are acc. Each
-  // sub-block sees its rows in (a, b) order, so every level gets the same
-  // additions in the same order as when it runs alone.
-  template <int kC, int kF2>
-  void level_row(float* acc, const float* t, int64_t a, int64_t b, int64_t wn, const int64_t* f, int64_t C,
-                 int64_t c_fixed, float* y, int64_t ystride, float inv) const {
-    const int64_t fa = a % f[0], fb = b % f[1];
-    const bool first = fa == 0 && fb == 0, final = fa == f[0] - 1 && fb == f[1] - 1;
-    const FromBuf src{t};
-    if (first && final)
-      seg_out<true, kC, kF2>(acc, src, wn, C, f[2], c_fixed, y, ystride, inv);
-    else if (first)
-      seg_add<true, kC, kF2>(acc, src, wn, C, f[2], c_fixed);
-    else if (final)
-      seg_out<false, kC, kF2>(acc, src, wn, C, f[2], c_fixed, y, ystride, inv);
-    else
-      seg_add<false, kC, kF2>(acc, src, wn, C, f[2], c_fixed);
-  }
-
-  template <int kC>
-  void level_row_f2(float* acc, const float* t, int64_t a, int64_t b, int64_t wn, const int64_t* f, int64_t C,
-                    int64_t c_fixed, float* y, int64_t ystride, float inv) const {
-    if (f[2] == 1)
-      level_row<kC, 1>(acc, t, a, b, wn, f, C, c_fixed, y, ystride, inv);
-    else if (f[2] == 2)
-      level_row<kC, 2>(acc, t, a, b, wn, f, C, c_fixed, y, ystride, inv);
-    else if (f[2] == 4)
-      level_row<kC, 4>(acc, t, a, b, wn, f, C, c_fixed, y, ystride, inv);
-    else
-      level_row<kC, 0>(acc, t, a, b, wn, f, C, c_fixed, y, ystride, inv);
   }
 
   template <int kC>
@@ -338,53 +281,6 @@ struct FusedDownsample {
       block<kC, 0>(acc, x0, wn, f, C, c_fixed, y, ystride, inv);
   }
 
-  // Several levels in one pass (why: converting the block's input once per
-  // level made three levels cost ~2x the 1/1 level alone). Per segment of
-  // `seg` coarse positions, each of the block's B0 x B1 input rows is
-  // converted once into t, and every level takes it from there: level l
-  // keeps r0 x r1 sub-blocks of running sums (levels with f0 = f1 = 1 none).
-  // Returns false, doing nothing, when even one coarse position's sums do
-  // not fit the buffer; the per-level traversal then runs.
-  static constexpr int64_t kMulti = 8192;  // floats (32 KiB): t and every level's sums
-  template <int kC>
-  bool row_multi(int64_t n, int64_t p0, int64_t p1, int64_t lanes, int64_t c_fixed) const {
-    const int64_t C = g.c;
-    int64_t bufs = 1, off[kFusedMaxLevels];  // t, then each level's sub-blocks
-    for (int l = 0; l < g.levels; ++l) {
-      off[l] = bufs;
-      if (g.f[l][0] * g.f[l][1] > 1) bufs += (g.block[0] / g.f[l][0]) * (g.block[1] / g.f[l][1]);
-    }
-    const int64_t pos = g.block[2] * lanes;  // input floats per coarse position
-    int64_t seg = kMulti / (bufs * pos);
-    if (kAcc / pos < seg) seg = kAcc / pos;  // emit's bound
-    if (seg < 1) return false;
-    const int64_t L = seg * pos;
-    float buf[kMulti];
-    float* const t = buf;
-    const int64_t B0 = g.block[0], B1 = g.block[1];
-    for (int64_t q0 = 0; q0 < g.nblk[2]; q0 += seg) {  // q0: first coarse position of the segment
-      const int64_t qn = q0 + seg < g.nblk[2] ? seg : g.nblk[2] - q0;
-      for (int64_t a = 0; a < B0; ++a)
-        for (int64_t b = 0; b < B1; ++b) {
-          const int64_t row = n * g.s_n + c_fixed * g.s_c + (p0 * B0 + a) * g.s[0] + (p1 * B1 + b) * g.s[1] +
-                              q0 * g.block[2] * g.s[2];
-          seg_add<true, kC, 1>(t, FromRaw{this, row}, qn * g.block[2], lanes, 1, c_fixed);
-          for (int l = 0; l < g.levels; ++l) {
-            const int64_t* f = g.f[l];
-            const int64_t r0 = B0 / f[0], r1 = B1 / f[1], r2 = g.block[2] / f[2];
-            const int64_t u0 = a / f[0], u1 = b / f[1];
-            const int64_t O0 = g.out[l][0], O1 = g.out[l][1], O2 = g.out[l][2];
-            const int64_t o0 = p0 * r0 + u0, o1 = p1 * r1 + u1;
-            float* const y = o.y[l] + ((n * C * O0 + o0) * O1 + o1) * O2 + c_fixed * O0 * O1 * O2 + q0 * r2;
-            // Levels with f0 = f1 = 1 take each row straight from t (no sums kept).
-            float* const acc = f[0] * f[1] > 1 ? buf + (off[l] + u0 * r1 + u1) * L : nullptr;
-            level_row_f2<kC>(acc, t, a, b, qn * r2, f, lanes, c_fixed, y, O0 * O1 * O2, g.inv[l]);
-          }
-        }
-    }
-    return true;
-  }
-
   void row_cpu(int64_t i) const {
     int64_t q = i;  // j2 == 0: one call per (n, p0, p1)
     const int64_t p1 = q - g.nblk1_div(q) * g.nblk[1];
@@ -395,18 +291,6 @@ struct FusedDownsample {
     // Channels-last rows are [w][z][c] interleaved; channels-first ones (and a
     // single channel) are unit-stride per channel (g.s[2] == 1).
     const bool last = g.s_c == 1 && C > 1;
-    if (g.levels > 1) {
-      bool done = true;
-      if (last && C == 4)
-        done = row_multi<4>(n, p0, p1, C, 0);
-      else if (last && C == 3)
-        done = row_multi<3>(n, p0, p1, C, 0);
-      else if (last)
-        done = row_multi<0>(n, p0, p1, C, 0);
-      else
-        for (int64_t c = 0; c < C && done; ++c) done = row_multi<1>(n, p0, p1, 1, c);
-      if (done) return;
-    }
     float acc[kAcc];
     for (int l = 0; l < g.levels; ++l) {
       const int64_t* f = g.f[l];
