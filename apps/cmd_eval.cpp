@@ -190,9 +190,13 @@ std::string list_str(const std::vector<int64_t>& v) {
 RunConfig eval_config(const EvalFlags& f, const CheckpointHeader& h) {
   std::vector<std::string> sets;
   std::string text = h.training.config;
-  if (text.empty()) {  // a checkpoint written without a run (e.g. by a test): defaults by model
+  if (text.empty()) {  // a checkpoint written without a run (converted from PyTorch, a test): defaults by model
     text = "model: {name: " + h.spec.name + "}\ndata: {format: " +
            std::string(h.spec.name == "cosmoflow" ? "cosmoflow" : "neuron_inverter") + "}\n";
+    if (f.sets.empty())
+      log::warn("{} carries no run configuration: the data are read with the defaults (no input transform, "
+                "layout transpose); give the training's data.* keys with --set (e.g. data.transform=log1p)",
+                f.checkpoint);
   }
   sets.push_back("data.path=" + f.data);
   // A run trained on explicit file lists must not keep them for another data set.

@@ -15,8 +15,9 @@ PKGS=(
   libopenblas-dev                 # CPU GEMM for Linear layers
   libfftw3-dev                    # FFTs for the Gaussian-random-field generator
   nlohmann-json3-dev              # metrics.jsonl / summary.json
+  python3-numpy python3-h5py      # tests: scripts/torch_state_dict.py (the HDF5 side of the PyTorch converter)
 )
-if [[ "${MRMF_WITH_TORCH:-0}" == "1" ]]; then PKGS+=(python3-torch python3-h5py python3-numpy); fi
+if [[ "${MRMF_WITH_TORCH:-0}" == "1" ]]; then PKGS+=(python3-torch); fi
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -18,9 +18,12 @@ Keras weights need transposing (and full1 a channels-last -> channel-major
 column permutation) before they are a PyTorch state_dict; this script does
 not do that.
 
-Only the model is converted: optimizer and scheduler state, epoch/step and the
-config are written empty by to-h5 (mrmf starts a fresh optimizer) and ignored
-by to-pt. The mrmf loader validates names and shapes against the model built
+Only the model is converted: optimizer and scheduler state and epoch/step are
+written empty by to-h5 (mrmf starts a fresh optimizer) and ignored by to-pt.
+The run configuration decides the data preprocessing `mrmf eval` / `predict`
+apply (CosmoFlow's log1p transform, the Neuron Inverter layout): pass it with
+`--config run.yaml` (an mrmf run config) or give those keys to eval with --set;
+without either, eval warns and uses the defaults. The mrmf loader validates names and shapes against the model built
 from --model/--variant/--sample-shape, so a mismatch is reported there.
 
 Needs h5py and numpy; torch only for reading/writing the .pt file.
@@ -62,7 +65,7 @@ def unwrap_state_dict(obj):
     return out
 
 
-def write_h5(state, path, model, variant, sample_shape, options):
+def write_h5(state, path, model, variant, sample_shape, options, config=""):
     with h5py.File(path, "w") as f:
         f.attrs["format"] = FORMAT
         f.attrs["format_version"] = FORMAT_VERSION
@@ -83,7 +86,7 @@ def write_h5(state, path, model, variant, sample_shape, options):
         f.create_dataset("epoch", data=np.int64(0))
         f.create_dataset("step", data=np.int64(0))
         f.create_group("state")
-        f.create_dataset("config", data="", dtype=h5py.string_dtype())
+        f.create_dataset("config", data=config, dtype=h5py.string_dtype())
 
 
 def read_h5(path):
@@ -110,6 +113,8 @@ def main(argv):
     a.add_argument("--variant", default="", help="default: 'default' (NI) / 'mrmf' (CosmoFlow)")
     a.add_argument("--sample-shape", required=True, help="C,T or C,D,H,W (no batch)")
     a.add_argument("--option", action="append", default=[], help="model option key=value (as in the mrmf config)")
+    a.add_argument("--config", default="", help="mrmf run config (YAML) to store: eval/predict take the data "
+                   "preprocessing from it")
     b = sub.add_parser("to-pt", help="mrmf checkpoint -> PyTorch state_dict")
     b.add_argument("src")
     b.add_argument("dst")
@@ -123,7 +128,8 @@ def main(argv):
         state = collections.OrderedDict((k, v.detach().cpu().numpy()) for k, v in state.items())
         variant = args.variant or ("default" if args.model == "neuron_inverter" else "mrmf")
         options = dict(o.split("=", 1) for o in args.option)
-        write_h5(state, args.dst, args.model, variant, args.sample_shape, options)
+        config = open(args.config).read() if args.config else ""
+        write_h5(state, args.dst, args.model, variant, args.sample_shape, options, config)
         print(f"{args.dst}: {len(state)} tensors, model {args.model}/{variant} ({args.sample_shape})")
     else:
         state, meta = read_h5(args.src)
