@@ -11,12 +11,13 @@
 //   * Neuron Inverter: rank r preloads the contiguous slice
 //     [r * S, (r + 1) * S) with S = floor(N / world / B) * B, checks it for NaN/Inf once,
 //     and shuffles it locally every epoch; no partial batch.
-//   * CosmoFlow (authors' files, LBANN files): files are dealt round-robin to
-//     ranks (file f -> rank f % world); with fewer files than ranks, contiguous
-//     sample-level shards of floor(total / world). Samples are streamed from
-//     HDF5 (hyperslab of one sample), checked per batch; every rank runs
-//     min over ranks of floor(local / B) batches so that all ranks take the same
-//     number of steps (global batch = B x world).
+//   * CosmoFlow (authors' files, LBANN files): rank r owns the contiguous
+//     samples [r * P, (r + 1) * P) in file order, P = floor(total / world):
+//     whole files per rank when the files divide evenly (file-level shards),
+//     else at most two files shared with a neighbour. Samples are streamed
+//     from HDF5 (hyperslab of one sample), checked per batch; every rank runs
+//     floor(P / B) batches (global batch = B x world), so no rank drops more
+//     than one batch's worth.
 // Pipeline: the process's single I/O thread (data/prefetch.h) reads and, on the
 // CPU, also converts/reduces (fused kernel, kernels/fused_downsample.h; or
 // hands that to a converter thread, io_threads = 2) up to

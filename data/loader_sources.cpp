@@ -79,9 +79,15 @@ std::vector<std::string> cosmo_paths(const DataSpec& spec) {
 
 namespace {
 
-// Rank assignment shared by both CosmoFlow layouts: files round-robin, or
-// contiguous sample shards when there are fewer files than ranks. Fills
-// `picks` with (file, row, global id) and the common batch count.
+// Rank assignment shared by both CosmoFlow layouts: rank r owns the
+// contiguous range [r * per, (r + 1) * per) of the samples in file order,
+// per = total / world. With files that divide evenly among the ranks that is
+// whole files per rank (file-level shards, each read only by its owner);
+// otherwise at most two files are shared with a neighbour. Either way every
+// rank has the same sample count, so none drops more than the remainder of
+// one batch (dealing whole files round-robin could leave ranks with shards
+// a file apart: whole batches lost on the larger ones). Fills `picks` with
+// (file, row, global id) and the common batch count.
 struct Pick {
   size_t file;
   int64_t row, id;
@@ -92,25 +98,14 @@ std::vector<Pick> cosmo_shard(const std::vector<int64_t>& per_file, const Loader
   std::vector<int64_t> first(F + 1, 0);
   for (size_t f = 0; f < F; ++f) first[f + 1] = first[f] + per_file[f];
   const int64_t total = first[F];
+  const int64_t per = total / o.world;
+  common_batches = per / o.batch_size;
+  MRMF_CHECK_KIND(Data, common_batches > 0, what, ": ", total, " samples in ", F, " file(s) shared by ", o.world,
+                  " rank(s) give a shard of ", per, " samples, smaller than one batch of ", o.batch_size);
   std::vector<Pick> picks;
-  if (static_cast<int64_t>(F) >= o.world) {
-    std::vector<int64_t> per_rank(static_cast<size_t>(o.world), 0);
-    for (size_t f = 0; f < F; ++f) per_rank[f % static_cast<size_t>(o.world)] += per_file[f];
-    const int64_t least = *std::min_element(per_rank.begin(), per_rank.end());
-    common_batches = least / o.batch_size;
-    MRMF_CHECK_KIND(Data, common_batches > 0, what, ": ", total, " samples in ", F, " file(s) dealt to ", o.world,
-                    " rank(s) give a shard of ", least, " samples, smaller than one batch of ", o.batch_size);
-    for (size_t f = static_cast<size_t>(o.rank); f < F; f += static_cast<size_t>(o.world))
-      for (int64_t r = 0; r < per_file[f]; ++r) picks.push_back({f, r, first[f] + r});
-  } else {
-    const int64_t per = total / o.world;
-    common_batches = per / o.batch_size;
-    MRMF_CHECK_KIND(Data, common_batches > 0, what, ": ", total, " samples in ", F, " file(s) shared by ", o.world,
-                    " rank(s) give a shard of ", per, " samples, smaller than one batch of ", o.batch_size);
-    for (int64_t g = o.rank * per; g < (o.rank + 1) * per; ++g) {
-      const size_t f = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), g) - first.begin() - 1);
-      picks.push_back({f, g - first[f], g});
-    }
+  for (int64_t g = o.rank * per; g < (o.rank + 1) * per; ++g) {
+    const size_t f = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), g) - first.begin() - 1);
+    picks.push_back({f, g - first[f], g});
   }
   return picks;
 }

@@ -342,19 +342,29 @@ TEST_CASE("loader: CosmoFlow file shards and the LBANN layout", "[loader]") {
   write_cf(d / "cf", 3, 4, 4);
   LoaderOptions o;
   o.batch_size = 2;
-  // Round-robin files over 2 ranks: rank 0 files {0, 2}, rank 1 file {1}; both run min = 2 batches.
+  // 3 files of 4 over 2 ranks: samples 0-5 (file 0, half of file 1) and 6-11;
+  // both run 3 batches of 2 -- dealing whole files would leave rank 0 with 8
+  // samples and rank 1 with 4, and rank 0 would drop two of its four batches.
   std::set<int64_t> seen;
   for (int r = 0; r < 2; ++r) {
     o.rank = r;
     o.world = 2;
     auto L = open_loader({DataFormat::CosmoFlow, d / "cf", Split::Train}, o);
-    REQUIRE(L->batches_per_epoch() == 2);
+    REQUIRE(L->batches_per_epoch() == 3);
+    REQUIRE(L->shard_ids().size() == 6);
     for (int64_t id : L->shard_ids()) {
-      REQUIRE((id / 4) % 2 == r);
+      REQUIRE(id / 6 == r);
       seen.insert(id);
     }
   }
   REQUIRE(seen.size() == 12);
+  // Files that divide evenly are whole-file shards: 3 ranks, one file each.
+  for (int r = 0; r < 3; ++r) {
+    o.rank = r;
+    o.world = 3;
+    auto L = open_loader({DataFormat::CosmoFlow, d / "cf", Split::Train}, o);
+    for (int64_t id : L->shard_ids()) REQUIRE(id / 4 == r);
+  }
   // Fewer files than ranks: contiguous sample shards.
   o.world = 4;
   o.rank = 3;
