@@ -13,6 +13,8 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "core/log.h"
+#include "data/cache_budget.h"
 #include "data/h5file.h"
 #include "data/loader_sources.h"
 #include "data/prefetch.h"
@@ -49,11 +51,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using detail::Source;
 using Order = std::shared_ptr<const std::vector<int64_t>>;
-
-int64_t default_cache_limit() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page / 4 : int64_t(4) << 30;
-}
 
 // ---------------------------------------------------------------- the loader
 struct Produced {
@@ -101,9 +98,17 @@ class LoaderImpl final : public Loader {
                     "loader: reduce_on 'device' needs a CUDA device, this loader's is ", o_.device.str());
     dev_reduce_ = cuda && o_.reduce_on != ReduceOn::Host;
     const int64_t per_sample = dev_reduce_ ? s.raw_bytes() : out_elems_ * 4;
-    const int64_t limit = o_.cache_max_bytes > 0 ? o_.cache_max_bytes : default_cache_limit();
     // Reducing on the GPU, a preloaded shard is already the cache (the GPU reduction is cheap).
-    cache_on_ = o_.cache_in_memory && !(dev_reduce_ && s.raw_ptr(0)) && s.count() * per_sample <= limit;
+    const int64_t want = s.count() * per_sample;
+    if (o_.cache_in_memory && !(dev_reduce_ && s.raw_ptr(0))) {
+      cache_on_ = (o_.cache_max_bytes <= 0 || want <= o_.cache_max_bytes) && reserve_cache(want);
+      if (cache_on_)
+        cache_reserved_ = want;
+      else
+        log::info("data cache: this rank's shard of {} ({:.0f} MB) does not fit the process's cache budget ({:.0f} of "
+                  "{:.0f} MB in use); it is read again every epoch (data.cache_max_mb sets the budget)",
+                  s.file, want / 1e6, cache_in_use() / 1e6, cache_budget() / 1e6);
+    }
     cache_sample_bytes_ = per_sample;
     if (cuda) {  // pinned staging: raw samples (reduced on the device) or reduced float32 ones
       stream_ = Stream::create(o_.device);
@@ -120,6 +125,7 @@ class LoaderImpl final : public Loader {
 
   ~LoaderImpl() override {
     drop(inflight_);
+    release_cache(cache_reserved_);
     std::lock_guard<std::recursive_mutex> h(hdf5_mutex());  // HDF5 handles close under the lock
     src_.reset();
   }
@@ -177,6 +183,7 @@ class LoaderImpl final : public Loader {
   int64_t batches_per_epoch() const override { return batches_; }
   int64_t batch_size() const override { return o_.batch_size; }
   int64_t local_samples() const override { return src_->count(); }
+  bool caching() const override { return cache_on_; }
   Shape sample_shape() const override { return sample_shape_; }
   int64_t num_labels() const override { return src_->params; }
   double wait_seconds() const override { return wait_; }
@@ -323,8 +330,9 @@ class LoaderImpl final : public Loader {
       p.x = Tensor::empty(batch_shape(), DType::F32);  // large blocks come from the host cache
       p.y = Tensor::empty({B, P}, DType::F32);
     }
-    if (cache_on_ && cache_.empty()) {
-      cache_.resize(static_cast<size_t>(s.count() * cache_sample_bytes_));
+    if (cache_on_ && !cache_) {
+      // Not zero-filled: the OS commits the pages as samples arrive.
+      cache_.reset(new char[static_cast<size_t>(s.count() * cache_sample_bytes_)]);
       cached_.assign(static_cast<size_t>(s.count()), 0);
     }
     const auto sample = [&](int64_t j) { return order[static_cast<size_t>(b * B + j)]; };
@@ -388,12 +396,12 @@ class LoaderImpl final : public Loader {
   // Sample i's bytes from the in-memory cache: reduced, or raw when reduced on the device.
   bool from_cache(int64_t i, char* dst) const {
     if (!cache_on_ || !cached_[static_cast<size_t>(i)]) return false;
-    std::memcpy(dst, cache_.data() + i * cache_sample_bytes_, static_cast<size_t>(cache_sample_bytes_));
+    std::memcpy(dst, cache_.get() + i * cache_sample_bytes_, static_cast<size_t>(cache_sample_bytes_));
     return true;
   }
   void to_cache(int64_t i, const char* src) {
     if (!cache_on_) return;
-    std::memcpy(cache_.data() + i * cache_sample_bytes_, src, static_cast<size_t>(cache_sample_bytes_));
+    std::memcpy(cache_.get() + i * cache_sample_bytes_, src, static_cast<size_t>(cache_sample_bytes_));
     cached_[static_cast<size_t>(i)] = 1;  // distinct samples: the two threads never share an entry
   }
   // Raw sample i -> float32 channels-first at dst (host side), then cached.
@@ -429,7 +437,8 @@ class LoaderImpl final : public Loader {
   // cache (touched by produce() only: one job at a time)
   bool cache_on_ = false;
   int64_t cache_sample_bytes_ = 0;
-  std::vector<char> cache_;
+  std::unique_ptr<char[]> cache_;
+  int64_t cache_reserved_ = 0;  // bytes of the process's cache budget held
   std::vector<uint8_t> cached_;
   std::vector<char> staging_[2];        // raw samples of a streamed source (CPU)
   std::unique_ptr<Worker> converter_;  // io_threads == 2 on the CPU

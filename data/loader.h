@@ -90,7 +90,9 @@ struct LoaderOptions {
   Transform transform;
   NiLayout ni_layout = NiLayout::Transpose;
   bool cache_in_memory = true;
-  int64_t cache_max_bytes = 0;  // 0: a quarter of the machine's physical memory
+  // The cache draws on the process-wide budget (data/cache_budget.h); this
+  // caps one loader's share on top of it (0: no cap of its own).
+  int64_t cache_max_bytes = 0;
   ReduceOn reduce_on = ReduceOn::Auto;  // Device needs a CUDA device (Usage error otherwise)
   int prefetch_depth = 2;       // batches produced ahead; 0 = synchronous reads in next()
   // Once an epoch's last batch is scheduled, go on prefetching (within
@@ -131,6 +133,7 @@ class Loader {
   int64_t samples_per_epoch() const { return batches_per_epoch() * batch_size(); }  // local
   virtual int64_t batch_size() const = 0;
   virtual int64_t local_samples() const = 0;  // size of this rank's shard
+  virtual bool caching() const = 0;           // the shard is kept in memory after its first epoch
   virtual Shape sample_shape() const = 0;     // [C, spatial...] after reduction
   virtual int64_t num_labels() const = 0;     // P
   // Seconds next() blocked waiting for data since start_epoch().

@@ -91,6 +91,7 @@ const std::vector<Field>& schema() {
       MRMF_FIELD("data.prefetch", data.prefetch, int64_t),
       MRMF_FIELD("data.io_threads", data.io_threads, int64_t),
       MRMF_FIELD("data.max_train_samples", data.max_train_samples, int64_t),
+      MRMF_FIELD("data.cache_max_mb", data.cache_max_mb, int64_t),
       MRMF_FIELD("train.batch_size", train.batch_size, int64_t),
       MRMF_FIELD("train.val_batch_size", train.val_batch_size, int64_t),
       MRMF_FIELD("train.seed", train.seed, uint64_t),
@@ -306,6 +307,8 @@ void validate(const RunConfig& c) {
                   "config key 'train.checkpoint_every_steps': must be >= 0 (0: off), got ", c.train.checkpoint_every_steps);
   MRMF_CHECK_KIND(Config, c.train.max_steps_per_epoch >= 0, "config key 'train.max_steps_per_epoch': must be >= 0 "
                   "(0: the whole shard), got ", c.train.max_steps_per_epoch);
+  MRMF_CHECK_KIND(Config, c.data.cache_max_mb >= 0, "config key 'data.cache_max_mb': must be >= 0 (0: automatic), got ",
+                  c.data.cache_max_mb);
   MRMF_CHECK_KIND(Config, c.data.max_train_samples >= 0, "config key 'data.max_train_samples': must be >= 0 (0: all), got ",
                   c.data.max_train_samples);
   MRMF_CHECK_KIND(Config, std::isfinite(c.stop.target_val_loss), "config key 'stop.target_val_loss': must be finite");

@@ -109,6 +109,7 @@ Orchestrator::Stage Orchestrator::train_stage(const std::string& name, const std
             name, s.trainer->spec().str(), comm.size(), s.trainer->train_loader().samples_per_epoch(), stop.threshold,
             stop.patience, target, stop.max_epochs);
   const FitResult fr = s.trainer->fit();
+  s.trainer->release_data();  // later stages need the memory; this one's model and optimizer are what is kept
   s.result.name = name;
   s.result.role = role;
   s.result.resolution = resolution_key(r);

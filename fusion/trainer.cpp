@@ -13,6 +13,7 @@
 
 #include "core/log.h"
 #include "core/nvtx.h"
+#include "data/cache_budget.h"
 #include "fusion/bn_recalibrate.h"
 #include "fusion/checkpoint.h"
 #include "fusion/grad_sync.h"
@@ -213,6 +214,7 @@ Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, Traine
               cfg_.train.init);
   }
 
+  data::set_cache_budget(cfg_.data.cache_max_mb << 20);
   train_ = data::open_loader(data_spec(cfg_, data::Split::Train), loader_options(cfg_, comm_, device_, true));
   val_ = data::open_loader(data_spec(cfg_, data::Split::Val), loader_options(cfg_, comm_, device_, false));
   MRMF_CHECK_KIND(Shape, train_->sample_shape() == sample && val_->sample_shape() == sample,

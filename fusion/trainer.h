@@ -91,6 +91,12 @@ class Trainer {
   const ModelSpec& spec() const { return spec_; }
   Optimizer& optimizer() { return *opt_; }
   Context& context() { return *ctx_; }
+  // Frees the loaders (and their in-memory caches, back to the process's
+  // budget) once training is over; model, optimizer and spec stay usable.
+  void release_data() {
+    train_.reset();
+    val_.reset();
+  }
   data::Loader& train_loader() { return *train_; }
   const RunConfig& config() const { return cfg_; }
   int64_t global_step() const { return step_; }

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "data/formats.h"
 #include "data/h5file.h"
+#include "data/cache_budget.h"
 #include "data/loader.h"
 #include "data/shuffle.h"
 #include "kernels/fused_downsample_ops.h"
@@ -224,6 +225,51 @@ TEST_CASE("loader: resume mid-epoch, prefetch == synchronous, cache == uncached"
     REQUIRE(L->next(b));
     L.reset();
   }
+}
+
+TEST_CASE("loader: one cache budget per process, shared by all loaders", "[loader]") {
+  Tmp d;
+  write_cf(d / "cf", 2, 4, 8);  // 8 samples of 4 x 8^3 float32 = 16 KiB each once converted
+  const int64_t shard = 8 * 4 * 512 * 4;
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.seed = 5;
+  const DataSpec spec{DataFormat::CosmoFlow, d / "cf", Split::Train};
+  set_cache_budget(shard * 3 / 2);  // room for one shard, not two
+  REQUIRE(cache_in_use() == 0);
+  std::vector<Tensor> xa0, xa1, xb0, xb1;
+  {
+    auto a = open_loader(spec, o);
+    CHECK(a->caching());
+    CHECK(cache_in_use() == shard);
+    auto b = open_loader(spec, o);
+    CHECK_FALSE(b->caching());  // would exceed the budget: streams every epoch instead
+    CHECK(cache_in_use() == shard);
+    // Same batches either way (epoch 1 of `a` comes from its cache).
+    epoch_ids(*a, 0, &xa0);
+    epoch_ids(*a, 1, &xa1);
+    epoch_ids(*b, 0, &xb0);
+    epoch_ids(*b, 1, &xb1);
+    REQUIRE(xa1.size() == xb1.size());
+    for (size_t i = 0; i < xa1.size(); ++i) CHECK((same(xa0[i], xb0[i]) && same(xa1[i], xb1[i])));
+  }
+  CHECK(cache_in_use() == 0);  // released with the loaders
+  {
+    auto c = open_loader(spec, o);
+    CHECK(c->caching());
+    o.cache_max_bytes = shard - 1;  // a loader's own cap on top of the budget
+    auto e = open_loader(spec, o);
+    CHECK_FALSE(e->caching());
+  }
+  // The default budget divides a quarter of the memory among the node's ranks.
+  set_cache_budget(0);
+  for (const char* v : {"MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"}) ::unsetenv(v);
+  const int64_t one = default_cache_budget();
+  ::setenv("MPI_LOCALNRANKS", "4", 1);
+  CHECK(default_cache_budget() == one / 4);
+  CHECK(cache_budget() == one / 4);
+  ::unsetenv("MPI_LOCALNRANKS");
+  CHECK(cache_budget() == one);
 }
 
 TEST_CASE("loader: prefetching across epochs never changes the batches", "[loader]") {
