@@ -1,6 +1,10 @@
 // HDF5 layer and the scientific file formats: round trips, float16, hyperslabs,
 // and one bad file per validation rule whose error must name the file, the
 // dataset and what was expected.
+#include <fcntl.h>
+#include <hdf5.h>
+#include <sys/file.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -306,4 +310,51 @@ TEST_CASE("h5 formats: NaN/Inf check reports the first bad index", "[data][forma
   Tensor h = from_float32(Tensor::full({5}, 2.f), DType::F16);
   static_cast<uint16_t*>(h.raw_data())[3] = 0x7E00;  // half NaN
   REQUIRE(first_non_finite(h) == 3);
+}
+
+TEST_CASE("h5 formats: a file another process holds locked for writing can still be opened for reading",
+          "[data][h5]") {
+  // HDF5's default file locking makes a reader fail while someone holds the
+  // file's exclusive flock (a writer, or a crashed job's stale lock on a
+  // shared file system); mrmf's read-only opens switch locking off, so many
+  // ranks (and a reader next to a writer) open the same file. HDF5 reads
+  // HDF5_USE_FILE_LOCKING once, at start-up, and the suite sets it to FALSE:
+  // the check runs in a child process started without it.
+  if (const char* path = std::getenv("MRMF_LOCK_TEST_FILE")) {  // the child
+    REQUIRE(std::getenv("HDF5_USE_FILE_LOCKING") == nullptr);
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // the expected failure below needs no error stack
+    const hid_t raw = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (raw >= 0) H5Fclose(raw);
+    CHECK(raw < 0);  // plain HDF5 with default settings cannot open it: the condition exists
+    NeuronInverterFile f = NeuronInverterFile::open(path, {Split::Train});  // mrmf's reader can
+    CHECK(f.info(Split::Train).n == 6);
+    return;
+  }
+  TempDir d;
+  const std::string path = d / "locked.h5";
+  write_ni(path);
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  REQUIRE(fd >= 0);
+  REQUIRE(::flock(fd, LOCK_EX | LOCK_NB) == 0);  // what an HDF5 writer holds
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, "HDF5_USE_FILE_LOCKING=", 22) != 0) env.emplace_back(*e);
+  env.push_back("MRMF_LOCK_TEST_FILE=" + path);
+  std::vector<char*> envp, argv;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::string self = "/proc/self/exe", name = Catch::getResultCapture().getCurrentTestName();
+  argv = {self.data(), name.data(), nullptr};
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::execve("/proc/self/exe", argv.data(), envp.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ::flock(fd, LOCK_UN);
+  ::close(fd);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
