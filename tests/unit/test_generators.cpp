@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "support/temp_dir.h"
@@ -95,6 +96,7 @@ void report(const char* what, const std::vector<double>& r, int& good, double& m
     mean += v / r.size();
     s += " " + std::to_string(v).substr(0, 4);
   }
+  s += " (mean " + std::to_string(mean).substr(0, 5) + ")";
   INFO(what << " held-out MSE / variance:" << s);
   UNSCOPED_INFO(what << ":" << s);
 }
@@ -304,7 +306,7 @@ TEST_CASE("generators: neuron-inverter is learnable at full and half time resolu
   NeuronGenOptions o;
   o.time_bins = 200;
   const NeuronSimulator sim(o);
-  const int n = 1200, ntr = 900, t = 200;
+  const int n = 6000, ntr = 4500, t = 200;
   std::vector<float> tr(static_cast<size_t>(n) * t * 3), lab(n * 19);
   sim.simulate_block(Split::Train, 0, n, tr.data(), lab.data(), 0);
   const std::vector<double> y(lab.begin(), lab.end());
@@ -317,12 +319,15 @@ TEST_CASE("generators: neuron-inverter is learnable at full and half time resolu
             0.5f * (tr[(static_cast<size_t>(i) * t + 2 * k) * 3 + c] + tr[(static_cast<size_t>(i) * t + 2 * k + 1) * 3 + c]);
   for (int res : {1, 2}) {
     const auto x = res == 1 ? neuron_features(tr, n, t, 20) : neuron_features(half, n, t / 2, 20);
-    const auto r = ridge_mse_ratio(x, y, n, 20 * 12, 19, ntr, 10.0);
+    const auto r = ridge_mse_ratio(x, y, n, 20 * 12, 19, ntr, 30.0);
     int good;
     double mean;
     report(res == 1 ? "neuron T=200" : "neuron T=100", r, good, mean);
-    CHECK(good >= 3);
-    CHECK(mean < 0.95);
+    // Every conductance beats the mean (some are weakly identifiable from 200
+    // ms of trace), several clearly; half resolution keeps nearly all of it.
+    CHECK(good >= 4);
+    CHECK(mean < 0.85);
+    CHECK(*std::max_element(r.begin(), r.end()) < 1.0);
   }
 }
 
