@@ -137,6 +137,36 @@ DownsampleSummary downsample_neuron_file(const std::string& in, const std::strin
   return sum;
 }
 
+namespace {
+// One LBANN sample file: `full` (4, D, H, W) -> float32 (4, D', H', W'), each
+// channel averaged over f0 x f1 x f2 blocks; `unitPar` copied.
+void downsample_lbann_file(const std::string& in_path, const std::string& out_path, const std::array<int64_t, 3>& f,
+                           DownsampleSummary& sum) {
+  const Batch b = CosmoFlowLbannFiles::open(std::vector<std::string>{in_path}).read(0);
+  const Tensor x = to_float32(b.frames);  // [4, D, H, W]
+  check_finite(x, in_path + ": dataset 'full'");
+  check_finite(b.labels, in_path + ": dataset 'unitPar'");
+  const int64_t C = x.size(0), D = x.size(1), H = x.size(2), W = x.size(3);
+  // Channels as the batch axis of a one-channel channels-last average.
+  const Tensor y = average_blocks_channels_last(x.view({C, D, H, W, 1}), {f[0], f[1], f[2]});
+  fs::create_directories(fs::path(out_path).parent_path());
+  AtomicOutput atomic(out_path);
+  {
+    H5File o = H5File::create(atomic.temp_path());
+    o.write("full", y.view({C, D / f[0], H / f[1], W / f[2]}));
+    o.write("unitPar", b.labels.view({b.labels.numel()}));
+    std::ostringstream axes;
+    axes << "(D, H, W) with factors (" << f[0] << ", " << f[1] << ", " << f[2] << ")";
+    o.write_string_attribute("/", "mrmf_downsample", describe(in_path, axes.str(), 1));
+    o.close();
+  }
+  atomic.commit();
+  ++sum.files;
+  sum.bytes_in += x.numel() * static_cast<int64_t>(dtype_size(b.frames.dtype()));
+  sum.bytes_out += y.numel() * 4;
+}
+}  // namespace
+
 DownsampleSummary downsample_cosmoflow_dir(const std::string& in_dir, const std::string& out_dir,
                                            const std::array<int64_t, 3>& f, const DownsampleOptions& opts) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -152,22 +182,39 @@ DownsampleSummary downsample_cosmoflow_dir(const std::string& in_dir, const std:
     rel.push_back(r);
   }
   std::sort(rel.begin(), rel.end());
-  MRMF_CHECK_KIND(Data, !rel.empty(), in_dir, ": no .h5 files found (expected CosmoFlow files with '3Dmap')");
-  // Validate everything before writing anything.
+  MRMF_CHECK_KIND(Data, !rel.empty(), in_dir,
+                  ": no .h5 files found (expected CosmoFlow files with '3Dmap', or LBANN ones with 'full')");
+  // Validate everything before writing anything. A folder holds either
+  // layout: the authors' files ('3Dmap', many samples each) or LBANN's (one
+  // sample per file, 'full' channels-first).
   int64_t total = 0;
   std::vector<CosmoFlowFiles> srcs;
-  for (const auto& r : rel) {
-    const std::string p = (inp / r).string();
-    srcs.push_back(CosmoFlowFiles::open(std::vector<std::string>{p}));
-    const auto dims = srcs.back().dims();
-    const char* names[3] = {"D (x)", "H (y)", "W (z)"};
-    for (int d = 0; d < 3; ++d) check_divides(p, "3Dmap", names[d], dims[static_cast<size_t>(d)], f[static_cast<size_t>(d)]);
-    total += srcs.back().total();
-    refuse_existing((outp / r).string(), opts.force);
+  std::vector<bool> lbann(rel.size(), false);
+  const char* names[3] = {"D (x)", "H (y)", "W (z)"};
+  for (size_t i = 0; i < rel.size(); ++i) {
+    const std::string p = (inp / rel[i]).string();
+    lbann[i] = H5File::open_read(p).exists("full");
+    if (lbann[i]) {
+      const auto dims = CosmoFlowLbannFiles::open(std::vector<std::string>{p}).dims();
+      for (int d = 0; d < 3; ++d) check_divides(p, "full", names[d], dims[static_cast<size_t>(d)], f[static_cast<size_t>(d)]);
+      srcs.emplace_back();
+      total += 1;
+    } else {
+      srcs.push_back(CosmoFlowFiles::open(std::vector<std::string>{p}));
+      const auto dims = srcs.back().dims();
+      for (int d = 0; d < 3; ++d) check_divides(p, "3Dmap", names[d], dims[static_cast<size_t>(d)], f[static_cast<size_t>(d)]);
+      total += srcs.back().total();
+    }
+    refuse_existing((outp / rel[i]).string(), opts.force);
   }
   DownsampleSummary sum;
   int64_t done = 0;
   for (size_t i = 0; i < rel.size(); ++i) {
+    if (lbann[i]) {
+      downsample_lbann_file((inp / rel[i]).string(), (outp / rel[i]).string(), f, sum);
+      if (opts.progress) opts.progress(++done, total);
+      continue;
+    }
     const CosmoFlowFiles& src = srcs[i];
     const auto dims = src.dims();
     const int64_t C = src.channels(), n = src.total();

@@ -114,6 +114,46 @@ TEST_CASE("downsample: CosmoFlow folder, 1/2 along x and 1/8 along x,y,z", "[dow
   REQUIRE(eb.labels.at({1, 2}) == 0.5f);
 }
 
+TEST_CASE("downsample: an LBANN folder (one channels-first sample per file)", "[downsample]") {
+  Tmp d;
+  fs::create_directories(d.dir / "lb");
+  std::vector<Tensor> xs;
+  for (int i = 0; i < 3; ++i) {
+    Tensor full = Tensor::empty({4, 4, 6, 8});
+    for (int64_t e = 0; e < full.numel(); ++e) full.data<float>()[e] = static_cast<float>((e * 7 + i * 13) % 101);
+    xs.push_back(full);
+    write_cosmoflow_lbann_file(d / ("lb/s" + std::to_string(i) + ".h5"), from_float32(full, DType::I16),
+                               Tensor::full({4}, 0.25f * i));
+  }
+  DownsampleOptions o;
+  o.axes = "x,z";
+  const auto s = downsample_dataset(d / "lb", d / "lb_out", o);
+  CHECK(s.files == 3);
+  const CosmoFlowLbannFiles out = CosmoFlowLbannFiles::open(d / "lb_out/*.h5");
+  REQUIRE(out.size() == 3);
+  CHECK(out.dims() == std::array<int64_t, 3>{2, 6, 4});
+  CHECK(out.dtype() == DType::F32);
+  for (size_t i = 0; i < 3; ++i) {
+    const Batch b = out.read(i);
+    CHECK(b.labels.at({3}) == 0.25f * i);
+    for (int64_t c = 0; c < 4; ++c)
+      for (int64_t a = 0; a < 2; ++a)
+        for (int64_t z = 0; z < 4; ++z) {
+          const Tensor& x = xs[i];
+          const float want = (x.at({c, 2 * a, 5, 2 * z}) + x.at({c, 2 * a, 5, 2 * z + 1}) + x.at({c, 2 * a + 1, 5, 2 * z}) +
+                              x.at({c, 2 * a + 1, 5, 2 * z + 1})) / 4;
+          REQUIRE(b.frames.at({c, a, 5, z}) == Approx(want));
+        }
+  }
+  // The factor must divide every sample's axes, checked before anything is written.
+  o.axes = "y";
+  o.factor = 4;
+  const std::string m = err([&] { downsample_dataset(d / "lb", d / "lb_bad", o); });
+  CHECK_THAT(m, Catch::Contains("s0.h5") && Catch::Contains("'full'") && Catch::Contains("length 6") &&
+                    Catch::Contains("factor 4"));
+  CHECK(!fs::exists(d / "lb_bad"));
+}
+
 TEST_CASE("downsample: bad requests name the file, dataset, axis length and factor", "[downsample]") {
   Tmp d;
   write_ni(d / "ni.h5", 2, 6);
