@@ -44,20 +44,33 @@ int run_train(const TrainFlags& f) {
   const FitResult res = trainer.fit();
 
   if (world.is_root()) {
+    // The whole run, also when this process resumed it: metrics.jsonl holds
+    // every epoch the checkpoint covers plus the ones run here.
+    int64_t epochs = 0;
+    double time_s = 0;
+    std::ifstream m(std::filesystem::path(f.out) / "metrics.jsonl");
+    for (std::string line; std::getline(m, line);) {
+      const auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded()) continue;
+      ++epochs;
+      time_s += j.value("epoch_s", 0.0);
+    }
     nlohmann::json s;
     s["model"] = trainer.spec().str();
     s["ranks"] = world.size();
     s["device"] = device.str();
-    s["epochs"] = res.epochs();
+    s["epochs"] = epochs;
+    s["epochs_this_process"] = res.epochs();
+    s["resumed"] = f.resume && epochs > res.epochs();
     s["stop_reason"] = res.stop_reason;
     s["reached_target"] = res.reached_target;
     s["final_val_loss"] = res.final_val_loss;
-    s["train_time_s"] = res.total_s;
+    s["train_time_s"] = time_s;
     s["parameters"] = trainer.model().params().num_parameters();
     std::ofstream(std::filesystem::path(f.out) / "summary.json") << s.dump(2) << "\n";
     log::info("done: {} epochs, stop: {}, final val loss {:.5f}, {:.1f} s; wrote {}/{{metrics.jsonl,summary.json,"
               "checkpoint.h5}}",
-              res.epochs(), res.stop_reason, res.final_val_loss, res.total_s, f.out);
+              epochs, res.stop_reason, res.final_val_loss, time_s, f.out);
   }
   return 0;
 }

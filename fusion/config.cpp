@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <sstream>
 
 #include "core/error.h"
@@ -356,7 +357,18 @@ const std::vector<std::string>& run_config_keys() {
 void apply_override(YAML::Node& root, const std::string& assignment) {
   const auto eq = assignment.find('=');
   MRMF_CHECK_KIND(Config, eq != std::string::npos && eq > 0, "--set '", assignment, "': expected key=value");
-  const std::string key = assignment.substr(0, eq), value = assignment.substr(eq + 1);
+  // An alias sets its key (so that it overrides the file's value of it), and
+  // the file's spelling through an alias gives way to the --set.
+  const std::string key = canonical_key(assignment.substr(0, eq)), value = assignment.substr(eq + 1);
+  for (const auto& [alias, target] : key_aliases()) {
+    if (target != key) continue;
+    const auto dot = alias.find('.');
+    const YAML::Node& lookup = root;  // const: a lookup must not add the section
+    const YAML::Node present = lookup[alias.substr(0, dot)];
+    if (!present || !present.IsMap()) continue;
+    YAML::Node section = root[alias.substr(0, dot)];
+    section.remove(alias.substr(dot + 1));
+  }
   std::vector<std::string> parts;
   std::stringstream ss(key);
   for (std::string p; std::getline(ss, p, '.');) {
@@ -399,8 +411,12 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::vector<std::
   RunConfig cfg;
   std::vector<std::pair<std::string, YAML::Node>> leaves;
   collect_leaves(root, "", leaves, cfg);
+  std::map<std::string, std::string> seen;  // canonical key -> how it was written
   for (const auto& [written, node] : leaves) {
     const std::string key = canonical_key(written);
+    const auto [at, fresh] = seen.emplace(key, written);
+    MRMF_CHECK_KIND(Config, fresh, origin, ": config keys '", at->second, "' and '", written,
+                    "' are the same setting; give one of them");
     auto it = std::find_if(schema().begin(), schema().end(), [&](const Field& f) { return f.key == key; });
     MRMF_CHECK_KIND(Config, it != schema().end(), origin, ": unknown config key '", written, "'", suggestion(written));
     if (node.IsNull()) continue;  // `key:` with no value keeps the default

@@ -189,7 +189,24 @@ TEST_CASE("cli: train, eval and predict round trip on a tiny file", "[cli]") {
   const auto summary = nlohmann::json::parse(std::ifstream(fs::path(out) / "summary.json"));
   CHECK(summary["epochs"] == 2);
   CHECK(summary["stop_reason"] == "max_epochs");
+  CHECK(summary["resumed"] == false);
   const std::string ck = (fs::path(out) / "checkpoint.h5").string();
+  {  // --resume to 3 epochs (through the issue's own spelling, train.epochs): the summary covers the whole run
+    const std::string out2 = (s.dir / "run_resumed").string();
+    REQUIRE(run("train --config " + cfg + " --out " + out2 + " --set train.epochs=1").code == 0);
+    r = run("train --config " + cfg + " --out " + out2 + " --set train.epochs=3 --resume");
+    INFO(r.out);
+    REQUIRE(r.code == 0);
+    CHECK_THAT(r.out, Catch::Contains("resumed from"));
+    const auto s2 = nlohmann::json::parse(std::ifstream(fs::path(out2) / "summary.json"));
+    CHECK(s2["epochs"] == 3);
+    CHECK(s2["epochs_this_process"] == 2);
+    CHECK(s2["resumed"] == true);
+    double t = 0;
+    std::ifstream m(fs::path(out2) / "metrics.jsonl");
+    for (std::string line; std::getline(m, line);) t += nlohmann::json::parse(line)["epoch_s"].get<double>();
+    CHECK(s2["train_time_s"].get<double>() == Approx(t));
+  }
 
   if (!has_command("eval") || !has_command("predict")) {
     WARN("this mrmf has no eval/predict subcommand: skipping that part");

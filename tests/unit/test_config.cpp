@@ -90,6 +90,13 @@ TEST_CASE("config: bad input names the key before any compute", "[config]") {
 TEST_CASE("config: train.epochs is stop.max_epochs, and the Neuron Inverter layout has one source", "[config]") {
   CHECK(parse_run_config("train: {epochs: 5}", {}).stop.max_epochs == 5);
   CHECK(parse_run_config("", {"train.epochs=7"}).stop.max_epochs == 7);
+  // --set through the alias overrides the file's canonical key (and vice versa).
+  CHECK(parse_run_config("stop: {max_epochs: 2}", {"train.epochs=7"}).stop.max_epochs == 7);
+  CHECK(parse_run_config("train: {epochs: 2}", {"stop.max_epochs=7"}).stop.max_epochs == 7);
+  // Both spellings in one file: ambiguous, refused.
+  CHECK_THROWS_WITH(parse_run_config("train: {epochs: 2}\nstop: {max_epochs: 3}", {}),
+                    Catch::Contains("'stop.max_epochs' and 'train.epochs' are the same setting") ||
+                        Catch::Contains("'train.epochs' and 'stop.max_epochs' are the same setting"));
   // The effective text names the canonical key only, so it round-trips.
   const RunConfig a = parse_run_config("", {"train.epochs=7"});
   CHECK(a.text == parse_run_config("", {"stop.max_epochs=7"}).text);
