@@ -176,6 +176,13 @@ Communicator::Request Communicator::iallreduce_sum(const Tensor& t, Stream& stre
   return r;
 }
 
+bool Communicator::test(Request& r) {
+  if (r.mpi == MPI_REQUEST_NULL) return true;
+  int done = 0;
+  MRMF_MPI_CHECK(MPI_Test(&r.mpi, &done, MPI_STATUS_IGNORE));  // a finished request becomes MPI_REQUEST_NULL
+  return done != 0;
+}
+
 void Communicator::wait(Request& r) {
   if (r.mpi != MPI_REQUEST_NULL) MRMF_MPI_CHECK(MPI_Wait(&r.mpi, MPI_STATUS_IGNORE));
   Stream* s = r.stream;

@@ -59,6 +59,9 @@ class Communicator {
   };
   Request iallreduce_sum(const Tensor& t, Stream& stream);
   void wait(Request& r);
+  // Lets MPI advance a non-blocking reduction (MPICH progresses them only
+  // inside MPI calls); true once it is complete. No-op for NCCL requests.
+  bool test(Request& r);
   double allreduce_sum(double v) const;
   double allreduce_max(double v) const;
   void barrier() const;

@@ -29,6 +29,14 @@ void GradientSync::launch(Bucket& b, Stream& stream) {
 
 void GradientSync::ready_from(int64_t offset, Stream& stream) {
   if (comm_.size() == 1 || offset < 0) return;
+  // Between two layers' backward passes: let MPI move the buckets already in
+  // flight (on the CPU, MPICH advances non-blocking collectives only inside
+  // MPI calls, so without this they would mostly run in finish()). On one
+  // node (shared memory, 2 ranks, NI T = 1600) the exposed comm time was the
+  // same with and without (0.08-0.19 s of ~2.1 s per 10 steps, noise);
+  // between nodes is where an idle reduction costs.
+  for (auto& b : buckets_)
+    if (b.launched) comm_.test(b.req);
   for (auto& b : buckets_) {
     if (b.launched) continue;
     if (b.begin < offset) break;  // buckets are ordered from the end: later ones are not ready either
