@@ -116,6 +116,37 @@ TEST_CASE("experiment: a tiny end-to-end MRMF run with every method", "[mpi][exp
   if (world.is_root()) fs::remove_all(dir);
 }
 
+TEST_CASE("experiment: concurrent training sizes its groups with a timing probe", "[mpi][experiment]") {
+  Communicator world = Communicator::world();
+  data::NeuronGenOptions g;
+  g.train = 96 * world.size();
+  g.val = 32 * world.size();
+  g.test = 16;
+  g.seed = 4;
+  const fs::path dir = folder_with_ni_file(world, "mrmf_mpi_probe", g);
+  const std::string yaml = "run:\n  data: {path: " + (dir / "ni.h5").string() +
+                           "}\n  train: {batch_size: 16}\n  schedule: {type: constant}\n"
+                           "experiment:\n  methods: [concurrent]\n  seeds: [1]\n"
+                           "  target_val_loss: 0.01\n  max_epochs: 1\n  ladder: [[4], [1]]\n"
+                           "  coarse_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n"
+                           "  dense_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n  probe_steps: 1\n";
+  const ExperimentConfig cfg = parse_experiment_config(yaml, {"runtime.threads=1"}, "probe.yaml");
+  REQUIRE(cfg.concurrent_times.empty());  // measured, not given
+  Orchestrator orch(cfg, world, Device::cpu(), (dir / "out").string());
+  const MethodRun r = orch.run("concurrent", 1);
+  REQUIRE(r.concurrent_groups);
+  REQUIRE(r.stages.size() == 3);
+  const int dense = r.stages[1].ranks, coarse = r.stages[0].ranks;
+  CHECK(dense + coarse == world.size());
+  CHECK(dense >= 1);
+  CHECK(coarse >= 1);
+  // A 1/4-resolution epoch is cheaper than a full one: the dense group is never the smaller.
+  CHECK(dense >= coarse);
+  CHECK(r.stages[2].ranks == world.size());  // fine-tuning on every rank
+  world.barrier();
+  if (world.is_root()) fs::remove_all(dir);
+}
+
 TEST_CASE("BN re-calibration: every rank ends with the rank-averaged statistics", "[mpi][fusion][bn]") {
   Communicator world = Communicator::world();
   data::NeuronGenOptions g;

@@ -90,6 +90,28 @@ TEST_CASE("MRT transfer: bottom copied, top freshly initialised and untouched", 
   }
 }
 
+TEST_CASE("MRT transfer: BN running statistics travel with the bottom (CosmoFlow)", "[fusion]") {
+  ModelSpec cs, ds;
+  cs.name = ds.name = "cosmoflow";
+  cs.sample_shape = Shape{4, 8, 8, 8};
+  ds.sample_shape = Shape{4, 16, 16, 16};
+  cs = normalized(cs);
+  ds = normalized(ds);
+  auto coarse = built(cs, 5);  // buffers randomised: a copy is told apart from a fresh model
+  auto fresh = build_model(ds);
+  fresh->build(Device::cpu(), 99, default_init_scheme(ds));
+  auto t = transfer_bottom(*coarse, ds, Device::cpu(), 99);
+  int checked = 0;
+  for (const auto& e : t->params().entries()) {
+    const Model& src = e.group == ParamGroup::Bottom ? *coarse : *fresh;
+    INFO(e.name);
+    REQUIRE(same(t->params().value(t->params().at(e.name)), src.params().value(src.params().at(e.name))));
+    checked += e.kind == ParamKind::Buffer && e.group == ParamGroup::Bottom;
+  }
+  REQUIRE(checked >= 8);  // input BN + 7 conv BNs: mean and var each
+  REQUIRE_FALSE(same(t->params().buffers(), fresh->params().buffers()));
+}
+
 TEST_CASE("fusion: incompatible models are refused with the offending names", "[fusion]") {
   const ModelSpec a = ni_spec(1600);
   ModelSpec other = a;
