@@ -165,6 +165,53 @@ TEST_CASE("cli: a resolution or transform that does not fit the data is a config
   CHECK_THAT(r.out, Catch::Contains("'data.scale': 2 factor(s) for data with 3 channels"));
 }
 
+TEST_CASE("cli: bad data files end the run with exit 1, naming file and dataset", "[cli]") {
+  SKIP_WITHOUT_BINARY();
+  Scratch s;
+  using namespace mrmf::data;
+  auto ni_file = [&](const std::string& name, float bad_frame, float bad_label, int64_t labels_n) {
+    const std::string p = (s.dir / name).string();
+    H5File f = H5File::create(p);
+    for (const char* split : {"train", "val"}) {
+      Tensor fr = Tensor::full({64, 64, 3}, 0.5f), lb = Tensor::full({labels_n, 19}, 0.1f);
+      if (std::string(split) == "train" && bad_frame != 0) fr.data<float>()[100] = bad_frame;
+      if (std::string(split) == "val" && bad_label != 0) lb.data<float>()[7] = bad_label;
+      f.write(std::string(split) + "_frames", fr);
+      f.write(std::string(split) + "_unitStar_par", lb);
+    }
+    return p;
+  };
+  struct Case {
+    std::string file, dataset, what;
+  };
+  std::vector<Case> cases = {
+      {ni_file("nan_frames.h5", std::nanf(""), 0, 64), "'train_frames'", "non-finite"},
+      {ni_file("inf_labels.h5", 0, INFINITY, 64), "'val_unitStar_par'", "non-finite"},
+      {ni_file("short_labels.h5", 0, 0, 60), "'train_unitStar_par'", "60 labels"},
+  };
+  {  // truncated: the first half of a good file
+    const std::string good = ni_file("good.h5", 0, 0, 64), cut = (s.dir / "truncated.h5").string();
+    std::ifstream in(good, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ofstream(cut, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+    cases.push_back({cut, "", "truncated or corrupt"});
+  }
+  for (const Case& c : cases) {
+    INFO(c.file);
+    const Result r = run("train --config " + write_config(s.dir, c.file) + " --out " + (s.dir / "run").string());
+    INFO(r.out);
+    CHECK(r.code == 1);
+    CHECK_THAT(r.out, Catch::Contains(c.file) && Catch::Contains(c.dataset) && Catch::Contains(c.what));
+    CHECK_THAT(r.out, !Catch::Contains("Segmentation") && !Catch::Contains("terminate called"));
+  }
+  // The offline reducer refuses the same bad frames (and writes nothing).
+  const Result r = run("downsample --in " + cases[0].file + " --out " + (s.dir / "coarse.h5").string() +
+                       " --factor 2 --axes t");
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("nan_frames.h5") && Catch::Contains("'train_frames'"));
+  CHECK_FALSE(fs::exists(s.dir / "coarse.h5"));
+}
+
 TEST_CASE("cli: a missing data file exits 1 and names the file", "[cli]") {
   SKIP_WITHOUT_BINARY();
   Scratch s;

@@ -483,11 +483,14 @@ TEST_CASE("loader: bad input is reported with file, dataset and expectation", "[
     f.create_dataset("train_frames", {0, 4, 3}, DType::F32);
     f.create_dataset("train_unitStar_par", {0, 19}, DType::F32);
   }
-  REQUIRE_THAT(err([&] { ni(d / "empty.h5"); }), Catch::Contains("empty"));
+  REQUIRE_THAT(err([&] { ni(d / "empty.h5"); }),
+               Catch::Contains("empty.h5") && Catch::Contains("'train_frames'") && Catch::Contains("empty"));
   write_ni(d / "nan.h5", 8, 4, std::numeric_limits<float>::quiet_NaN());
-  REQUIRE_THAT(err([&] { ni(d / "nan.h5"); }), Catch::Contains("train_frames") && Catch::Contains("non-finite"));
+  REQUIRE_THAT(err([&] { ni(d / "nan.h5"); }),
+               Catch::Contains("nan.h5") && Catch::Contains("train_frames") && Catch::Contains("non-finite"));
   write_ni(d / "inf.h5", 8, 4, 0, std::numeric_limits<float>::infinity());
-  REQUIRE_THAT(err([&] { ni(d / "inf.h5"); }), Catch::Contains("train_unitStar_par") && Catch::Contains("non-finite"));
+  REQUIRE_THAT(err([&] { ni(d / "inf.h5"); }),
+               Catch::Contains("inf.h5") && Catch::Contains("train_unitStar_par") && Catch::Contains("non-finite"));
   write_ni(d / "ok.h5", 6, 6);
   o.batch_size = 8;
   REQUIRE_THAT(err([&] { ni(d / "ok.h5"); }), Catch::Contains("ok.h5") && Catch::Contains("at least one batch"));
