@@ -138,6 +138,13 @@ DownsampleSummary downsample_neuron_file(const std::string& in, const std::strin
 }
 
 namespace {
+// The root attribute naming where a coarse cube file came from and how.
+void write_cube_provenance(H5File& o, const std::string& in_path, const std::array<int64_t, 3>& f) {
+  std::ostringstream axes;
+  axes << "(D, H, W) with factors (" << f[0] << ", " << f[1] << ", " << f[2] << ")";
+  o.write_string_attribute("/", "mrmf_downsample", describe(in_path, axes.str(), 1));
+}
+
 // One LBANN sample file: `full` (4, D, H, W) -> float32 (4, D', H', W'), each
 // channel averaged over f0 x f1 x f2 blocks; `unitPar` copied.
 void downsample_lbann_file(const std::string& in_path, const std::string& out_path, const std::array<int64_t, 3>& f,
@@ -155,9 +162,7 @@ void downsample_lbann_file(const std::string& in_path, const std::string& out_pa
     H5File o = H5File::create(atomic.temp_path());
     o.write("full", y.view({C, D / f[0], H / f[1], W / f[2]}));
     o.write("unitPar", b.labels.view({b.labels.numel()}));
-    std::ostringstream axes;
-    axes << "(D, H, W) with factors (" << f[0] << ", " << f[1] << ", " << f[2] << ")";
-    o.write_string_attribute("/", "mrmf_downsample", describe(in_path, axes.str(), 1));
+    write_cube_provenance(o, in_path, f);
     o.close();
   }
   atomic.commit();
@@ -240,9 +245,7 @@ DownsampleSummary downsample_cosmoflow_dir(const std::string& in_dir, const std:
     const Tensor labels = h.read("unitPar");
     check_finite(labels, in_path + ": dataset 'unitPar'");
     o.write("unitPar", labels);
-    std::ostringstream axes;
-    axes << "(D, H, W) with factors (" << f[0] << ", " << f[1] << ", " << f[2] << ")";
-    o.write_string_attribute("/", "mrmf_downsample", describe(in_path, axes.str(), 1));
+    write_cube_provenance(o, in_path, f);
     o.close();
     atomic.commit();
     ++sum.files;

@@ -17,6 +17,8 @@
 //       - {dense_stop: {threshold: 0.01}}
 //     resolution_overrides: {"4": ["train.batch_size=512", "optimizer.lr=2e-3"]}
 //     optimizer_at_fusion: reset    # or keep: Adam moments travel with their blocks
+//     shared_init: false            # true: each stage's dense model starts from the coarse model's
+//                                   # initial weights (same seed: identical convolutions)
 //     bn_recalibration_batches: 0   # > 0: re-estimate BN statistics of a fused/transferred model
 //                                   # on this many training batches first (fusion/bn_recalibrate.h)
 //     concurrent_times: []          # [t_dense, t_coarse] epoch times; empty = measured by a probe
@@ -57,6 +59,11 @@ struct ExperimentConfig {
   std::vector<StageStops> stages;       // per fusion stage (defaults filled in)
   std::map<std::string, std::vector<std::string>> resolution_overrides;
   std::string optimizer_at_fusion = "reset";
+  // false: the dense model of a stage draws its own initial weights (seed +
+  // 1000 x stage); true: the same seed as the run, so its convolutions start
+  // identical to the coarse model's and the dense top is trained on features
+  // that began where the coarse bottom's did.
+  bool shared_init = false;
   int64_t bn_recalibration_batches = 0;  // 0: the paper's method, BN statistics travel unchanged
   std::vector<double> concurrent_times;
   int64_t probe_steps = 3;

@@ -125,6 +125,10 @@ Orchestrator::Stage Orchestrator::train_stage(const std::string& name, const std
   return s;
 }
 
+uint64_t Orchestrator::dense_seed(uint64_t seed, size_t stage) const {
+  return cfg_.shared_init ? seed : seed + 1000 * (stage + 1);
+}
+
 void Orchestrator::keep_optimizer_state(Trainer& fused, Trainer* coarse, Trainer* dense) {
   if (cfg_.optimizer_at_fusion != "keep") return;
   if (coarse) fused.optimizer().copy_group_state_from(coarse->optimizer(), ParamGroup::Bottom);
@@ -176,7 +180,7 @@ MethodRun Orchestrator::run_sequential(const std::string& method, uint64_t seed,
                            0, std::move(final_start), world_, sub("stage" + std::to_string(st + 1) + "_coarse"),
                            st > 0 ? std::function<void(Trainer&)>(keep) : nullptr);
       auto d = train_stage(prefix + "dense@" + resolution_key(ladder[st + 1]), "dense", ladder[st + 1],
-                           seed + 1000 * (st + 1), stops.dense, 0, nullptr, world_,
+                           dense_seed(seed, st), stops.dense, 0, nullptr, world_,
                            sub("stage" + std::to_string(st + 1) + "_dense"));
       mr.stages.push_back(c.result);
       mr.stages.push_back(d.result);
@@ -312,7 +316,7 @@ MethodRun Orchestrator::run_concurrent(uint64_t seed) {
   const auto t0 = Clock::now();
   std::optional<log::Speaker> speaker(std::in_place, group.rank() == 0);  // each group's root shows its progress
   Stage mine = dense_rank
-                   ? train_stage("concurrent/dense@1", "dense", ladder[1], seed + 1000, stops.dense, 0, nullptr, group,
+                   ? train_stage("concurrent/dense@1", "dense", ladder[1], dense_seed(seed, 0), stops.dense, 0, nullptr, group,
                                  (fs::path(dir) / "stage1_dense").string())
                    : train_stage("concurrent/coarse@" + resolution_key(ladder[0]), "coarse", ladder[0], seed,
                                  stops.coarse, 0, nullptr, group, (fs::path(dir) / "stage1_coarse").string());

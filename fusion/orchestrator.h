@@ -90,6 +90,8 @@ class Orchestrator {
   MethodRun run_concurrent(uint64_t seed);
   std::pair<double, double> probe_epoch_times(const Resolution& coarse, uint64_t seed);
   void check_before_training();
+  // The initialisation (and shuffling) seed of stage `stage`'s dense model.
+  uint64_t dense_seed(uint64_t seed, size_t stage) const;
 
   ExperimentConfig cfg_;
   Communicator& world_;

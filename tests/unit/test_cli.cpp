@@ -86,6 +86,22 @@ std::string write_config(const fs::path& dir, const std::string& data) {
   return p.string();
 }
 
+// A tiny Neuron Inverter file (T = 64, `train` samples), the tiny run config
+// on it, and an experiment config (one seed, target 0.001, 1 final epoch,
+// ladder [[2], [1]]) with `body` added to its experiment section.
+fs::path tiny_experiment(const Scratch& s, int train, const std::string& body) {
+  const std::string data = (s.dir / "ni.h5").string();
+  const Result r = run("datagen neuron-inverter --out " + data + " --train " + std::to_string(train) +
+                       " --val 64 --test 64 --time-bins 64 --seed 3");
+  REQUIRE(r.code == 0);
+  write_config(s.dir, data);
+  const fs::path exp = s.dir / "exp.yaml";
+  std::ofstream(exp) << "base: tiny.yaml\nexperiment:\n  seeds: [1]\n  target_val_loss: 0.001\n  max_epochs: 1\n"
+                        "  ladder: [[2], [1]]\n"
+                     << body;
+  return exp;
+}
+
 // `mrmf X --help` exits 0 even for an unknown X (CLI11 shows the main help),
 // so look for X in the list of subcommands instead.
 bool has_command(const std::string& name) {
@@ -323,21 +339,12 @@ TEST_CASE("cli: an experiment that dies part-way keeps the report of the runs it
     return;
   }
   Scratch s;
-  const std::string data = (s.dir / "ni.h5").string();
-  Result r = run("datagen neuron-inverter --out " + data + " --train 256 --val 64 --test 64 --time-bins 64 --seed 3");
-  REQUIRE(r.code == 0);
-  write_config(s.dir, data);
   // baseline: 1 epoch of 8 steps; MRT's coarse stage then runs up to 3 epochs
   // (threshold 0: no plateau) and the process dies abruptly at its step 12.
-  const fs::path exp = s.dir / "exp.yaml";
-  std::ofstream(exp) << "base: tiny.yaml\n"
-                        "experiment:\n"
-                        "  methods: [baseline, mrt]\n"
-                        "  seeds: [1]\n"
-                        "  target_val_loss: 0.001\n"
-                        "  max_epochs: 1\n"
-                        "  ladder: [[2], [1]]\n"
-                        "  coarse_stop: {threshold: 0.0, patience: 1, max_epochs: 3}\n";
+  const fs::path exp = tiny_experiment(s, 256,
+                                       "  methods: [baseline, mrt]\n"
+                                       "  coarse_stop: {threshold: 0.0, patience: 1, max_epochs: 3}\n");
+  Result r;
   const std::string out = (s.dir / "exp").string();
   r = run_prefixed("MRMF_FAULT_EXIT=0:12 ", "experiment --config " + exp.string() + " --out " + out);
   INFO(r.out);
@@ -355,20 +362,11 @@ TEST_CASE("cli: experiment bad input is refused before training, and the 1-rank 
           "[cli][experiment]") {
   SKIP_WITHOUT_BINARY();
   Scratch s;
-  const std::string data = (s.dir / "ni.h5").string();
-  Result r = run("datagen neuron-inverter --out " + data + " --train 128 --val 64 --test 64 --time-bins 64 --seed 3");
-  REQUIRE(r.code == 0);
-  write_config(s.dir, data);
-  const fs::path exp = s.dir / "exp.yaml";
-  std::ofstream(exp) << "base: tiny.yaml\n"
-                        "experiment:\n"
-                        "  methods: [mrmf1, concurrent]\n"
-                        "  seeds: [1]\n"
-                        "  target_val_loss: 0.001\n"
-                        "  max_epochs: 1\n"
-                        "  ladder: [[2], [1]]\n"
-                        "  coarse_stop: {threshold: 0.1, patience: 3, max_epochs: 2}\n"
-                        "  dense_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n";
+  const fs::path exp = tiny_experiment(s, 128,
+                                       "  methods: [mrmf1, concurrent]\n"
+                                       "  coarse_stop: {threshold: 0.1, patience: 3, max_epochs: 2}\n"
+                                       "  dense_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n");
+  Result r;
   const std::string base = "experiment --config " + exp.string() + " --out ";
 
   // --methods is validated like the config's list, before anything runs.

@@ -27,6 +27,15 @@ std::unique_ptr<Model> built(const ModelSpec& s, uint64_t seed) {
   for (int64_t i = 0; i < b.numel(); ++i) b.data<float>()[i] = static_cast<float>(seed) + 0.001f * static_cast<float>(i);
   return m;
 }
+
+// CosmoFlow (the authors' variant) at 8^3 (coarse) and 16^3 (dense).
+std::pair<ModelSpec, ModelSpec> cosmoflow_8_16() {
+  ModelSpec cs, ds;
+  cs.name = ds.name = "cosmoflow";
+  cs.sample_shape = Shape{4, 8, 8, 8};
+  ds.sample_shape = Shape{4, 16, 16, 16};
+  return {normalized(cs), normalized(ds)};
+}
 bool same(const Tensor& a, const Tensor& b) {
   if (a.numel() != b.numel()) return false;
   for (int64_t i = 0; i < a.numel(); ++i)
@@ -57,12 +66,7 @@ TEST_CASE("fusion: bottom from the coarse model, top (first FC included) from th
 }
 
 TEST_CASE("fusion: CosmoFlow BN running statistics travel with their layers", "[fusion]") {
-  ModelSpec cs, ds;
-  cs.name = ds.name = "cosmoflow";
-  cs.sample_shape = Shape{4, 8, 8, 8};
-  ds.sample_shape = Shape{4, 16, 16, 16};
-  cs = normalized(cs);
-  ds = normalized(ds);
+  const auto [cs, ds] = cosmoflow_8_16();
   auto coarse = built(cs, 5), dense = built(ds, 6);
   auto fused = fuse_models(*coarse, *dense, ds, Device::cpu(), 7);
   int checked = 0;
@@ -91,12 +95,7 @@ TEST_CASE("MRT transfer: bottom copied, top freshly initialised and untouched", 
 }
 
 TEST_CASE("MRT transfer: BN running statistics travel with the bottom (CosmoFlow)", "[fusion]") {
-  ModelSpec cs, ds;
-  cs.name = ds.name = "cosmoflow";
-  cs.sample_shape = Shape{4, 8, 8, 8};
-  ds.sample_shape = Shape{4, 16, 16, 16};
-  cs = normalized(cs);
-  ds = normalized(ds);
+  const auto [cs, ds] = cosmoflow_8_16();
   auto coarse = built(cs, 5);  // buffers randomised: a copy is told apart from a fresh model
   auto fresh = build_model(ds);
   fresh->build(Device::cpu(), 99, default_init_scheme(ds));
@@ -178,4 +177,31 @@ TEST_CASE("experiment config: bad input is reported before any training", "[fusi
   REQUIRE(ok.bn_recalibration_batches == 0);  // off by default: the paper's method
   REQUIRE(ok.ladder_for("mrmf1") == std::vector<Resolution>{{2}, {1}});
   REQUIRE(ok.ladder_for("mrt") == std::vector<Resolution>{{2}, {1}});
+  REQUIRE_FALSE(ok.shared_init);  // each dense model draws its own initial weights by default
+  fails("experiment: {target_val_loss: 0.1, shared_init: sometimes}", "'shared_init': wrong type");
+  REQUIRE(parse_experiment_config(run + "experiment: {target_val_loss: 0.1, shared_init: true}", {}, "exp.yaml")
+              .shared_init);
+}
+
+TEST_CASE("shared_init: the same seed gives coarse and dense models identical convolutions", "[fusion]") {
+  // What experiment.shared_init relies on: initial values are drawn per
+  // parameter from its offset in the flat store, and the bottom's offsets do
+  // not depend on the resolution -- so one seed, two resolutions, same bottom.
+  for (const auto& [cs, ds] : {std::make_pair(ni_spec(400), ni_spec(1600)), cosmoflow_8_16()}) {
+    auto c = build_model(cs), d = build_model(ds), other = build_model(ds);
+    c->build(Device::cpu(), 7, default_init_scheme(cs));
+    d->build(Device::cpu(), 7, default_init_scheme(ds));
+    other->build(Device::cpu(), 1007, default_init_scheme(ds));
+    int bottom = 0;
+    for (const auto& e : c->params().entries()) {
+      if (e.group != ParamGroup::Bottom || e.kind != ParamKind::Param) continue;
+      INFO(e.name);
+      const Tensor a = c->params().value(c->params().at(e.name));
+      REQUIRE(same(a, d->params().value(d->params().at(e.name))));
+      if (a.ndim() < 2) continue;  // BN scales and shifts start at 1 and 0 whatever the seed
+      REQUIRE_FALSE(same(a, other->params().value(other->params().at(e.name))));
+      ++bottom;
+    }
+    REQUIRE(bottom >= 3);  // the conv weights: 3 (Neuron Inverter), 7 (CosmoFlow)
+  }
 }
