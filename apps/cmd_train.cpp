@@ -44,24 +44,16 @@ int run_train(const TrainFlags& f) {
   const FitResult res = trainer.fit();
 
   if (world.is_root()) {
-    // The whole run, also when this process resumed it: metrics.jsonl holds
-    // every epoch the checkpoint covers plus the ones run here.
-    int64_t epochs = 0;
-    double time_s = 0;
-    std::ifstream m(std::filesystem::path(f.out) / "metrics.jsonl");
-    for (std::string line; std::getline(m, line);) {
-      const auto j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_discarded()) continue;
-      ++epochs;
-      time_s += j.value("epoch_s", 0.0);
-    }
+    // The whole run, also when this process resumed it.
+    const int64_t epochs = res.resumed_epochs + res.epochs();
+    const double time_s = res.resumed_s + res.total_s;
     nlohmann::json s;
     s["model"] = trainer.spec().str();
     s["ranks"] = world.size();
     s["device"] = device.str();
     s["epochs"] = epochs;
     s["epochs_this_process"] = res.epochs();
-    s["resumed"] = f.resume && epochs > res.epochs();
+    s["resumed"] = res.resumed_epochs > 0;
     s["stop_reason"] = res.stop_reason;
     s["reached_target"] = res.reached_target;
     s["final_val_loss"] = res.final_val_loss;

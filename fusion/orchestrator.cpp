@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <optional>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -314,13 +313,15 @@ MethodRun Orchestrator::run_concurrent(uint64_t seed) {
   const StageStops stops = cfg_.stops_for_stage(0);
 
   const auto t0 = Clock::now();
-  std::optional<log::Speaker> speaker(std::in_place, group.rank() == 0);  // each group's root shows its progress
-  Stage mine = dense_rank
-                   ? train_stage("concurrent/dense@1", "dense", ladder[1], dense_seed(seed, 0), stops.dense, 0, nullptr, group,
-                                 (fs::path(dir) / "stage1_dense").string())
-                   : train_stage("concurrent/coarse@" + resolution_key(ladder[0]), "coarse", ladder[0], seed,
-                                 stops.coarse, 0, nullptr, group, (fs::path(dir) / "stage1_coarse").string());
-  speaker.reset();
+  Stage mine;
+  {
+    const log::Speaker speaker(group.rank() == 0);  // each group's root shows its progress
+    mine = dense_rank
+               ? train_stage("concurrent/dense@1", "dense", ladder[1], dense_seed(seed, 0), stops.dense, 0, nullptr,
+                             group, (fs::path(dir) / "stage1_dense").string())
+               : train_stage("concurrent/coarse@" + resolution_key(ladder[0]), "coarse", ladder[0], seed, stops.coarse,
+                             0, nullptr, group, (fs::path(dir) / "stage1_coarse").string());
+  }
   const double pretrain_s = world_.allreduce_max(since(t0));
 
   // Exchange: the dense group's root (world rank 0) and the coarse group's

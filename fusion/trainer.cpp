@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "core/log.h"
@@ -320,10 +321,9 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
       throw NonFiniteLoss(ErrorKind::Runtime,
                           "non-finite training loss (" + std::to_string(global_loss) + ") at epoch " +
                               std::to_string(epoch) + ", step " + std::to_string(step_) +
-                              (opts_.out_dir.empty() || !fs::exists(fs::path(opts_.out_dir) / "checkpoint.h5")
+                              (opts_.out_dir.empty() || !fs::exists(checkpoint_path())
                                    ? std::string("; no checkpoint had been written yet")
-                                   : "; the last good checkpoint is kept in " +
-                                         (fs::path(opts_.out_dir) / "checkpoint.h5").string()));
+                                   : "; the last good checkpoint is kept in " + checkpoint_path()));
     }
     double comm_blocked;
     {
@@ -400,11 +400,13 @@ void Trainer::save(int64_t epochs_done, int64_t batch, double loss_sum) {
   ts.state["plateau_prev"] = plateau_.previous();
   SaveOptions so;
   so.stream = &ctx_->stream();
-  save_checkpoint((fs::path(opts_.out_dir) / "checkpoint.h5").string(), spec_, *model_, opt_.get(), sched_.get(), ts, so);
+  save_checkpoint(checkpoint_path(), spec_, *model_, opt_.get(), sched_.get(), ts, so);
 }
 
+std::string Trainer::checkpoint_path() const { return (fs::path(opts_.out_dir) / "checkpoint.h5").string(); }
+
 bool Trainer::try_resume() {
-  const fs::path ck = fs::path(opts_.out_dir) / "checkpoint.h5";
+  const fs::path ck = checkpoint_path();
   if (!opts_.resume || opts_.out_dir.empty() || !fs::exists(ck)) return false;
   const CheckpointHeader h = read_checkpoint_header(ck.string());
   // The stop conditions, checkpoint interval and runtime may change on resume
@@ -430,16 +432,16 @@ bool Trainer::try_resume() {
   start_epoch_ = h.training.epoch;
   step_ = h.training.step;
   ctx_->set_step(static_cast<uint64_t>(step_));
-  auto num = [&](const char* k) -> double {
+  // A training-state number; `fallback` where older checkpoints lack it (none: required).
+  auto num = [&](const char* k, std::optional<double> fallback = std::nullopt) -> double {
     auto it = h.training.state.find(k);
+    if (it == h.training.state.end() && fallback) return *fallback;
     MRMF_CHECK_KIND(Data, it != h.training.state.end(), ck.string(), ": missing training state '", k, "'");
     return std::visit([](auto v) { return static_cast<double>(v); }, it->second);
   };
   plateau_.restore(static_cast<int64_t>(num("plateau_count")), num("plateau_has_prev") != 0, num("plateau_prev"));
-  // Checkpoints written before mid-epoch saves existed carry no loss sum: they are epoch-end ones.
-  const auto ls = h.training.state.find("epoch_loss_sum");
   resume_batch_ = static_cast<int64_t>(num("loader_batch"));
-  resume_loss_sum_ = ls == h.training.state.end() ? 0.0 : std::visit([](auto v) { return static_cast<double>(v); }, ls->second);
+  resume_loss_sum_ = num("epoch_loss_sum", 0.0);  // absent before mid-epoch checkpoints existed
   // Keep the metrics of the epochs the checkpoint covers; drop later ones
   // (they belonged to the interrupted run and will be recomputed).
   if (comm_.is_root()) {
@@ -449,7 +451,10 @@ bool Trainer::try_resume() {
     for (std::string line; std::getline(in, line);) {
       if (line.empty()) continue;
       auto j = nlohmann::json::parse(line, nullptr, false);
-      if (!j.is_discarded() && j.value("epoch", int64_t{-1}) < start_epoch_) keep.push_back(line);
+      if (j.is_discarded() || j.value("epoch", int64_t{-1}) >= start_epoch_) continue;
+      keep.push_back(line);
+      ++resumed_epochs_;
+      resumed_s_ += j.value("epoch_s", 0.0);
     }
     in.close();
     std::ofstream out(mp, std::ios::trunc);
@@ -468,6 +473,8 @@ FitResult Trainer::fit() {
     std::ofstream(fs::path(opts_.out_dir) / "metrics.jsonl", std::ios::trunc);
 
   FitResult res;
+  res.resumed_epochs = resumed_epochs_;
+  res.resumed_s = resumed_s_;
   const std::string who = opts_.tag.empty() ? "" : opts_.tag + " ";
   for (int64_t epoch = start_epoch_; epoch < cfg_.stop.max_epochs; ++epoch) {
     EpochRecord r = train_epoch(epoch);

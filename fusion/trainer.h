@@ -49,6 +49,10 @@ struct FitResult {
   bool reached_target = false;
   double final_val_loss = 0;
   double total_s = 0;  // sum of epoch times
+  // Epochs (and their time) an earlier process ran before --resume, from
+  // the metrics.jsonl lines the checkpoint covers (rank 0 only).
+  int64_t resumed_epochs = 0;
+  double resumed_s = 0;
   int64_t epochs() const { return static_cast<int64_t>(history.size()); }
 };
 
@@ -108,6 +112,7 @@ class Trainer {
   // of its batches, whose training losses summed to `loss_sum`.
   void save(int64_t epochs_done, int64_t batch = 0, double loss_sum = 0);
   bool try_resume();
+  std::string checkpoint_path() const;  // <out>/checkpoint.h5
   void write_metrics(const EpochRecord& r);
 
   RunConfig cfg_;
@@ -125,7 +130,8 @@ class Trainer {
   // A mid-epoch checkpoint's position in epoch start_epoch_ (0: at its start).
   int64_t resume_batch_ = 0;
   double resume_loss_sum_ = 0;
-  std::vector<EpochRecord> resumed_history_;
+  int64_t resumed_epochs_ = 0;  // see FitResult
+  double resumed_s_ = 0;
 };
 
 // The model spec a run configuration describes for data of `sample_shape`.
