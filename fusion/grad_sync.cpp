@@ -1,12 +1,21 @@
 #include "fusion/grad_sync.h"
 
-#include <chrono>
+#include <algorithm>
 
 #include "kernels/elementwise_ops.h"
 
 namespace mrmf {
 
 GradientSync::GradientSync(Communicator& comm, ParamStore& store, size_t bucket_bytes) : comm_(comm), store_(store) {
+  const Device dev = store.grads().device();
+  if (comm.size() > 1) {
+    backward_end_ = Event::create(dev);
+    comm_end_ = Event::create(dev);
+  }
+  if (dev.is_cuda() && comm.size() > 1) {
+    comm_stream_ = Stream::create(dev);
+    ready_ = Event::create(dev, /*timing=*/false);
+  }
   const int64_t n = store.num_param_elements();
   const int64_t per = std::max<int64_t>(ParamStore::kAlign, static_cast<int64_t>(bucket_bytes / sizeof(float)));
   for (int64_t end = n; end > 0;) {
@@ -21,13 +30,19 @@ void GradientSync::begin_step() {
   launched_ = 0;
 }
 
-void GradientSync::launch(Bucket& b, Stream& stream) {
-  b.req = comm_.iallreduce_sum(store_.grads().narrow(0, b.begin, b.end - b.begin), stream);
+void GradientSync::launch(Bucket& b, Stream& compute) {
+  Stream* s = &compute;
+  if (comm_stream_.native()) {  // the bucket's gradients are queued on compute up to here
+    ready_.record(compute);
+    ready_.wait_on(comm_stream_);
+    s = &comm_stream_;
+  }
+  b.req = comm_.iallreduce_sum(store_.grads().narrow(0, b.begin, b.end - b.begin), *s);
   b.launched = true;
   ++launched_;
 }
 
-void GradientSync::ready_from(int64_t offset, Stream& stream) {
+void GradientSync::ready_from(int64_t offset, Stream& compute) {
   if (comm_.size() == 1 || offset < 0) return;
   // Between two layers' backward passes: let MPI move the buckets already in
   // flight (on the CPU, MPICH advances non-blocking collectives only inside
@@ -40,21 +55,30 @@ void GradientSync::ready_from(int64_t offset, Stream& stream) {
   for (auto& b : buckets_) {
     if (b.launched) continue;
     if (b.begin < offset) break;  // buckets are ordered from the end: later ones are not ready either
-    launch(b, stream);
+    launch(b, compute);
   }
 }
 
-double GradientSync::finish(Stream& stream) {
-  if (comm_.size() == 1) return 0.0;
-  const auto t0 = std::chrono::steady_clock::now();
+void GradientSync::finish(Stream& compute) {
+  if (comm_.size() == 1) return;
+  backward_end_.record(compute);
   for (auto& b : buckets_)
-    if (!b.launched) launch(b, stream);
-  for (auto& b : buckets_) comm_.wait(b.req);
+    if (!b.launched) launch(b, compute);
+  for (auto& b : buckets_) comm_.wait(b.req);  // NCCL: the communication stream, under the watchdog
+  if (comm_stream_.native()) {
+    comm_end_.record(comm_stream_);
+    comm_end_.wait_on(compute);  // the averaging below reads what NCCL wrote
+  } else {
+    comm_end_.record(compute);  // CPU: now, the waits have returned
+  }
   // One scaling pass over the whole buffer rather than one per bucket.
   Tensor g = store_.grads();
-  kernels::axpby(stream, g, g, 0.f, 1.f / static_cast<float>(comm_.size()));
-  stream.synchronize();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  kernels::axpby(compute, g, g, 0.f, 1.f / static_cast<float>(comm_.size()));
+}
+
+double GradientSync::exposed_comm_seconds() const {
+  if (comm_.size() == 1) return 0.0;
+  return std::max(0.0, static_cast<double>(comm_end_.elapsed_ms_since(backward_end_)) * 1e-3);
 }
 
 }  // namespace mrmf

@@ -91,6 +91,11 @@ TEST_CASE("mpi: W ranks x batch B follow one process with batch W*B", "[mpi][dat
     step(*ref, ctx_ref, opt_ref, xg, yg, nullptr);
     const Tensor xl = xg.narrow(0, w.rank() * kB, kB).contiguous(), yl = yg.narrow(0, w.rank() * kB, kB).contiguous();
     step(*dp, ctx_dp, opt_dp, xl, yl, &sync);
+    // The communication left exposed after backward: measured, finite, >= 0;
+    // no separate communication stream on the CPU.
+    CHECK(sync.exposed_comm_seconds() >= 0.0);
+    CHECK(sync.exposed_comm_seconds() < 60.0);
+    CHECK(sync.comm_stream() == nullptr);
     if (s == 0) {
       CHECK(sync.launched() == static_cast<int>(sync.num_buckets()));
       INFO("gradient relative difference at step 0");

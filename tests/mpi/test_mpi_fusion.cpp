@@ -111,6 +111,22 @@ TEST_CASE("experiment: a tiny end-to-end MRMF run with every method", "[mpi][exp
     REQUIRE(j["methods"].contains("concurrent"));
     REQUIRE(fs::exists(dir / "out" / "chart.svg"));
     REQUIRE(fs::exists(dir / "out" / "mrmf2" / "seed1" / "stage2_dense" / "metrics.jsonl"));
+    // The per-epoch breakdown on all ranks: gradients were averaged, so some
+    // communication was left after backward (the last bucket is launched
+    // when backward ends); every column is within the epoch's wall time.
+    std::ifstream in(dir / "out" / "baseline" / "seed1" / "baseline" / "metrics.jsonl");
+    int epochs = 0;
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty()) continue;
+      const auto e = nlohmann::json::parse(line);
+      ++epochs;
+      CHECK(e["comm_s"].get<double>() > 0);
+      CHECK(e["compute_s"].get<double>() > 0);
+      // (Each column is the maximum over ranks, so only each one alone is bounded.)
+      for (const char* k : {"io_s", "compute_s", "comm_s", "val_s"})
+        CHECK(e[k].get<double>() <= e["epoch_s"].get<double>() * 1.001 + 1e-4);
+    }
+    CHECK(epochs > 0);
   }
   world.barrier();
   if (world.is_root()) fs::remove_all(dir);

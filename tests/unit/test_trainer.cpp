@@ -146,6 +146,14 @@ TEST_CASE("trainer: metrics.jsonl has every column per epoch and a checkpoint is
     CHECK(m[e]["samples"].get<int64_t>() == 256);
     CHECK(std::isfinite(m[e]["train_loss"].get<double>()));
     CHECK(m[e]["samples_per_s"].get<double>() > 0);
+    // The breakdown: one rank has no communication; the columns are parts
+    // of the epoch's wall time (io + compute + validation <= epoch).
+    const double io = m[e]["io_s"].get<double>(), compute = m[e]["compute_s"].get<double>(),
+                 val = m[e]["val_s"].get<double>(), wall = m[e]["epoch_s"].get<double>();
+    CHECK(m[e]["comm_s"].get<double>() == 0.0);
+    CHECK(compute > 0);
+    CHECK(io >= 0);
+    CHECK(io + compute + val <= wall * 1.001 + 1e-4);
   }
   // Warmup over 2 epochs: lr * (epoch + 1) / 2.
   CHECK(m[0]["lr"].get<double>() == Approx(1e-3));
