@@ -53,6 +53,7 @@ struct NiSource : Source {
   const void* raw_ptr(int64_t local) const override {
     return static_cast<const char*>(frames.raw_data()) + local * raw_bytes();
   }
+  void* mutable_raw_ptr(int64_t local) override { return const_cast<void*>(raw_ptr(local)); }
   void read_raw(int64_t local, void* dst) override {
     std::memcpy(dst, raw_ptr(local), static_cast<size_t>(raw_bytes()));
   }

@@ -36,6 +36,8 @@ struct Source {
   int64_t raw_bytes() const { return raw_elems() * static_cast<int64_t>(dtype_size(dtype)); }
   // Preloaded sources hand out pointers into RAM; streamed ones copy into dst.
   virtual const void* raw_ptr(int64_t /*local*/) const { return nullptr; }
+  // Writable bytes of a preloaded sample (the loader may convert them in place).
+  virtual void* mutable_raw_ptr(int64_t /*local*/) { return nullptr; }
   virtual void read_raw(int64_t local, void* dst) = 0;
 };
 

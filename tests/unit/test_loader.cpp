@@ -227,10 +227,56 @@ TEST_CASE("loader: resume mid-epoch, prefetch == synchronous, cache == uncached"
   }
 }
 
+TEST_CASE("loader: the cache keeps the smaller of the stored and the converted samples", "[loader]") {
+  Tmp d;
+  write_cf(d / "cf", 2, 4, 8);  // 8 uint16 samples of 4 x 8^3
+  write_ni(d / "ni.h5", 40, 32);  // float32 (T = 32, C = 3)
+  set_cache_budget(int64_t(1) << 30);
+  struct Case {
+    DataSpec spec;
+    std::vector<int64_t> reduce;
+    int64_t want_cache;  // bytes the loader should hold
+  };
+  const DataSpec cf{DataFormat::CosmoFlow, d / "cf", Split::Train}, ni{DataFormat::NeuronInverter, d / "ni.h5", Split::Train};
+  const std::vector<Case> cases = {
+      {cf, {}, 8 * 4 * 512 * 2},           // full resolution: the uint16 bytes (float32 would be twice that)
+      {cf, {2, 2, 2}, 8 * 4 * 64 * 4},     // 1/8: the reduced float32 samples
+      {ni, {}, 0},                         // preloaded, float32 in and out: nothing more to keep
+      {ni, {2}, 40 / 8 * 8 * 3 * 16 * 4},  // preloaded, halved: the reduced samples (the shard: 5 batches of 8)
+  };
+  for (const Case& c : cases) {
+    for (int io : {1, 2}) {
+      INFO(c.spec.path << " reduce " << c.reduce.size() << " io_threads " << io);
+      LoaderOptions o;
+      o.batch_size = 8;
+      o.seed = 3;
+      o.io_threads = io;
+      o.reduce = c.reduce;
+      std::vector<Tensor> x0, x1, y0, y1;
+      {
+        auto L = open_loader(c.spec, o);
+        CHECK(L->caching());
+        CHECK(cache_in_use() == c.want_cache);
+        epoch_ids(*L, 0, &x0);
+        epoch_ids(*L, 1, &x1);  // from the cache
+      }
+      CHECK(cache_in_use() == 0);
+      o.cache_in_memory = false;
+      auto U = open_loader(c.spec, o);
+      epoch_ids(*U, 0, &y0);
+      epoch_ids(*U, 1, &y1);
+      REQUIRE(x1.size() == y1.size());
+      REQUIRE(!x1.empty());
+      for (size_t i = 0; i < x1.size(); ++i) CHECK((same(x0[i], y0[i]) && same(x1[i], y1[i])));
+    }
+  }
+  set_cache_budget(0);
+}
+
 TEST_CASE("loader: one cache budget per process, shared by all loaders", "[loader]") {
   Tmp d;
-  write_cf(d / "cf", 2, 4, 8);  // 8 samples of 4 x 8^3 float32 = 16 KiB each once converted
-  const int64_t shard = 8 * 4 * 512 * 4;
+  write_cf(d / "cf", 2, 4, 8);  // 8 samples of 4 x 8^3 uint16: the cache keeps these 4 KiB each
+  const int64_t shard = 8 * 4 * 512 * 2;
   LoaderOptions o;
   o.batch_size = 2;
   o.seed = 5;
