@@ -59,6 +59,7 @@ Event Event::create(Device d, bool timing) {
   e.device_ = d;
   if (d.is_cuda()) {
 #ifdef MRMF_HAVE_CUDA
+    set_current_device(d);  // an event belongs to the device current at its creation
     cudaEvent_t h = nullptr;
     MRMF_CUDA_CHECK(cudaEventCreateWithFlags(&h, timing ? cudaEventDefault : cudaEventDisableTiming));
     e.handle_ = h;

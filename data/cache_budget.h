@@ -24,4 +24,25 @@ int64_t cache_in_use();
 bool reserve_cache(int64_t n);
 void release_cache(int64_t n) noexcept;
 
+// A reservation released when it goes out of scope (a loader whose
+// constructor throws after reserving gives its share back). Move-only.
+class CacheReservation {
+ public:
+  CacheReservation() = default;
+  ~CacheReservation() { release_cache(bytes_); }
+  CacheReservation(const CacheReservation&) = delete;
+  CacheReservation& operator=(const CacheReservation&) = delete;
+  // Reserves n bytes in addition to what this object holds; false (nothing
+  // reserved) when they do not fit.
+  bool reserve(int64_t n) {
+    if (!reserve_cache(n)) return false;
+    bytes_ += n;
+    return true;
+  }
+  int64_t bytes() const { return bytes_; }
+
+ private:
+  int64_t bytes_ = 0;
+};
+
 }  // namespace mrmf::data

@@ -2,6 +2,7 @@
 // The sources (sharding, per-sample reads) are in data/loader_sources.cpp.
 #include "data/loader.h"
 
+#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -113,10 +114,8 @@ class LoaderImpl final : public Loader {
     const int64_t per_sample = cache_raw_ ? s.raw_bytes() : converted;
     const int64_t want = s.count() * per_sample;
     if (o_.cache_in_memory && !(preloaded && (dev_reduce_ || converted >= s.raw_bytes()))) {
-      cache_on_ = (o_.cache_max_bytes <= 0 || want <= o_.cache_max_bytes) && reserve_cache(want);
-      if (cache_on_)
-        cache_reserved_ = want;
-      else
+      cache_on_ = (o_.cache_max_bytes <= 0 || want <= o_.cache_max_bytes) && cache_reservation_.reserve(want);
+      if (!cache_on_)
         log::info("data cache: this rank's shard of {} ({:.0f} MB) does not fit the process's cache budget ({:.0f} of "
                   "{:.0f} MB in use); it is read again every epoch (data.cache_max_mb sets the budget)",
                   s.file, want / 1e6, cache_in_use() / 1e6, cache_budget() / 1e6);
@@ -124,9 +123,11 @@ class LoaderImpl final : public Loader {
     cache_sample_bytes_ = per_sample;
     // A preloaded float32 shard at full resolution converts to samples of
     // its own size: converted once, here and in place, so that every batch
-    // is a plain gather (a Neuron Inverter sample's (T, C) -> (C, T)
+    // is a plain gather (the source's bytes are then the float32 samples;
+    // nothing else reads them: the device-reduction path is excluded) (a Neuron Inverter sample's (T, C) -> (C, T)
     // transpose per batch costs ~1.7x a copy of it).
-    if (!dev_reduce_ && preloaded && converted == s.raw_bytes() && src_->mutable_raw_ptr(0)) convert_in_place();
+    if (!dev_reduce_ && preloaded && s.dtype == DType::F32 && converted == s.raw_bytes() && src_->mutable_raw_ptr(0))
+      convert_in_place();
     if (cuda) {  // pinned staging: raw samples (reduced on the device) or reduced float32 ones
       stream_ = Stream::create(o_.device);
       for (int i = 0; i <= std::max(o_.prefetch_depth, 0); ++i) {
@@ -142,7 +143,6 @@ class LoaderImpl final : public Loader {
 
   ~LoaderImpl() override {
     drop(inflight_);
-    release_cache(cache_reserved_);
     std::lock_guard<std::recursive_mutex> h(hdf5_mutex());  // HDF5 handles close under the lock
     src_.reset();
   }
@@ -421,17 +421,20 @@ class LoaderImpl final : public Loader {
 
   void convert_in_place() {
     Source& s = *src_;
-    const int64_t n = s.count(), bytes = s.raw_bytes();
-#pragma omp parallel
+    const int64_t n = s.count(), bytes = s.raw_bytes(), floats = bytes / 4;
+    // One sample of scratch per thread, allocated before the parallel region
+    // (nothing in it can throw: an exception escaping it would terminate).
+    const int threads = omp_get_max_threads();
+    std::vector<float> scratch(static_cast<size_t>(threads * floats));
+#pragma omp parallel num_threads(threads)
     {
-      std::vector<float> tmp(static_cast<size_t>(bytes / 4));
       kernels::FusedOutputs y;
-      y.y[0] = tmp.data();
+      y.y[0] = scratch.data() + omp_get_thread_num() * floats;
       Stream cpu;
 #pragma omp for schedule(static)
       for (int64_t i = 0; i < n; ++i) {
         kernels::run_fused_downsample(cpu, plan_, s.raw_ptr(i), y);
-        std::memcpy(s.mutable_raw_ptr(i), tmp.data(), static_cast<size_t>(bytes));
+        std::memcpy(s.mutable_raw_ptr(i), y.y[0], static_cast<size_t>(bytes));
       }
     }
     converted_in_place_ = true;
@@ -486,7 +489,7 @@ class LoaderImpl final : public Loader {
   bool converted_in_place_ = false;  // a preloaded shard already holds the float32 samples
   int64_t cache_sample_bytes_ = 0;
   std::unique_ptr<char[]> cache_;
-  int64_t cache_reserved_ = 0;  // bytes of the process's cache budget held
+  CacheReservation cache_reservation_;  // this loader's share of the process's cache budget
   std::vector<uint8_t> cached_;
   std::vector<char> staging_[2];        // raw samples of a streamed source (CPU)
   std::unique_ptr<Worker> converter_;  // io_threads == 2 on the CPU

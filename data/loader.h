@@ -27,10 +27,15 @@
 // buffers with the raw samples, and next() copies them asynchronously on the
 // loader's own stream and reduces them there (reduce_on device) -- or, with
 // reduce_on host, reduces them on the CPU as above and ships float32 batches.
-// With cache_in_memory the reduced samples (CPU, or reduce_on host) or raw
-// samples (reduce_on device, streamed formats) are kept after their first use
-// when the shard fits in cache_max_bytes, so later epochs skip the I/O (and,
-// reduced on the host, the reduction).
+// With cache_in_memory a streamed shard's samples are kept after their first
+// use when they fit the process's cache budget (data/cache_budget.h) and
+// cache_max_bytes, so later epochs skip the I/O: as the kernel's float32
+// output when that is smaller than the stored bytes (reduced data; later
+// epochs skip the reduction too), else as the stored bytes (full-resolution
+// uint16 cubes; converted from RAM each epoch; and always when the GPU
+// reduces). A preloaded shard (Neuron Inverter) is in RAM already: cached
+// only when reducing makes it smaller, and a float32 one at full resolution
+// is converted once, in place, when the loader opens.
 // Order: Fisher-Yates over Philox(seed, epoch, rank) (data/shuffle.h); the
 // same (seed, epoch, rank) gives the same batches whatever the thread timing,
 // and restore(state()) resumes mid-epoch with the same order.
@@ -133,7 +138,7 @@ class Loader {
   int64_t samples_per_epoch() const { return batches_per_epoch() * batch_size(); }  // local
   virtual int64_t batch_size() const = 0;
   virtual int64_t local_samples() const = 0;  // size of this rank's shard
-  virtual bool caching() const = 0;           // the shard is kept in memory after its first epoch
+  virtual bool caching() const = 0;           // the shard (preloaded, or cached) is in memory after its first epoch
   virtual Shape sample_shape() const = 0;     // [C, spatial...] after reduction
   virtual int64_t num_labels() const = 0;     // P
   // Seconds next() blocked waiting for data since start_epoch().

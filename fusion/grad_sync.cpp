@@ -26,6 +26,7 @@ GradientSync::GradientSync(Communicator& comm, ParamStore& store, size_t bucket_
 }
 
 void GradientSync::begin_step() {
+  timed_ = false;
   for (auto& b : buckets_) b.launched = false;
   launched_ = 0;
 }
@@ -64,20 +65,25 @@ void GradientSync::finish(Stream& compute) {
   backward_end_.record(compute);
   for (auto& b : buckets_)
     if (!b.launched) launch(b, compute);
-  for (auto& b : buckets_) comm_.wait(b.req);  // NCCL: the communication stream, under the watchdog
-  if (comm_stream_.native()) {
-    comm_end_.record(comm_stream_);
-    comm_end_.wait_on(compute);  // the averaging below reads what NCCL wrote
-  } else {
-    comm_end_.record(compute);  // CPU: now, the waits have returned
-  }
-  // One scaling pass over the whole buffer rather than one per bucket.
   Tensor g = store_.grads();
-  kernels::axpby(compute, g, g, 0.f, 1.f / static_cast<float>(comm_.size()));
+  const float inv = 1.f / static_cast<float>(comm_.size());
+  if (comm_stream_.native()) {
+    // Stamped by the GPU when the last all-reduce ends (not when the host
+    // notices), and the averaging queued behind it before the host waits.
+    comm_end_.record(comm_stream_);
+    comm_end_.wait_on(compute);
+    kernels::axpby(compute, g, g, 0.f, inv);  // one scaling pass rather than one per bucket
+    for (auto& b : buckets_) comm_.wait(b.req);  // under the NCCL watchdog: a dead peer is an error, not a hang
+  } else {
+    for (auto& b : buckets_) comm_.wait(b.req);
+    comm_end_.record(compute);  // CPU: now, the waits have returned
+    kernels::axpby(compute, g, g, 0.f, inv);
+  }
+  timed_ = true;
 }
 
 double GradientSync::exposed_comm_seconds() const {
-  if (comm_.size() == 1) return 0.0;
+  if (comm_.size() == 1 || !timed_) return 0.0;
   return std::max(0.0, static_cast<double>(comm_end_.elapsed_ms_since(backward_end_)) * 1e-3);
 }
 

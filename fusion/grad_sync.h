@@ -35,6 +35,9 @@ namespace mrmf {
 class GradientSync {
  public:
   GradientSync(Communicator& comm, ParamStore& store, size_t bucket_bytes);
+  // Pending requests point at comm_stream_: neither copied nor moved.
+  GradientSync(const GradientSync&) = delete;
+  GradientSync& operator=(const GradientSync&) = delete;
 
   void begin_step();
   // Gradients at element offsets >= `offset` are final (queued on `compute`).
@@ -43,7 +46,8 @@ class GradientSync {
   // `compute`. Does not synchronise `compute`.
   void finish(Stream& compute);
   // The last finish()'s communication not hidden behind backward, in
-  // seconds (>= 0; 0 on one rank). Valid once `compute` has been synchronised.
+  // seconds (>= 0; 0 on one rank or before a finish() in this step). Call
+  // it once `compute` has been synchronised.
   double exposed_comm_seconds() const;
 
   size_t num_buckets() const { return buckets_.size(); }
@@ -67,6 +71,7 @@ class GradientSync {
   Stream comm_stream_;           // CUDA with > 1 rank only
   Event ready_;                  // compute -> comm dependency (no timing)
   Event backward_end_, comm_end_;
+  bool timed_ = false;           // both recorded in this step
 };
 
 }  // namespace mrmf

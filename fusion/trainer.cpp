@@ -287,6 +287,11 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
   GradientSync sync(comm_, model_->params(), static_cast<size_t>(cfg_.train.bucket_mb) << 20);
   Model& m = *model_;
   m.net().set_backward_hook([&](Module& mod) { sync.ready_from(m.first_param_offset(mod), ctx_->stream()); });
+  // The hook refers to `sync`, a local: removed however this function ends.
+  struct HookGuard {
+    Sequential& net;
+    ~HookGuard() { net.set_backward_hook(nullptr); }
+  } hook_guard{m.net()};
   Event step_begin = Event::create(ctx_->device()), step_end = Event::create(ctx_->device());
 
   int64_t total = cfg_.train.max_steps_per_epoch > 0
@@ -318,7 +323,6 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
     // any rank becomes a NaN on every rank, so all stop together.
     const double global_loss = comm_.allreduce_sum(static_cast<double>(loss)) / comm_.size();
     if (!std::isfinite(global_loss)) {
-      m.net().set_backward_hook(nullptr);
       throw NonFiniteLoss(ErrorKind::Runtime,
                           "non-finite training loss (" + std::to_string(global_loss) + ") at epoch " +
                               std::to_string(epoch) + ", step " + std::to_string(step_) +
@@ -362,7 +366,6 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
                    loss_sum / steps);
   }
   if (bar) std::fprintf(stderr, "\r%80s\r", "");
-  m.net().set_backward_hook(nullptr);
   MRMF_CHECK_KIND(Data, steps > first, "epoch ", epoch, ": the training shard produced no batch");
   r.io_s = train_->wait_seconds();
   r.steps = steps;
