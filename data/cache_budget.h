@@ -25,7 +25,8 @@ bool reserve_cache(int64_t n);
 void release_cache(int64_t n) noexcept;
 
 // A reservation released when it goes out of scope (a loader whose
-// constructor throws after reserving gives its share back). Move-only.
+// constructor throws after reserving gives its share back). Neither copied
+// nor moved.
 class CacheReservation {
  public:
   CacheReservation() = default;
@@ -39,7 +40,6 @@ class CacheReservation {
     bytes_ += n;
     return true;
   }
-  int64_t bytes() const { return bytes_; }
 
  private:
   int64_t bytes_ = 0;

@@ -115,6 +115,7 @@ class LoaderImpl final : public Loader {
     const int64_t want = s.count() * per_sample;
     if (o_.cache_in_memory && !(preloaded && (dev_reduce_ || converted >= s.raw_bytes()))) {
       cache_on_ = (o_.cache_max_bytes <= 0 || want <= o_.cache_max_bytes) && cache_reservation_.reserve(want);
+      raw_cache_host_ = cache_on_ && cache_raw_ && !dev_reduce_;
       if (!cache_on_)
         log::info("data cache: this rank's shard of {} ({:.0f} MB) does not fit the process's cache budget ({:.0f} of "
                   "{:.0f} MB in use); it is read again every epoch (data.cache_max_mb sets the budget)",
@@ -123,9 +124,10 @@ class LoaderImpl final : public Loader {
     cache_sample_bytes_ = per_sample;
     // A preloaded float32 shard at full resolution converts to samples of
     // its own size: converted once, here and in place, so that every batch
-    // is a plain gather (the source's bytes are then the float32 samples;
-    // nothing else reads them: the device-reduction path is excluded) (a Neuron Inverter sample's (T, C) -> (C, T)
-    // transpose per batch costs ~1.7x a copy of it).
+    // is a plain gather (a Neuron Inverter sample's (T, C) -> (C, T)
+    // transpose per batch costs ~1.7x a copy of it). The source's bytes are
+    // then the float32 samples; nothing else reads them (the device
+    // reduction, which would, is excluded).
     if (!dev_reduce_ && preloaded && s.dtype == DType::F32 && converted == s.raw_bytes() && src_->mutable_raw_ptr(0))
       convert_in_place();
     if (cuda) {  // pinned staging: raw samples (reduced on the device) or reduced float32 ones
@@ -403,10 +405,10 @@ class LoaderImpl final : public Loader {
         if (pending[k].valid()) pending[k].get();  // its staging buffer is free again
         // Raw bytes kept in the cache: read straight into their slot once,
         // converted from there every epoch.
-        char* raw = cache_raw_ && cache_on_ ? cache_.get() + i * cache_sample_bytes_ : staging_[k].data();
-        if (!(cache_raw_ && cache_on_ && cached_[static_cast<size_t>(i)])) {
+        char* raw = raw_cache_host_ ? cache_.get() + i * cache_sample_bytes_ : staging_[k].data();
+        if (!(raw_cache_host_ && cached_[static_cast<size_t>(i)])) {
           s.read_raw(i, raw);
-          if (cache_raw_ && cache_on_) cached_[static_cast<size_t>(i)] = 1;
+          if (raw_cache_host_) cached_[static_cast<size_t>(i)] = 1;
         }
         if (converter_)
           pending[k] = converter_->submit([this, raw, i, dst = xb + j * ob] { convert(raw, i, dst); });
@@ -444,12 +446,12 @@ class LoaderImpl final : public Loader {
   // bytes when the device reduces them; raw bytes kept for the host's
   // kernel are converted by produce() instead).
   bool from_cache(int64_t i, char* dst) const {
-    if (!cache_on_ || (cache_raw_ && !dev_reduce_) || !cached_[static_cast<size_t>(i)]) return false;
+    if (!cache_on_ || raw_cache_host_ || !cached_[static_cast<size_t>(i)]) return false;
     std::memcpy(dst, cache_.get() + i * cache_sample_bytes_, static_cast<size_t>(cache_sample_bytes_));
     return true;
   }
   void to_cache(int64_t i, const char* src) {
-    if (!cache_on_ || (cache_raw_ && !dev_reduce_)) return;
+    if (!cache_on_ || raw_cache_host_) return;
     std::memcpy(cache_.get() + i * cache_sample_bytes_, src, static_cast<size_t>(cache_sample_bytes_));
     cached_[static_cast<size_t>(i)] = 1;  // distinct samples: the two threads never share an entry
   }
@@ -486,6 +488,7 @@ class LoaderImpl final : public Loader {
   // cache (touched by produce() only: one job at a time)
   bool cache_on_ = false;
   bool cache_raw_ = false;  // the cache holds stored bytes (see the constructor)
+  bool raw_cache_host_ = false;  // ... which the host's kernel converts every epoch (produce())
   bool converted_in_place_ = false;  // a preloaded shard already holds the float32 samples
   int64_t cache_sample_bytes_ = 0;
   std::unique_ptr<char[]> cache_;

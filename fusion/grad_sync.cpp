@@ -11,10 +11,10 @@ GradientSync::GradientSync(Communicator& comm, ParamStore& store, size_t bucket_
   if (comm.size() > 1) {
     backward_end_ = Event::create(dev);
     comm_end_ = Event::create(dev);
-  }
-  if (dev.is_cuda() && comm.size() > 1) {
-    comm_stream_ = Stream::create(dev);
-    ready_ = Event::create(dev, /*timing=*/false);
+    if (dev.is_cuda()) {
+      comm_stream_ = Stream::create(dev);
+      ready_ = Event::create(dev, /*timing=*/false);
+    }
   }
   const int64_t n = store.num_param_elements();
   const int64_t per = std::max<int64_t>(ParamStore::kAlign, static_cast<int64_t>(bucket_bytes / sizeof(float)));
@@ -83,7 +83,7 @@ void GradientSync::finish(Stream& compute) {
 }
 
 double GradientSync::exposed_comm_seconds() const {
-  if (comm_.size() == 1 || !timed_) return 0.0;
+  if (!timed_) return 0.0;  // also one rank: finish() records nothing there
   return std::max(0.0, static_cast<double>(comm_end_.elapsed_ms_since(backward_end_)) * 1e-3);
 }
 
