@@ -56,6 +56,7 @@ double best_of(int reps, const std::function<void()>& fn) {
 // median times of a and b and the median of the per-pair ratios t_b / t_a.
 struct Paired {
   double a, b, ratio;
+  double a_best, b_best;  // fastest of each: the code's own cost with the least interference
 };
 Paired paired(int reps, const std::function<void()>& a, const std::function<void()>& b) {
   a();
@@ -74,7 +75,8 @@ Paired paired(int reps, const std::function<void()>& a, const std::function<void
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   };
-  return {median(ta), median(tb), median(r)};
+  return {median(ta), median(tb), median(r), *std::min_element(ta.begin(), ta.end()),
+          *std::min_element(tb.begin(), tb.end())};
 }
 
 double time_dev(Stream& s, int reps, const std::function<void()>& fn) {
@@ -246,8 +248,14 @@ int main(int argc, char** argv) {
   }
 
   // (b) fused kernel vs memcpy of the same bytes, production-sized.
-  row("\n(b) fused downsample [%d, %d^3, 4] uint16 (%.0f MB)  %9s %9s %9s %7s  (medians; ratio = median of paired copy/kernel times)\n", B, side_b,
-      double(B) * side_b * side_b * side_b * 8 / 1e6, "ms", "GB/s", "copyGB/s", "ratio");
+  // Two ratios: the median of paired copy/kernel times, and best copy time /
+  // best kernel time. This VM's memory latency changes phase every few
+  // seconds (other tenants): the copy streams through it, the kernel's
+  // short strided bursts do not, so the paired median swings between ~60 %
+  // and ~110 % from one run to the next; the best times are each code's own
+  // cost with the least interference.
+  row("\n(b) fused downsample [%d, %d^3, 4] uint16 (%.0f MB)  %9s %9s %9s %7s %6s  (ms, GB/s: medians of 21)\n", B,
+      side_b, double(B) * side_b * side_b * side_b * 8 / 1e6, "ms", "GB/s", "copyGB/s", "paired", "best");
   Tensor raw = Tensor::empty({B, side_b, side_b, side_b, 4}, DType::U16);
   {
     auto* p = static_cast<uint16_t*>(raw.raw_data());
@@ -275,11 +283,11 @@ int main(int argc, char** argv) {
     // Kernel and copy alternate, and the ratio is taken per pair: on a
     // shared VM the bandwidth drifts by 2x within seconds, so best-of-N
     // times taken apart do not compare.
-    const auto [t, tc, ratio] = paired(
-        11, [&] { kernels::fused_downsample(cpu_stream(), raw, ys, spec); },
+    const Paired pr = paired(
+        21, [&] { kernels::fused_downsample(cpu_stream(), raw, ys, spec); },
         [&] { par_memcpy(b2.data(), a.data(), a.size()); });
-    row("    cpu  %-39s %9.3f %9.2f %9.2f %6.0f%%\n", c.name, t * 1e3, bytes / t / 1e9, bytes / tc / 1e9,
-        100 * ratio);
+    row("    cpu  %-39s %9.3f %9.2f %9.2f %6.0f%% %5.0f%%\n", c.name, pr.a * 1e3, bytes / pr.a / 1e9,
+        bytes / pr.b / 1e9, 100 * pr.ratio, 100 * pr.b_best / pr.a_best);
     if (cuda_device_count() > 0) {
       Stream s = Stream::create(Device::cuda(0));
       Tensor draw = raw.to(Device::cuda(0), s);
