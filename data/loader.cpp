@@ -123,13 +123,13 @@ class LoaderImpl final : public Loader {
     }
     cache_sample_bytes_ = per_sample;
     // A preloaded float32 shard at full resolution converts to samples of
-    // its own size: converted once, here and in place, so that every batch
-    // is a plain gather (a Neuron Inverter sample's (T, C) -> (C, T)
-    // transpose per batch costs ~1.7x a copy of it). The source's bytes are
-    // then the float32 samples; nothing else reads them (the device
-    // reduction, which would, is excluded).
-    if (!dev_reduce_ && preloaded && s.dtype == DType::F32 && converted == s.raw_bytes() && src_->mutable_raw_ptr(0))
-      convert_in_place();
+    // its own size: converted once, in place (finish_setup(), after the
+    // HDF5 lock is released), so that every batch is a plain gather (a
+    // Neuron Inverter sample's (T, C) -> (C, T) transpose per batch costs
+    // ~1.7x a copy of it). The source's bytes are then the float32 samples;
+    // nothing else reads them (the device reduction, which would, is excluded).
+    convert_pending_ =
+        !dev_reduce_ && preloaded && s.dtype == DType::F32 && converted == s.raw_bytes() && src_->mutable_raw_ptr(0);
     if (cuda) {  // pinned staging: raw samples (reduced on the device) or reduced float32 ones
       stream_ = Stream::create(o_.device);
       for (int i = 0; i <= std::max(o_.prefetch_depth, 0); ++i) {
@@ -421,6 +421,17 @@ class LoaderImpl final : public Loader {
     return p;
   }
 
+ public:
+  // The set-up that needs no HDF5 call, run by open_loader() after it has
+  // released the process-wide HDF5 lock: converting a large preloaded shard
+  // takes seconds, and holding the lock meanwhile would stall the shared I/O
+  // thread serving every other loader of the process.
+  void finish_setup() {
+    if (convert_pending_) convert_in_place();
+    convert_pending_ = false;
+  }
+
+ private:
   void convert_in_place() {
     Source& s = *src_;
     const int64_t n = s.count(), bytes = s.raw_bytes(), floats = bytes / 4;
@@ -489,6 +500,7 @@ class LoaderImpl final : public Loader {
   bool cache_on_ = false;
   bool cache_raw_ = false;  // the cache holds stored bytes (see the constructor)
   bool raw_cache_host_ = false;  // ... which the host's kernel converts every epoch (produce())
+  bool convert_pending_ = false;     // finish_setup() converts the preloaded shard
   bool converted_in_place_ = false;  // a preloaded shard already holds the float32 samples
   int64_t cache_sample_bytes_ = 0;
   std::unique_ptr<char[]> cache_;
@@ -514,8 +526,13 @@ std::unique_ptr<Loader> open_loader(const DataSpec& spec, LoaderOptions opts) {
   MRMF_CHECK_KIND(Usage, !spec.path.empty(), "loader: no data path given");
   MRMF_CHECK_KIND(Usage, opts.io_threads == 1 || opts.io_threads == 2, "loader: io_threads must be 1 or 2, got ",
                   opts.io_threads);
-  std::lock_guard<std::recursive_mutex> h(hdf5_mutex());  // the I/O thread may be serving another loader
-  return std::make_unique<LoaderImpl>(detail::open_source(spec, opts), opts);
+  std::unique_ptr<LoaderImpl> loader;
+  {
+    std::lock_guard<std::recursive_mutex> h(hdf5_mutex());  // the I/O thread may be serving another loader
+    loader = std::make_unique<LoaderImpl>(detail::open_source(spec, opts), opts);
+  }
+  loader->finish_setup();  // if it throws, ~LoaderImpl closes the HDF5 handles under the lock
+  return loader;
 }
 
 Shape dataset_sample_shape(const DataSpec& spec) {
