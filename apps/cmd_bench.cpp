@@ -3,6 +3,7 @@
 // without data loading or communication, comparable with
 // bench/torch_train_step.py. Data-path and kernel benchmarks are the
 // programs in bench/ (bench_data, bench_kernels, ...).
+#include "apps/cli_checks.h"
 #include "apps/commands.h"
 #include "core/device.h"
 #include "fusion/step_benchmark.h"
@@ -21,14 +22,14 @@ void add_bench_command(CLI::App& app, Action& action) {
   sub->add_option("--workload", f->o.workloads, std::string("workloads to time (default ni1600 ni800 cf32); ") +
                                                      step_workload_help());
   sub->add_option("--batch", f->o.batch, "batch size for every workload (default: 512 for ni, 8 for cf)")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--steps", f->o.steps, "timed steps (default 10)")->check(CLI::PositiveNumber);
-  sub->add_option("--warmup", f->o.warmup, "untimed steps first (default 3)")->check(CLI::NonNegativeNumber);
+      ->check(at_least(1));
+  sub->add_option("--steps", f->o.steps, "timed steps (default 10)")->check(at_least(1));
+  sub->add_option("--warmup", f->o.warmup, "untimed steps first (default 3)")->check(at_least(0));
   sub->add_flag("--json", f->o.json, "one JSON document on stdout instead of a line per workload");
   sub->add_option("--tf32", f->tf32, "GPU: allow TF32 convolutions and GEMMs (default 1)");
   sub->add_option("--cudnn-benchmark", f->cudnn_benchmark, "GPU: time cuDNN's algorithms once (default 1)");
   sub->add_option("--workspace-mb", f->workspace_mb, "GPU: cuDNN workspace cap (default 4096)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   add_runtime_flags(*sub, f->rt);
   sub->callback([&action, f] {
     action = [f] {

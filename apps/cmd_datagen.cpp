@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "apps/cli_checks.h"
 #include "apps/commands.h"
 #include "core/error.h"
 #include "data/gen_cosmoflow.h"
@@ -65,11 +66,11 @@ struct DatagenFlags {
 };
 
 void add_common(CLI::App* sub, DatagenFlags& f, int64_t& train, int64_t& val, int64_t& test, uint64_t& seed) {
-  sub->add_option("--train", train, "training samples")->check(CLI::NonNegativeNumber)->capture_default_str();
-  sub->add_option("--val", val, "validation samples")->check(CLI::NonNegativeNumber)->capture_default_str();
-  sub->add_option("--test", test, "test samples")->check(CLI::NonNegativeNumber)->capture_default_str();
+  sub->add_option("--train", train, "training samples")->check(at_least(0))->capture_default_str();
+  sub->add_option("--val", val, "validation samples")->check(at_least(0))->capture_default_str();
+  sub->add_option("--test", test, "test samples")->check(at_least(0))->capture_default_str();
   sub->add_option("--seed", seed, "random seed (same seed -> identical files)")->capture_default_str();
-  sub->add_option("--threads", f.threads, "OpenMP threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--threads", f.threads, "OpenMP threads (default: all cores)")->check(at_least(0));
   sub->add_flag("--force", f.force, "replace existing output");
 }
 

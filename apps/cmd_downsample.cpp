@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "apps/cli_checks.h"
 #include "apps/commands.h"
 #include "data/downsample.h"
 
@@ -27,7 +28,7 @@ void add_downsample_command(CLI::App& app, Action& action) {
   sub->add_option("--in", f->in, "Neuron Inverter .h5 file, or CosmoFlow folder (the authors' 3Dmap files or LBANN's one-sample files)")->required();
   sub->add_option("--out", f->out, "output file (Neuron Inverter) or folder (CosmoFlow)")->required();
   sub->add_option("--factor", f->opts.factor, "elements averaged per axis")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   sub->add_option("--axes", f->opts.axes, "t (Neuron Inverter) or a comma list of x,y,z (CosmoFlow: D,H,W)")
       ->capture_default_str();

@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/cli_checks.h"
 #include "apps/commands.h"
 #include "core/communicator.h"
 #include "core/device.h"
@@ -60,6 +61,7 @@ struct EvalFlags {
   std::vector<int64_t> reduce;
   std::vector<std::string> sets;
   bool json = false;
+  bool force = false;  // predict: replace an existing --out
   RuntimeFlags rt;
 };
 
@@ -393,6 +395,7 @@ int run_eval(const EvalFlags& f) {
 
 int run_predict(const EvalFlags& f) {
   MRMF_CHECK_KIND(Usage, !f.out.empty(), "predict: --out is required");
+  refuse_output_file(f.out, {f.data, f.checkpoint}, f.force);  // before any compute
   const EvalResult r = run_split(f, true);
   if (!Communicator::world().is_root()) return 0;
   const fs::path dir = fs::path(f.out).parent_path();
@@ -425,10 +428,10 @@ void add_common(CLI::App* sub, EvalFlags& f) {
       ->check(CLI::IsMember({"train", "val", "test"}))
       ->capture_default_str();
   sub->add_option("--batch", f.batch, "samples per forward pass (default: the run's validation batch)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   sub->add_option("--reduce", f.reduce, "resolution reduction per spatial axis (default: the run's data.reduce)")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   sub->add_option("--set", f.sets, "override a key of the checkpoint's run config, e.g. data.layout=reinterpret");
   sub->add_flag("--json", f.json, "print one JSON object");
   add_runtime_flags(*sub, f.rt);
@@ -449,6 +452,7 @@ void add_predict_command(CLI::App& app, Action& action) {
   auto* sub = app.add_subcommand("predict", "Write a checkpoint's predictions and the labels of every sample of a split");
   add_common(sub, *f);
   sub->add_option("--out,-o", f->out, "output .h5: predictions (N, P), labels (N, P) float32")->required();
+  sub->add_flag("--force", f->force, "replace an existing --out (never the data or the checkpoint)");
   sub->callback([f, &action] { action = [f] { return run_predict(*f); }; });
 }
 

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "apps/cli_checks.h"
 #include "apps/commands.h"
 #include "fusion/orchestrator.h"
 #include "core/communicator.h"
@@ -18,6 +19,7 @@ struct ExperimentFlags {
   std::string config, out;
   std::vector<std::string> sets;
   std::vector<std::string> methods;
+  bool force = false;
   RuntimeFlags rt;
 };
 
@@ -30,6 +32,10 @@ int run_experiment(const ExperimentFlags& f) {
   }
   ExperimentConfig cfg = load_experiment_config(f.config, sets);  // every config error before any training
   Communicator world = Communicator::world();
+  refuse_existing_results(f.out, {"report.md", "summary.json"}, f.force,
+                          "--force runs the experiment again and replaces its report (folders of methods this run "
+                          "does not run stay as they are), or choose another --out",
+                          world);
   apply_runtime_flags(f.rt);
   RuntimeOptions ro;
   ro.device = f.rt.device;
@@ -78,6 +84,7 @@ void add_experiment_command(CLI::App& app, Action& action) {
   sub->add_option("--out,-o", flags->out, "Output folder: report.md, chart.svg, summary.json, per-run metrics")->required();
   sub->add_option("--set", flags->sets,
                   "Override a key: experiment.seeds=[1,2] for the experiment, any run key (train.batch_size=64) for every run");
+  sub->add_flag("--force", flags->force, "Replace the experiment already in --out (without it, such a folder is refused)");
   sub->add_option("--methods", flags->methods, "Run only these methods (baseline, mrt, mrmf1, mrmf2, concurrent)");
   add_runtime_flags(*sub, flags->rt);
   sub->callback([flags, &action] { action = [flags] { return run_experiment(*flags); }; });

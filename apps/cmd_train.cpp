@@ -4,6 +4,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "apps/cli_checks.h"
 #include "apps/commands.h"
 #include "core/communicator.h"
 #include "core/device.h"
@@ -16,6 +17,7 @@ struct TrainFlags {
   std::string config, out;
   std::vector<std::string> sets;
   bool resume = false;
+  bool force = false;
   std::string init, init_groups, freeze;
   RuntimeFlags rt;
 };
@@ -27,6 +29,18 @@ int run_train(const TrainFlags& f) {
   if (!f.freeze.empty()) sets.push_back("train.freeze=" + f.freeze);
   RunConfig cfg = load_run_config(f.config, sets);  // all config errors before any compute
   Communicator world = Communicator::world();
+  // A folder holding a run is continued (--resume) or replaced (--force),
+  // never silently overwritten: metrics.jsonl would be truncated and the
+  // old checkpoint taken for this run's "last good" one.
+  const std::vector<std::string> results = {"checkpoint.h5", "metrics.jsonl", "summary.json"};
+  refuse_existing_results(f.out, results, f.resume || f.force,
+                          "--resume continues that run, --force starts over and replaces it, or choose another --out",
+                          world);
+  if (f.force && !f.resume) {
+    if (world.is_root())
+      for (const auto& r : results) std::filesystem::remove(std::filesystem::path(f.out) / r);
+    world.barrier();
+  }
   RuntimeFlags rt = f.rt;
   if (rt.device.empty()) rt.device = cfg.runtime.device;
   if (rt.threads == 0) rt.threads = static_cast<int>(cfg.runtime.threads);
@@ -75,6 +89,7 @@ void add_train_command(CLI::App& app, Action& action) {
   sub->add_option("--out,-o", flags->out, "Output folder: metrics.jsonl, summary.json, checkpoint.h5")->required();
   sub->add_option("--set", flags->sets, "Override a config key: --set train.epochs=5 (repeatable)");
   sub->add_flag("--resume", flags->resume, "Continue from <out>/checkpoint.h5 if it exists");
+  sub->add_flag("--force", flags->force, "Replace the run already in --out (without it, such a folder is refused)");
   sub->add_option("--init", flags->init, "Start from another run's checkpoint")->check(CLI::ExistingFile);
   sub->add_option("--init-groups", flags->init_groups, "Which groups --init loads: all, bottom or top");
   sub->add_option("--freeze", flags->freeze, "Freeze a parameter group: bottom or top");

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/same_file.h"
 #include "data/formats.h"
 #include "data/h5file.h"
 
@@ -86,8 +87,8 @@ DownsampleSummary downsample_neuron_file(const std::string& in, const std::strin
                                          const DownsampleOptions& opts) {
   const auto t0 = std::chrono::steady_clock::now();
   MRMF_CHECK_KIND(Usage, k >= 1, "factor must be >= 1, got ", k);
-  MRMF_CHECK_KIND(Usage, fs::absolute(in).lexically_normal() != fs::absolute(out).lexically_normal(),
-                  "--out must differ from --in (", in, ")");
+  MRMF_CHECK_KIND(Usage, !same_file(in, out), "--out must differ from --in (", in, " and ", out,
+                  " are the same file)");
   refuse_existing(out, opts.force);
   const NeuronInverterFile src = NeuronInverterFile::open(in, {Split::Train});
   int64_t total = 0;
@@ -177,7 +178,8 @@ DownsampleSummary downsample_cosmoflow_dir(const std::string& in_dir, const std:
   const auto t0 = std::chrono::steady_clock::now();
   MRMF_CHECK_KIND(Data, fs::is_directory(in_dir), in_dir, ": not a directory (expected a CosmoFlow folder)");
   const fs::path inp = fs::absolute(in_dir).lexically_normal(), outp = fs::absolute(out_dir).lexically_normal();
-  MRMF_CHECK_KIND(Usage, inp != outp, "--out must differ from --in (", in_dir, ")");
+  MRMF_CHECK_KIND(Usage, !same_file(in_dir, out_dir), "--out must differ from --in (", in_dir, " and ", out_dir,
+                  " are the same folder)");
   // Every *.h5 below the input folder (not below the output folder if nested), sorted.
   std::vector<fs::path> rel;
   for (const auto& e : fs::recursive_directory_iterator(inp)) {

@@ -182,6 +182,23 @@ std::string suggestion(const std::string& key) {
   return best.empty() ? "" : " (did you mean '" + best + "'?)";
 }
 
+// A model option's value as the models read it (a string): a scalar as
+// written, a list of scalars as the comma list the models parse
+// (`conv_channels: [8, 16]` == `conv_channels: '8,16'`).
+std::string option_value(const YAML::Node& v, const std::string& key) {
+  if (v.IsScalar()) return v.Scalar();
+  if (v.IsSequence()) {
+    std::string out;
+    for (const auto& e : v) {
+      MRMF_CHECK_KIND(Config, e.IsScalar(), "config key '", key, "': expected a value or a list of values");
+      out += (out.empty() ? "" : ",") + e.Scalar();
+    }
+    return out;
+  }
+  MRMF_THROW(Config, "config key '", key, "': expected a value or a list of values, got ",
+             v.IsMap() ? "a map" : "nothing");
+}
+
 void collect_leaves(const YAML::Node& n, const std::string& prefix, std::vector<std::pair<std::string, YAML::Node>>& out,
                     RunConfig& cfg) {
   if (!n.IsMap()) {
@@ -192,7 +209,10 @@ void collect_leaves(const YAML::Node& n, const std::string& prefix, std::vector<
     const std::string key = (prefix.empty() ? "" : prefix + ".") + kv.first.as<std::string>();
     if (is_open_map(key)) {
       MRMF_CHECK_KIND(Config, kv.second.IsMap() || kv.second.IsNull(), "config key '", key, "': expected a map");
-      for (const auto& o : kv.second) cfg.model.options[o.first.as<std::string>()] = o.second.as<std::string>();
+      for (const auto& o : kv.second) {
+        const std::string name = o.first.as<std::string>();
+        cfg.model.options[name] = option_value(o.second, key + "." + name);
+      }
       continue;
     }
     // A known leaf holding a list (e.g. data.reduce) is not descended into.
@@ -244,6 +264,11 @@ void validate(const RunConfig& c) {
   require_one_of("data.layout", c.data.layout, {"auto", "transpose", "reinterpret"});
   require_one_of("data.transform", c.data.transform, {"none", "log1p", "scale"});
   require_one_of("data.reduce_on", c.data.reduce_on, {"auto", "host", "device"});
+  // log1p is for CosmoFlow's particle counts; Neuron Inverter frames are
+  // z-scored voltages, and log1p of anything below -1 is NaN.
+  MRMF_CHECK_KIND(Config, !(c.data.format == "neuron_inverter" && c.data.transform == "log1p"),
+                  "config key 'data.transform': log1p needs non-negative data such as CosmoFlow's counts; Neuron "
+                  "Inverter frames are z-scored (negative values give NaN) -- use none or scale");
   require_one_of("optimizer.name", c.optimizer.name, {"adam", "adamw", "sgd"});
   require_one_of("schedule.type", c.schedule.type, {"constant", "plateau", "piecewise", "cosine", "polynomial"});
   require_one_of("train.init_groups", c.train.init_groups, {"all", "bottom", "top"});
@@ -444,6 +469,41 @@ uint64_t RunConfig::hash() const {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char ch : text) h = (h ^ ch) * 1099511628211ull;
   return h;
+}
+
+namespace {
+void flatten(const YAML::Node& n, const std::string& prefix, std::map<std::string, std::string>& out) {
+  if (n.IsMap()) {
+    for (const auto& kv : n) flatten(kv.second, (prefix.empty() ? "" : prefix + ".") + kv.first.as<std::string>(), out);
+    return;
+  }
+  YAML::Emitter e;
+  e << YAML::Flow << n;
+  out[prefix] = e.c_str();
+}
+}  // namespace
+
+std::vector<std::string> config_differences(const std::string& a_text, const std::string& b_text) {
+  std::map<std::string, std::string> a, b;
+  flatten(YAML::Load(a_text), "", a);
+  flatten(YAML::Load(b_text), "", b);
+  std::vector<std::string> out;
+  auto ia = a.begin();
+  auto ib = b.begin();
+  while (ia != a.end() || ib != b.end()) {
+    if (ib == b.end() || (ia != a.end() && ia->first < ib->first)) {
+      out.push_back(ia->first + ": " + ia->second + " -> (unset)");
+      ++ia;
+    } else if (ia == a.end() || ib->first < ia->first) {
+      out.push_back(ib->first + ": (unset) -> " + ib->second);
+      ++ib;
+    } else {
+      if (ia->second != ib->second) out.push_back(ia->first + ": " + ia->second + " -> " + ib->second);
+      ++ia;
+      ++ib;
+    }
+  }
+  return out;
 }
 
 }  // namespace mrmf

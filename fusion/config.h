@@ -134,4 +134,9 @@ void apply_override(YAML::Node& root, const std::string& assignment);
 // Every valid dotted key of a run configuration (for --help and suggestions).
 const std::vector<std::string>& run_config_keys();
 
+// The keys whose values differ between two effective configurations
+// (RunConfig::text), each as "key: <a> -> <b>" ("(unset)" where one lacks
+// it), in key order -- so that a refused --resume says what changed.
+std::vector<std::string> config_differences(const std::string& a_text, const std::string& b_text);
+
 }  // namespace mrmf

@@ -428,9 +428,14 @@ bool Trainer::try_resume() {
       "runtime.device=" + (cfg_.runtime.device.empty() ? std::string("''") : cfg_.runtime.device),
       "runtime.threads=" + std::to_string(cfg_.runtime.threads)};
   const RunConfig old = parse_run_config(h.training.config, keep, ck.string());
-  MRMF_CHECK_KIND(Config, old.text == cfg_.text, "--resume: ", ck.string(),
-                  " was written with a different configuration (only stop.*, train.checkpoint_every and runtime.* "
-                  "may change on resume)");
+  if (old.text != cfg_.text) {
+    std::string diff;
+    for (const auto& d : config_differences(old.text, cfg_.text)) diff += "\n  " + d;
+    MRMF_THROW(Config, "--resume: ", ck.string(),
+               " was written with a different configuration (only stop.*, train.checkpoint_every and runtime.* may "
+               "change on resume); checkpoint -> this run:",
+               diff);
+  }
   ParamLoadOptions lo;
   lo.stream = &ctx_->stream();
   load_params(ck.string(), *model_, lo);
@@ -462,6 +467,7 @@ bool Trainer::try_resume() {
       keep.push_back(line);
       ++resumed_epochs_;
       resumed_s_ += j.value("epoch_s", 0.0);
+      resumed_val_loss_ = j.value("val_loss", resumed_val_loss_);
     }
     in.close();
     std::ofstream out(mp, std::ios::trunc);
@@ -482,6 +488,7 @@ FitResult Trainer::fit() {
   FitResult res;
   res.resumed_epochs = resumed_epochs_;
   res.resumed_s = resumed_s_;
+  res.final_val_loss = resumed_val_loss_;  // what a resumed run that trains nothing more ends with
   const std::string who = opts_.tag.empty() ? "" : opts_.tag + " ";
   for (int64_t epoch = start_epoch_; epoch < cfg_.stop.max_epochs; ++epoch) {
     EpochRecord r = train_epoch(epoch);

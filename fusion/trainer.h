@@ -132,6 +132,7 @@ class Trainer {
   double resume_loss_sum_ = 0;
   int64_t resumed_epochs_ = 0;  // see FitResult
   double resumed_s_ = 0;
+  double resumed_val_loss_ = 0;  // the last resumed epoch's (rank 0 only, as the two above)
 };
 
 // The model spec a run configuration describes for data of `sample_shape`.

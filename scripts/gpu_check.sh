@@ -147,7 +147,7 @@ stage "end-to-end training on the GPU"
 E=/tmp/mrmf-e2e
 mkdir -p $E
 $B/bin/mrmf datagen neuron-inverter --out $E/ni.h5 --train 4096 --val 512 --test 512 --seed 1 | tail -2
-timeout 180 $B/bin/mrmf train --config configs/neuron_inverter_cpu.yaml --out $E/run --set data.path=$E/ni.h5 \
+timeout 180 $B/bin/mrmf train --config configs/neuron_inverter_cpu.yaml --out $E/run --force --set data.path=$E/ni.h5 \
   --device cuda --set runtime.device=cuda --set stop.max_epochs=4
 cat $E/run/metrics.jsonl 2>/dev/null | head -5
 $B/bin/mrmf eval --checkpoint $E/run/checkpoint.h5 --data $E/ni.h5 --split test --device cuda

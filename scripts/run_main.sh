@@ -14,5 +14,6 @@ if [[ ! -f runs/data/ni_main.h5 ]]; then
   "$MRMF" datagen neuron-inverter --out runs/data/ni_main.h5 --train 2048 --val 512 --test 512 --seed 1
 fi
 export HDF5_USE_FILE_LOCKING=FALSE
-exec "$MRMF" experiment --config configs/experiments/ni_small.yaml --out runs/main \
+# --force: running the main job again replaces its previous report in runs/main.
+exec "$MRMF" experiment --config configs/experiments/ni_small.yaml --out runs/main --force \
   --set data.path=runs/data/ni_main.h5 "$@"

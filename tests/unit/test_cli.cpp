@@ -179,6 +179,81 @@ TEST_CASE("cli: a resolution or transform that does not fit the data is a config
           " --set data.transform=scale --set data.scale=[1,2]");
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("'data.scale': 2 factor(s) for data with 3 channels"));
+  // log1p of z-scored Neuron Inverter frames is NaN: refused as a config error.
+  r = run("train --config " + cfg + " --out " + (s.dir / "r3").string() + " --set data.transform=log1p");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("data.transform") && Catch::Contains("z-scored"));
+  // Model options: a YAML list means the comma list; a map is named.
+  r = run("train --config " + cfg + " --out " + (s.dir / "r4").string() +
+          " --set model.options.conv_channels=[8,8,8] --set stop.max_epochs=1");
+  CHECK(r.code == 0);
+  r = run("train --config " + cfg + " --out " + (s.dir / "r5").string() + " --set 'model.options.fc={a: 1}'");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("model.options.fc") && Catch::Contains("a map"));
+  // A flag's lower bound is stated as such.
+  r = run("bench --batch 0");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("--batch") && Catch::Contains("must be at least 1, got 0"));
+}
+
+TEST_CASE("cli: results already written are not replaced without --force, inputs never", "[cli]") {
+  SKIP_WITHOUT_BINARY();
+  Scratch s;
+  const std::string data = (s.dir / "ni.h5").string();
+  REQUIRE(run("datagen neuron-inverter --out " + data + " --train 64 --val 32 --test 32 --seed 1 --time-bins 64").code == 0);
+  const std::string cfg = write_config(s.dir, data), out = (s.dir / "run").string();
+  REQUIRE(run("train --config " + cfg + " --out " + out + " --set stop.max_epochs=1").code == 0);
+  const auto size_of = [](const fs::path& p) { return fs::file_size(p); };
+  const fs::path metrics = fs::path(out) / "metrics.jsonl", ck = fs::path(out) / "checkpoint.h5";
+  const auto metrics_size = size_of(metrics), data_size = size_of(data);
+
+  // train into a folder holding a run: refused, the run untouched; --force replaces it.
+  Result r = run("train --config " + cfg + " --out " + out + " --set optimizer.lr=1e-2");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("already holds results") && Catch::Contains("--resume") &&
+                        Catch::Contains("--force") && Catch::Contains("checkpoint.h5"));
+  CHECK(size_of(metrics) == metrics_size);
+  r = run("train --config " + cfg + " --out " + out + " --set optimizer.lr=1e-2 --set stop.max_epochs=1 --force");
+  CHECK(r.code == 0);
+  // --resume of the finished run: nothing to train, and the summary keeps its loss.
+  r = run("train --config " + cfg + " --out " + out + " --set optimizer.lr=1e-2 --set stop.max_epochs=1 --resume");
+  CHECK(r.code == 0);
+  const auto summary = nlohmann::json::parse(std::ifstream(fs::path(out) / "summary.json"));
+  CHECK(summary["epochs"] == 1);
+  CHECK(summary["final_val_loss"].get<double>() > 0);
+
+  // predict: never onto its data or checkpoint (also through a link), an existing file only with --force.
+  const fs::path link = s.dir / "link.h5";
+  fs::create_symlink(data, link);
+  for (const std::string& target : {data, ck.string(), link.string()}) {
+    r = run("predict --checkpoint " + ck.string() + " --data " + link.string() + " --out " + target + " --force");
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains("same file as the input"));
+  }
+  CHECK(size_of(data) == data_size);
+  const std::string pred = (s.dir / "pred.h5").string();
+  REQUIRE(run("predict --checkpoint " + ck.string() + " --data " + data + " --out " + pred).code == 0);
+  r = run("predict --checkpoint " + ck.string() + " --data " + data + " --out " + pred);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("already exists") && Catch::Contains("--force"));
+  CHECK(run("predict --checkpoint " + ck.string() + " --data " + data + " --out " + pred + " --force").code == 0);
+
+  // downsample: the output may not be the input under another name.
+  r = run("downsample --in " + link.string() + " --out " + data + " --factor 2 --force");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("--out must differ from --in"));
+  CHECK(size_of(data) == data_size);
+
+  // experiment into a folder holding a report: refused before any training.
+  const fs::path exp_out = s.dir / "exp";
+  fs::create_directories(exp_out);
+  std::ofstream(exp_out / "report.md") << "an earlier report\n";
+  std::ofstream(s.dir / "exp.yaml") << "base: tiny.yaml\nexperiment: {methods: [baseline], seeds: [1], "
+                                       "target_val_loss: 0.001, max_epochs: 1}\n";
+  r = run("experiment --config " + (s.dir / "exp.yaml").string() + " --out " + exp_out.string());
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("report.md") && Catch::Contains("--force"));
+  CHECK(size_of(exp_out / "report.md") == std::string("an earlier report\n").size());
 }
 
 TEST_CASE("cli: bad data files end the run with exit 1, naming file and dataset", "[cli]") {

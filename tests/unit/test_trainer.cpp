@@ -250,7 +250,16 @@ TEST_CASE("trainer: kill and resume ends with bit-identical weights", "[trainer]
     const std::string out = out_dir("res_cfg");
     run(config({"stop.max_epochs=1"}), out);
     REQUIRE_THROWS_WITH(run(config({"optimizer.lr=1e-2"}), out, true),
-                        Catch::Contains("--resume") && Catch::Contains("different configuration"));
+                        Catch::Contains("--resume") && Catch::Contains("different configuration") &&
+                            Catch::Contains("optimizer.lr: ") && Catch::Contains("-> 0.01"));
+  }
+  SECTION("resuming a finished run trains nothing and reports its last validation loss") {
+    const std::string out = out_dir("res_done");
+    const FitResult done = run(config({"stop.max_epochs=1"}), out);
+    const FitResult again = run(config({"stop.max_epochs=1"}), out, /*resume=*/true);
+    CHECK(again.epochs() == 0);
+    CHECK(again.resumed_epochs == 1);
+    CHECK(again.final_val_loss == done.final_val_loss);
   }
 }
 

@@ -1,0 +1,50 @@
+#include "apps/cli_checks.h"
+
+#include <filesystem>
+
+#include "core/communicator.h"
+#include "core/error.h"
+#include "core/same_file.h"
+
+namespace mrmf::cli {
+namespace fs = std::filesystem;
+
+CLI::Validator at_least(long long lo) {
+  return CLI::Validator(
+      [lo](std::string& v) -> std::string {
+        long long x = 0;
+        size_t used = 0;
+        try {
+          x = std::stoll(v, &used);
+        } catch (...) {
+          used = 0;
+        }
+        if (used == 0 || used != v.size()) return "expected a whole number, got '" + v + "'";
+        if (x < lo) return "must be at least " + std::to_string(lo) + ", got " + v;
+        return "";
+      },
+      "INT>=" + std::to_string(lo));
+}
+
+void refuse_existing_results(const std::string& out, const std::vector<std::string>& files, bool force,
+                             const std::string& remedy, const Communicator& world) {
+  std::string found;
+  std::error_code ec;
+  for (const auto& f : files)
+    if (fs::exists(fs::path(out) / f, ec)) found += (found.empty() ? "" : ", ") + f;
+  const bool any = world.allreduce_max(found.empty() ? 0.0 : 1.0) > 0;
+  if (!any || force) return;
+  MRMF_THROW(Usage, out, " already holds results (", found.empty() ? "on another rank's view" : found, "); ",
+             remedy);
+}
+
+void refuse_output_file(const std::string& out, const std::vector<std::string>& inputs, bool force) {
+  for (const auto& in : inputs)
+    MRMF_CHECK_KIND(Usage, !same_file(out, in), "--out ", out, " is the same file as the input ", in,
+                    "; writing it would destroy the input");
+  std::error_code ec;
+  MRMF_CHECK_KIND(Usage, force || !fs::exists(out, ec), "--out ", out,
+                  " already exists; --force replaces it (or choose another name)");
+}
+
+}  // namespace mrmf::cli

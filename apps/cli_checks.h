@@ -1,0 +1,31 @@
+// Checks shared by the subcommands: numeric flags with a lower bound, and
+// outputs that must not silently replace earlier results.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+namespace mrmf {
+class Communicator;
+}
+
+namespace mrmf::cli {
+
+// "--batch: must be at least 1, got 0" (CLI11's PositiveNumber says "Value 0
+// not in range 0 to 1.79e308", which reads as if 0 were allowed).
+CLI::Validator at_least(long long lo);
+
+// Refuses (a usage error: exit 2) an output folder that already holds any of
+// `files` unless `force`, naming them and `remedy`. Every rank looks before
+// any rank writes and the answer is agreed (a max over the ranks), so all
+// ranks stop or none does.
+void refuse_existing_results(const std::string& out, const std::vector<std::string>& files, bool force,
+                             const std::string& remedy, const Communicator& world);
+
+// For an output FILE: refuses one that is the same file as any of `inputs`
+// (whatever --force says), and an existing one unless `force`.
+void refuse_output_file(const std::string& out, const std::vector<std::string>& inputs, bool force);
+
+}  // namespace mrmf::cli
