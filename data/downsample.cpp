@@ -23,7 +23,8 @@ int64_t rows_per_block(int64_t row_bytes, const DownsampleOptions& o) {
 
 void check_divides(const std::string& file, const std::string& dataset, const char* axis, int64_t len,
                    int64_t factor) {
-  MRMF_CHECK_KIND(Data, factor >= 1 && len % factor == 0 && len / factor >= 1, file, ": dataset '", dataset,
+  // Usage (exit 2): the flag does not fit the data, the data are fine.
+  MRMF_CHECK_KIND(Usage, factor >= 1 && len % factor == 0 && len / factor >= 1, file, ": dataset '", dataset,
                   "' axis ", axis, " has length ", len, ", not divisible by the factor ", factor);
 }
 
@@ -264,7 +265,8 @@ DownsampleSummary downsample_dataset(const std::string& in, const std::string& o
     std::stringstream ss(opts.axes);
     std::string a;
     while (std::getline(ss, a, ',')) {
-      if (a.empty()) continue;
+      MRMF_CHECK_KIND(Usage, !a.empty(), "--axes ", opts.axes, ": an empty axis name (expected t, or a comma list "
+                      "of x, y, z)");
       MRMF_CHECK_KIND(Usage, a == "t" || a == "x" || a == "y" || a == "z", "--axes: unknown axis '", a,
                       "' (expected t, or a comma list of x, y, z)");
       MRMF_CHECK_KIND(Usage, std::find(axes.begin(), axes.end(), a) == axes.end(), "--axes: axis '", a,
@@ -275,6 +277,15 @@ DownsampleSummary downsample_dataset(const std::string& in, const std::string& o
   MRMF_CHECK_KIND(Usage, !axes.empty(), "--axes: no axis given (expected t, or a comma list of x, y, z)");
   MRMF_CHECK_KIND(Data, fs::exists(in), in, ": no such file or directory");
   if (!fs::is_directory(in)) {
+    bool cosmo_file = false;  // one CosmoFlow file where its folder is expected
+    try {
+      const H5File h = H5File::open_read(in);
+      cosmo_file = h.exists("3Dmap") || h.exists("full");
+    } catch (const Error&) {
+      // not an HDF5 file we can open: the Neuron Inverter reader names the problem
+    }
+    MRMF_CHECK_KIND(Usage, !cosmo_file, "--in ", in, " is one CosmoFlow file; give the folder of the data set (its "
+                    "train/val/test folders, or the *.h5 files directly in it)");
     MRMF_CHECK_KIND(Usage, axes.size() == 1 && axes[0] == "t", "--axes ", opts.axes, ": ", in,
                     " is a Neuron Inverter file, whose only reducible axis is t");
     return downsample_neuron_file(in, out, opts.factor, opts);

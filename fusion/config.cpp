@@ -443,6 +443,14 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::vector<std::
     MRMF_CHECK_KIND(Config, fresh, origin, ": config keys '", at->second, "' and '", written,
                     "' are the same setting; give one of them");
     auto it = std::find_if(schema().begin(), schema().end(), [&](const Field& f) { return f.key == key; });
+    if (it == schema().end()) {  // a section given a value instead of its keys?
+      const auto sub = std::find_if(schema().begin(), schema().end(),
+                                    [&](const Field& f) { return f.key.rfind(key + ".", 0) == 0; });
+      if (sub != schema().end() && node.IsNull()) continue;  // `train:` with nothing below keeps the defaults
+      MRMF_CHECK_KIND(Config, sub == schema().end(), origin, ": config key '", written,
+                      "' is a section: expected a map of its keys (such as ", sub->key, "), got a ",
+                      node.IsSequence() ? "list" : "value");
+    }
     MRMF_CHECK_KIND(Config, it != schema().end(), origin, ": unknown config key '", written, "'", suggestion(written));
     if (node.IsNull()) continue;  // `key:` with no value keeps the default
     it->read(cfg, node);

@@ -171,6 +171,19 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
   MRMF_CHECK_KIND(Config, c.ladder.size() >= 2, "experiment key 'ladder': needs at least two resolutions");
   MRMF_CHECK_KIND(Config, is_original(c.ladder.back()), "experiment key 'ladder': the last rung must be the original "
                   "resolution ([1]), got [", resolution_key(c.ladder.back()), "]");
+  // Coarse to fine: each rung reduces the data strictly less than the one
+  // before it (a single factor applies to every spatial axis).
+  size_t axes = 1;
+  for (const auto& r : c.ladder) axes = std::max(axes, r.size());
+  const auto reduction = [axes](const Resolution& r) {
+    int64_t p = 1;
+    for (size_t a = 0; a < axes; ++a) p *= r.size() == 1 ? r[0] : (a < r.size() ? r[a] : 1);
+    return p;
+  };
+  for (size_t i = 0; i + 1 < c.ladder.size(); ++i)
+    MRMF_CHECK_KIND(Config, reduction(c.ladder[i]) > reduction(c.ladder[i + 1]), "experiment key 'ladder': rungs go "
+                    "from coarse to fine, but [", resolution_key(c.ladder[i]), "] is followed by [",
+                    resolution_key(c.ladder[i + 1]), "], which is not finer");
   MRMF_CHECK_KIND(Config, !c.seeds.empty(), "experiment key 'seeds': no seed given");
   MRMF_CHECK_KIND(Config, c.target_val_loss > 0, "experiment key 'target_val_loss': must be positive (every method "
                   "trains to the same target)");

@@ -41,8 +41,14 @@ void Orchestrator::check_before_training() {
   std::vector<Resolution> rungs = cfg_.ladder;
   if (!cfg_.one_fusion_coarse.empty()) rungs.push_back(cfg_.one_fusion_coarse);
   for (const auto& r : rungs) {
-    const RunConfig rc = stage_config(r, 1, StopRule{}, 0);
-    (void)build_model(model_spec_for(rc, reduced_sample_shape(rc)));
+    try {
+      const RunConfig rc = stage_config(r, 1, StopRule{}, 0);
+      (void)build_model(model_spec_for(rc, reduced_sample_shape(rc)));
+    } catch (const Error& e) {  // name the experiment's key: the run config's data.reduce is set from it
+      if (e.kind() != ErrorKind::Config && e.kind() != ErrorKind::Shape) throw;
+      MRMF_THROW(Config, "experiment key 'ladder' (or 'one_fusion_coarse'): rung [", resolution_key(r),
+                 "] does not fit the data or the model: ", e.what());
+    }
   }
   // A plateau rule first fires after Tp + 1 epochs (the first epoch has no
   // predecessor to compare with): a guard shorter than that always wins.

@@ -218,9 +218,15 @@ Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, Traine
   data::set_cache_budget(cfg_.data.cache_max_mb << 20);
   train_ = data::open_loader(data_spec(cfg_, data::Split::Train), loader_options(cfg_, comm_, device_, true));
   val_ = data::open_loader(data_spec(cfg_, data::Split::Val), loader_options(cfg_, comm_, device_, false));
-  MRMF_CHECK_KIND(Shape, train_->sample_shape() == sample && val_->sample_shape() == sample,
-                  "the loaders deliver samples of ", train_->sample_shape().str(), " / ", val_->sample_shape().str(),
-                  ", expected ", sample.str());
+  // Each split is read from its own files: a validation set at another
+  // resolution than the training set (a coarse copy put in the wrong place)
+  // is named, with where each split's data come from.
+  for (const auto& [split, loader] : {std::make_pair(data::Split::Train, train_.get()),
+                                      std::make_pair(data::Split::Val, val_.get())})
+    MRMF_CHECK_KIND(Data, loader->sample_shape() == sample, "the ", data::split_name(split), " split (",
+                    data_spec(cfg_, split).path, ") has samples of ", loader->sample_shape().str(),
+                    " after data.reduce, the model expects ", sample.str(), " (from the train split",
+                    cfg_.data.reduce.empty() ? "" : " and data.reduce", ")");
   build_optimizer();  // also freezes train.freeze
 }
 

@@ -460,8 +460,16 @@ TEST_CASE("cli: experiment bad input is refused before training, and the 1-rank 
     r = run(base + out.string() + " --methods baseline mrmf2 --set experiment.ladder=[[4],[2],[1]]");
     INFO(r.out);
     CHECK(r.code == 2);
-    CHECK_THAT(r.out, Catch::Contains("T = 16 is too short"));
+    CHECK_THAT(r.out, Catch::Contains("T = 16 is too short") && Catch::Contains("experiment key 'ladder'"));
     CHECK_FALSE(fs::exists(out / "baseline"));
+  }
+  {  // a rung whose factor does not divide T = 64: named as the experiment's key
+    const fs::path out = s.dir / "not_dividing";
+    r = run(base + out.string() + " --methods baseline mrmf1 --set experiment.ladder=[[3],[1]]");
+    INFO(r.out);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains("experiment key 'ladder'") && Catch::Contains("rung [3]") &&
+                          Catch::Contains("does not divide"));
   }
 
   // One rank: concurrent falls back to sequential stages, with a notice, in

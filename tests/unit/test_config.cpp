@@ -62,6 +62,9 @@ TEST_CASE("config: bad input names the key before any compute", "[config]") {
   fails_with("", {"data.reduce=[2, 0]"}, "'data.reduce[1]'");
   fails_with("", {"data.reduce_on=gpu"}, "'data.reduce_on': 'gpu' is not one of auto, host, device");
   fails_with("train: [1, 2", {}, "invalid YAML");
+  fails_with("train: 5", {}, "config key 'train' is a section: expected a map of its keys");
+  fails_with("train: [1, 2]", {}, "got a list");
+  CHECK(parse_run_config("train:\n", {}).train.batch_size == parse_run_config("", {}).train.batch_size);
   fails_with("", {"nonsense"}, "expected key=value");
   fails_with("train: {batch_size: 4}", {"train.batch_size.x=1"}, "not a section");
   fails_with("", {"train.batch_size.x=1"}, "unknown config key 'train.batch_size.x'");

@@ -179,6 +179,13 @@ TEST_CASE("downsample: bad requests name the file, dataset, axis length and fact
                Catch::Contains("a.h5") && Catch::Contains("3Dmap") && Catch::Contains("length 6") &&
                    Catch::Contains("factor 4"));
   REQUIRE(!fs::exists(d / "cf_out/a.h5"));
+  // One CosmoFlow file where its folder is expected, and an empty axis name:
+  // usage errors that say so (not "a Neuron Inverter file", not accepted).
+  o.factor = 2;
+  REQUIRE_THAT(err([&] { downsample_dataset(d / "cf/a.h5", d / "cf_out", o); }),
+               Catch::Contains("is one CosmoFlow file") && Catch::Contains("folder"));
+  o.axes = "x,,y";
+  REQUIRE_THAT(err([&] { downsample_dataset(d / "cf", d / "cf_out", o); }), Catch::Contains("an empty axis name"));
 }
 
 TEST_CASE("downsample: NaN or Inf in frames or labels is refused, naming file, dataset and element", "[downsample]") {

@@ -158,6 +158,8 @@ TEST_CASE("experiment config: bad input is reported before any training", "[fusi
     }
   };
   fails("experiment: {target_val_loss: 0.1, ladder: [[2], [4]]}", "last rung must be the original");
+  fails("experiment: {target_val_loss: 0.1, ladder: [[2], [4], [1]]}", "[2] is followed by [4], which is not finer");
+  fails("experiment: {target_val_loss: 0.1, ladder: [[2, 2, 2], [2, 2, 2], [1]]}", "not finer");
   fails("experiment: {target_val_loss: 0.1, methods: [mrmf3], ladder: [[2], [1]]}", "needs 4 rungs");
   fails("experiment: {target_val_loss: 0.1, methods: [magic]}", "'magic' is not one of");
   fails("experiment: {methods: [baseline]}", "target_val_loss");

@@ -17,6 +17,7 @@
 
 #include "core/communicator.h"
 #include "core/error.h"
+#include "data/formats.h"
 #include "data/gen_neuron.h"
 #include "fusion/bn_recalibrate.h"
 #include "fusion/checkpoint.h"
@@ -405,6 +406,18 @@ TEST_CASE("trainer: a checkpoint from another model or shape is a clear error", 
   } catch (const Error& e) {
     CHECK(e.kind() == ErrorKind::Shape);
     CHECK_THAT(std::string(e.what()), Catch::Contains("cnn_block.6.weight") && Catch::Contains("(24, 16, 3)"));
+  }
+  // A validation set at another resolution than the training set (a coarse
+  // copy given as data.val_files): the split and its file are named.
+  {
+    const std::string coarse_val = out_dir("val_t32.h5");
+    data::NeuronInverterWriter w(coarse_val, DType::F32);
+    w.create_split(data::Split::Val, 64, 32, 3);
+    w.write(data::Split::Val, 0, Tensor::full({64, 32, 3}, 0.5f), Tensor::full({64, 19}, 0.f));
+    w.close();
+    REQUIRE_THROWS_WITH(Trainer(config({"data.val_files=" + coarse_val}), world(), Device::cpu(), o),
+                        Catch::Contains("the val split (" + coarse_val + ") has samples of [3, 32]") &&
+                            Catch::Contains("the model expects [3, 64]"));
   }
   // Another model altogether (a missing file is a Data error naming it).
   REQUIRE_THROWS_WITH(Trainer(config({"train.init=" + out_dir("nope.h5")}), world(), Device::cpu(), o),
