@@ -203,6 +203,10 @@ RunConfig eval_config(const EvalFlags& f, const CheckpointHeader& h) {
   sets.push_back("data.path=" + f.data);
   // A run trained on explicit file lists must not keep them for another data set.
   sets.insert(sets.end(), {"data.train_files=''", "data.val_files=''", "data.test_files=''"});
+  for (const auto& a : f.sets)  // the model is rebuilt from the checkpoint: such a key would be silently ignored
+    MRMF_CHECK_KIND(Usage, a.rfind("model.", 0) != 0, "--set ", a,
+                    ": the model comes from the checkpoint and cannot be changed here (only data.* and runtime.* "
+                    "keys have an effect)");
   sets.insert(sets.end(), f.sets.begin(), f.sets.end());
   if (!f.reduce.empty()) sets.push_back("data.reduce=" + list_str(f.reduce));
   return parse_run_config(text, sets, f.checkpoint);

@@ -401,6 +401,10 @@ TEST_CASE("cli: train, eval and predict round trip on a tiny file", "[cli]") {
   r = run("eval --checkpoint " + ck + " --data " + data + " --reduce 2");
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("[3, 32]") && Catch::Contains("[3, 64]") && Catch::Contains("--reduce 1"));
+  // A model key for eval: the model is the checkpoint's, so refused rather than ignored.
+  r = run("eval --checkpoint " + ck + " --data " + data + " --set model.name=cosmoflow");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("model.name=cosmoflow") && Catch::Contains("comes from the checkpoint"));
   // A missing data file for eval: exit 1, named.
   r = run("eval --checkpoint " + ck + " --data " + (s.dir / "gone.h5").string());
   CHECK(r.code == 1);
