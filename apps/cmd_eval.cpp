@@ -397,9 +397,31 @@ int run_eval(const EvalFlags& f) {
   return 0;
 }
 
+// The files predict reads: the checkpoint, and the data -- a file, every
+// file a CosmoFlow glob or comma list names, or (a folder) nothing inside it
+// may be the output.
+std::vector<std::string> data_inputs(const std::string& data, const std::string& out, const std::string& checkpoint) {
+  std::vector<std::string> inputs{data, checkpoint};
+  std::error_code ec;
+  if (fs::is_directory(data, ec)) {
+    std::error_code ed, eo;
+    const fs::path d = fs::weakly_canonical(data, ed), o = fs::weakly_canonical(out, eo);
+    const bool inside = !ed && !eo && std::mismatch(d.begin(), d.end(), o.begin(), o.end()).first == d.end();
+    MRMF_CHECK_KIND(Usage, !inside, "--out ", out, " is inside the data folder ", data,
+                    "; writing there could replace one of its files");
+  } else if (data.find_first_of("*?[,") != std::string::npos) {
+    try {
+      for (const auto& p : data::expand_file_list(data)) inputs.push_back(p);
+    } catch (const Error&) {
+      // matches nothing: the reader says so when it opens the split
+    }
+  }
+  return inputs;
+}
+
 int run_predict(const EvalFlags& f) {
   MRMF_CHECK_KIND(Usage, !f.out.empty(), "predict: --out is required");
-  refuse_output_file(f.out, {f.data, f.checkpoint}, f.force);  // before any compute
+  refuse_output_file(f.out, data_inputs(f.data, f.out, f.checkpoint), f.force);  // before any compute
   const EvalResult r = run_split(f, true);
   if (!Communicator::world().is_root()) return 0;
   const fs::path dir = fs::path(f.out).parent_path();

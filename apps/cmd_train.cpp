@@ -36,11 +36,6 @@ int run_train(const TrainFlags& f) {
   refuse_existing_results(f.out, results, f.resume || f.force,
                           "--resume continues that run, --force starts over and replaces it, or choose another --out",
                           world);
-  if (f.force && !f.resume) {
-    if (world.is_root())
-      for (const auto& r : results) std::filesystem::remove(std::filesystem::path(f.out) / r);
-    world.barrier();
-  }
   RuntimeFlags rt = f.rt;
   if (rt.device.empty()) rt.device = cfg.runtime.device;
   if (rt.threads == 0) rt.threads = static_cast<int>(cfg.runtime.threads);
@@ -53,6 +48,14 @@ int run_train(const TrainFlags& f) {
   to.out_dir = f.out;
   to.resume = f.resume;
   Trainer trainer(cfg, world, device, to);
+  // --force: the earlier run's files go only now, once this run has been
+  // set up (its data opened, its --init read -- possibly from this very
+  // folder), so that a run that cannot start loses nothing.
+  if (f.force && !f.resume) {
+    if (world.is_root())
+      for (const auto& r : results) std::filesystem::remove(std::filesystem::path(f.out) / r);
+    world.barrier();
+  }
   log::info("training {} on {} rank(s), {} samples per rank per epoch, global batch {}", trainer.spec().str(),
             world.size(), trainer.train_loader().samples_per_epoch(), cfg.train.batch_size * world.size());
   const FitResult res = trainer.fit();

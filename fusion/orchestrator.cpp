@@ -40,6 +40,12 @@ void Orchestrator::check_before_training() {
   // or whose data is too small for the model (the model is built per rung).
   std::vector<Resolution> rungs = cfg_.ladder;
   if (!cfg_.one_fusion_coarse.empty()) rungs.push_back(cfg_.one_fusion_coarse);
+  // The original resolution first and unwrapped: an error there (a bad
+  // model option, data the model does not take) is not the ladder's.
+  {
+    const RunConfig rc = stage_config(Resolution{1}, 1, StopRule{}, 0);
+    (void)build_model(model_spec_for(rc, reduced_sample_shape(rc)));
+  }
   for (const auto& r : rungs) {
     try {
       const RunConfig rc = stage_config(r, 1, StopRule{}, 0);
@@ -47,7 +53,7 @@ void Orchestrator::check_before_training() {
     } catch (const Error& e) {  // name the experiment's key: the run config's data.reduce is set from it
       if (e.kind() != ErrorKind::Config && e.kind() != ErrorKind::Shape) throw;
       MRMF_THROW(Config, "experiment key 'ladder' (or 'one_fusion_coarse'): rung [", resolution_key(r),
-                 "] does not fit the data or the model: ", e.what());
+                 "] does not fit the data or the model: ", e.message());
     }
   }
   // A plateau rule first fires after Tp + 1 epochs (the first epoch has no

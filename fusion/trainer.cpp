@@ -432,7 +432,10 @@ bool Trainer::try_resume() {
       "train.checkpoint_every=" + std::to_string(cfg_.train.checkpoint_every),
       "train.checkpoint_every_steps=" + std::to_string(cfg_.train.checkpoint_every_steps),
       "runtime.device=" + (cfg_.runtime.device.empty() ? std::string("''") : cfg_.runtime.device),
-      "runtime.threads=" + std::to_string(cfg_.runtime.threads)};
+      "runtime.threads=" + std::to_string(cfg_.runtime.threads),
+      std::string("runtime.allow_tf32=") + (cfg_.runtime.allow_tf32 ? "true" : "false"),
+      std::string("runtime.cudnn_benchmark=") + (cfg_.runtime.cudnn_benchmark ? "true" : "false"),
+      "runtime.cudnn_workspace_mb=" + std::to_string(cfg_.runtime.cudnn_workspace_mb)};
   const RunConfig old = parse_run_config(h.training.config, keep, ck.string());
   if (old.text != cfg_.text) {
     std::string diff;
@@ -473,7 +476,8 @@ bool Trainer::try_resume() {
       keep.push_back(line);
       ++resumed_epochs_;
       resumed_s_ += j.value("epoch_s", 0.0);
-      resumed_val_loss_ = j.value("val_loss", resumed_val_loss_);
+      if (const auto v = j.find("val_loss"); v != j.end() && v->is_number())  // NaN is written as null
+        resumed_val_loss_ = v->get<double>();
     }
     in.close();
     std::ofstream out(mp, std::ios::trunc);

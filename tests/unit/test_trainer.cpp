@@ -261,6 +261,14 @@ TEST_CASE("trainer: kill and resume ends with bit-identical weights", "[trainer]
     CHECK(again.epochs() == 0);
     CHECK(again.resumed_epochs == 1);
     CHECK(again.final_val_loss == done.final_val_loss);
+    // A NaN validation loss is written as null: resuming still works.
+    const fs::path mp = fs::path(out) / "metrics.jsonl";
+    std::string line;
+    std::getline(std::ifstream(mp) >> std::ws, line);
+    auto j = nlohmann::json::parse(line);
+    j["val_loss"] = nullptr;
+    std::ofstream(mp) << j.dump() << "\n";
+    CHECK_NOTHROW(run(config({"stop.max_epochs=1"}), out, /*resume=*/true));
   }
 }
 
