@@ -18,6 +18,9 @@ class PlateauRule {
   // Feeds one epoch's training loss; true when the rule fires.
   bool update(double train_loss);
   int64_t count() const { return count_; }
+  // Whether the last update() fired (a checkpoint written at that epoch
+  // restores a rule that has already stopped the run).
+  bool fired() const { return enabled() && count_ >= patience_; }
   // For checkpoints: the rule's memory.
   double previous() const { return prev_; }
   bool has_previous() const { return has_prev_; }

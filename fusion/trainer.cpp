@@ -411,6 +411,7 @@ void Trainer::save(int64_t epochs_done, int64_t batch, double loss_sum) {
   ts.state["plateau_count"] = plateau_.count();
   ts.state["plateau_has_prev"] = int64_t{plateau_.has_previous() ? 1 : 0};
   ts.state["plateau_prev"] = plateau_.previous();
+  ts.state["last_val_loss"] = last_val_loss_;
   SaveOptions so;
   so.stream = &ctx_->stream();
   save_checkpoint(checkpoint_path(), spec_, *model_, opt_.get(), sched_.get(), ts, so);
@@ -463,6 +464,8 @@ bool Trainer::try_resume() {
   plateau_.restore(static_cast<int64_t>(num("plateau_count")), num("plateau_has_prev") != 0, num("plateau_prev"));
   resume_batch_ = static_cast<int64_t>(num("loader_batch"));
   resume_loss_sum_ = num("epoch_loss_sum", 0.0);  // absent before mid-epoch checkpoints existed
+  resumed_val_known_ = h.training.state.count("last_val_loss") > 0;  // absent in older checkpoints
+  last_val_loss_ = num("last_val_loss", 0.0);
   // Keep the metrics of the epochs the checkpoint covers; drop later ones
   // (they belonged to the interrupted run and will be recomputed).
   if (comm_.is_root()) {
@@ -498,8 +501,24 @@ FitResult Trainer::fit() {
   FitResult res;
   res.resumed_epochs = resumed_epochs_;
   res.resumed_s = resumed_s_;
-  res.final_val_loss = resumed_val_loss_;  // what a resumed run that trains nothing more ends with
   const std::string who = opts_.tag.empty() ? "" : opts_.tag + " ";
+  // What a resumed run that trains nothing more ends with.
+  res.final_val_loss = resumed_val_known_ ? last_val_loss_ : resumed_val_loss_;
+  // A run resumed from the checkpoint its own stop condition wrote is
+  // complete: report that stop instead of training past it (the same stop
+  // settings; a changed target or patience may let it go on).
+  if (resumed && resume_batch_ == 0 && resumed_val_known_) {
+    if (cfg_.stop.target_val_loss > 0 && last_val_loss_ <= cfg_.stop.target_val_loss) {
+      res.stop_reason = "target";
+      res.reached_target = true;
+    } else if (plateau_.fired()) {
+      res.stop_reason = "plateau";
+    }
+    if (!res.stop_reason.empty()) {
+      log::info("{}the run in {} had already stopped ({}); nothing to train", who, opts_.out_dir, res.stop_reason);
+      return res;
+    }
+  }
   for (int64_t epoch = start_epoch_; epoch < cfg_.stop.max_epochs; ++epoch) {
     EpochRecord r = train_epoch(epoch);
     sched_->on_epoch_end(r.val_loss);
@@ -507,6 +526,7 @@ FitResult Trainer::fit() {
     res.history.push_back(r);
     res.total_s += r.epoch_s;
     res.final_val_loss = r.val_loss;
+    last_val_loss_ = r.val_loss;
     write_metrics(r);
     log::info("{}epoch {:>3}  train {:.5f}  val {:.5f}  lr {:.2e}  io {:.2f}s  compute {:.2f}s  comm {:.2f}s  "
               "epoch {:.2f}s  {:.0f} samples/s",

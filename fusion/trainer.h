@@ -133,6 +133,8 @@ class Trainer {
   int64_t resumed_epochs_ = 0;  // see FitResult
   double resumed_s_ = 0;
   double resumed_val_loss_ = 0;  // the last resumed epoch's (rank 0 only, as the two above)
+  double last_val_loss_ = 0;     // of the last finished epoch; in checkpoints, so that every rank has it
+  bool resumed_val_known_ = false;  // the checkpoint carried last_val_loss
 };
 
 // The model spec a run configuration describes for data of `sample_shape`.

@@ -270,6 +270,25 @@ TEST_CASE("trainer: kill and resume ends with bit-identical weights", "[trainer]
     std::ofstream(mp) << j.dump() << "\n";
     CHECK_NOTHROW(run(config({"stop.max_epochs=1"}), out, /*resume=*/true));
   }
+  SECTION("resuming a run that stopped on its target or plateau trains nothing more") {
+    const std::string out = out_dir("res_target");
+    const FitResult done = run(config({"stop.target_val_loss=10"}), out);  // met after the first epoch
+    REQUIRE(done.stop_reason == "target");
+    REQUIRE(done.epochs() == 1);
+    const FitResult again = run(config({"stop.target_val_loss=10"}), out, /*resume=*/true);
+    CHECK(again.epochs() == 0);
+    CHECK(again.stop_reason == "target");
+    CHECK(again.reached_target);
+    CHECK(again.final_val_loss == done.final_val_loss);
+    // A lower target lets the same run go on.
+    CHECK(run(config({"stop.target_val_loss=1e-6", "stop.max_epochs=2"}), out, true).epochs() == 1);
+    const std::string out2 = out_dir("res_plateau");
+    const FitResult flat = run(config({"stop.plateau_threshold=10", "stop.plateau_patience=1"}), out2);
+    REQUIRE(flat.stop_reason == "plateau");
+    const FitResult again2 = run(config({"stop.plateau_threshold=10", "stop.plateau_patience=1"}), out2, true);
+    CHECK(again2.epochs() == 0);
+    CHECK(again2.stop_reason == "plateau");
+  }
 }
 
 TEST_CASE("trainer: target validation loss and the plateau rule stop exactly when they should", "[trainer]") {
