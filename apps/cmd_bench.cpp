@@ -6,6 +6,7 @@
 #include "apps/cli_checks.h"
 #include "apps/commands.h"
 #include "core/device.h"
+#include "core/log.h"
 #include "fusion/step_benchmark.h"
 
 namespace mrmf::cli {
@@ -33,6 +34,7 @@ void add_bench_command(CLI::App& app, Action& action) {
   add_runtime_flags(*sub, f->rt);
   sub->callback([&action, f] {
     action = [f] {
+      if (f->o.json) log::to_stderr();  // stdout is the JSON document
       apply_runtime_flags(f->rt);
       StepBenchOptions o = f->o;
       RuntimeOptions ro;

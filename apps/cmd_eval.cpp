@@ -392,6 +392,7 @@ void print_result(const EvalFlags& f, const EvalResult& r, bool json) {
 }
 
 int run_eval(const EvalFlags& f) {
+  if (f.json) log::to_stderr();  // stdout is the JSON document
   const EvalResult r = run_split(f, false);
   if (Communicator::world().is_root()) print_result(f, r, f.json);
   return 0;

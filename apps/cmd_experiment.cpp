@@ -49,6 +49,11 @@ int run_experiment(const ExperimentFlags& f) {
     text << in.rdbuf();
     ctx.title = "MRMF experiment: " + std::filesystem::path(f.config).filename().string();
     ctx.config_text = text.str();
+    // What the command line changed: the block above is the file as written.
+    if (!sets.empty()) {
+      ctx.config_text += "\n# overridden on the command line (--set / --methods):\n";
+      for (const auto& a : sets) ctx.config_text += "#   " + a + "\n";
+    }
     ctx.ranks = world.size();
     ctx.device = device.str();
     ctx.target_val_loss = cfg.target_val_loss;

@@ -1,5 +1,7 @@
 #include "core/log.h"
 
+#include <spdlog/sinks/stdout_color_sinks.h>
+
 #include <cstdlib>
 #include <string>
 
@@ -18,6 +20,16 @@ void configure(int rank, int world_size) {
                                        : "[%H:%M:%S] [%^%l%$] %v";
   spdlog::set_pattern(pattern);
   if (const char* lvl = std::getenv("MRMF_LOG_LEVEL")) spdlog::set_level(spdlog::level::from_str(lvl));
+}
+
+void to_stderr() {
+  static const bool done = [] {
+    auto l = spdlog::stderr_color_mt("mrmf_stderr");
+    l->set_level(spdlog::default_logger()->level());
+    spdlog::set_default_logger(l);  // the registry's pattern applies to it
+    return true;
+  }();
+  (void)done;
 }
 
 bool is_root() { return g_all || (g_speak < 0 ? g_rank == 0 : g_speak == 1); }

@@ -9,6 +9,9 @@ namespace mrmf::log {
 
 // Called once the rank is known; before that everything logs as rank 0.
 void configure(int rank, int world_size);
+// Sends every later log line to stderr: for commands whose stdout is a
+// machine-readable document (--json), which a notice must not break.
+void to_stderr();
 bool is_root();
 
 // While alive, this rank speaks at `info` iff `speak` (e.g. the root of a

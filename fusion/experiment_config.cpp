@@ -1,5 +1,6 @@
 #include "fusion/experiment_config.h"
 
+#include <algorithm>
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
@@ -78,6 +79,10 @@ StopRule parse_stop(const YAML::Node& n, const std::string& key, StopRule base) 
 
 void validate_methods(const ExperimentConfig& c) {
   MRMF_CHECK_KIND(Config, !c.methods.empty(), "experiment key 'methods': no method given");
+  for (size_t i = 0; i < c.methods.size(); ++i)  // a repeat would run and count the same seed twice
+    MRMF_CHECK_KIND(Config, std::find(c.methods.begin(), c.methods.begin() + static_cast<std::ptrdiff_t>(i),
+                                      c.methods[i]) == c.methods.begin() + static_cast<std::ptrdiff_t>(i),
+                    "experiment key 'methods': '", c.methods[i], "' is given twice");
   for (const auto& m : c.methods) {
     const bool mrmf_n = m.size() > 4 && m.size() <= 7 && m.rfind("mrmf", 0) == 0 &&
                         m.find_first_not_of("0123456789", 4) == std::string::npos;

@@ -254,9 +254,14 @@ static std::string chart_svg(const std::vector<MethodRun>& runs) {
   }
   // Axis and legend.
   svg += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n", left, y, W - right, y);
+  // Tick labels with as many decimals as a quarter of the axis needs (a
+  // short run's 0.79, 1.58 ... s must not all read "1").
+  const double quarter = tmax / 4;
+  const int decimals = quarter >= 10 ? 0 : quarter >= 1 ? 1 : quarter >= 0.1 ? 2 : 3;
   for (int i = 0; i <= 4; ++i) {
     const double v = tmax * i / 4, x = left + v * scale;
-    svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{:.0f}</text>\n", x, y + 16, v);
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{:.{}f}</text>\n", x, y + 16, v,
+                       decimals);
   }
   svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">seconds</text>\n", (left + W - right) / 2, y + 34);
   int lx = left;

@@ -218,6 +218,12 @@ Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, Traine
   data::set_cache_budget(cfg_.data.cache_max_mb << 20);
   train_ = data::open_loader(data_spec(cfg_, data::Split::Train), loader_options(cfg_, comm_, device_, true));
   val_ = data::open_loader(data_spec(cfg_, data::Split::Val), loader_options(cfg_, comm_, device_, false));
+  // Every training step all-reduces: ranks whose shards hold different
+  // numbers of batches (each rank read a different copy of the data) would
+  // wait for each other forever at the first rank's last step.
+  comm_.check_same_on_all_ranks(static_cast<uint64_t>(train_->batches_per_epoch()),
+                                "the number of training batches per epoch (" + data_spec(cfg_, data::Split::Train).path +
+                                    "; do all ranks read the same data set?)");
   // Each split is read from its own files: a validation set at another
   // resolution than the training set (a coarse copy put in the wrong place)
   // is named, with where each split's data come from.
@@ -378,8 +384,15 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
   r.samples = steps * cfg_.train.batch_size * comm_.size();
   r.train_loss = loss_sum / static_cast<double>(steps);
   const auto t_val = Clock::now();
-  if (validate && cfg_.train.precise_bn_batches > 0)
+  if (validate && cfg_.train.precise_bn_batches > 0) {
     (void)recalibrate_batchnorm(m, *ctx_, *train_, comm_, cfg_.train.precise_bn_batches, epoch);
+  } else if (validate && comm_.size() > 1 && model_->params().buffers().numel() > 0) {
+    // Each rank's BN running statistics followed its own batches: their
+    // mean, on every rank, is what is validated and what rank 0 saves --
+    // so the recorded validation loss is the checkpoint's, and a resumed
+    // run (which loads rank 0's) continues exactly.
+    comm_.allreduce_avg(model_->params().buffers(), ctx_->stream());
+  }
   r.val_loss = validate ? evaluate(*val_) : 0.0;
   r.val_s = seconds_since(t_val);
   r.epoch_s = seconds_since(t_epoch);

@@ -200,3 +200,35 @@ TEST_CASE("BN re-calibration: every rank ends with the rank-averaged statistics"
   world.barrier();
   if (world.is_root()) fs::remove_all(dir);
 }
+
+TEST_CASE("trainer: every rank validates, and rank 0 saves, the rank-averaged BN statistics", "[mpi][trainer][bn]") {
+  Communicator world = Communicator::world();
+  data::NeuronGenOptions g;
+  g.train = 64 * world.size();
+  g.val = 16 * world.size();
+  g.test = 16;
+  g.seed = 11;
+  g.time_bins = 64;
+  g.zscore_samples = 64;
+  const fs::path dir = folder_with_ni_file(world, "mrmf_mpi_bnval", g);
+  const RunConfig rc = parse_run_config(
+      "model: {name: neuron_inverter, options: {conv_channels: '4,8', kernel: 3, pool: 2, fc: '16'}}\n"
+      "data: {format: neuron_inverter, path: '" + (dir / "ni.h5").string() + "'}\n"
+      "train: {batch_size: 16, seed: 2}\nstop: {max_epochs: 1}\nruntime: {device: cpu, threads: 1}\n", {});
+  TrainerOptions o;
+  o.progress = false;
+  Trainer t(rc, world, Device::cpu(), o);
+  const FitResult r = t.fit();
+  REQUIRE(r.epochs() == 1);
+  // Identical BN running statistics on every rank after the epoch (each
+  // rank's had followed its own batches), so the validation loss every rank
+  // agreed on is that of the model rank 0 would save.
+  const Tensor mine = t.model().params().buffers().clone();
+  REQUIRE(mine.numel() > 0);
+  Tensor root = mine.clone();
+  world.broadcast(root, 0, cpu_stream());
+  const bool same = std::memcmp(root.raw_data(), mine.raw_data(), mine.nbytes()) == 0;
+  CHECK(world.allreduce_sum(same ? 0.0 : 1.0) == 0.0);
+  world.barrier();
+  if (world.is_root()) fs::remove_all(dir);
+}

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -55,6 +56,8 @@ Result run_prefixed(const std::string& launcher, const std::string& args) {
   return r;
 }
 Result run(const std::string& args) { return run_prefixed("", args); }
+// stdout alone (stderr discarded): for machine-readable output.
+Result run_stdout(const std::string& args) { return run_prefixed("", args + " 2>/dev/null #"); }
 
 #define SKIP_WITHOUT_BINARY()                                              \
   if (mrmf_bin().empty()) {                                                \
@@ -160,6 +163,11 @@ TEST_CASE("cli: every subcommand answers --help, and bench times a training step
   r = run("bench --workload ni400 --steps 0");
   CHECK(r.code == 2);
   // An input too small for the model: named before anything is timed.
+  // --json: stdout is exactly one JSON document, whatever is logged (the
+  // device notice of --device auto goes to stderr).
+  r = run_stdout("bench --workload ni400 --batch 2 --steps 1 --warmup 0 --json --device auto");
+  CHECK(r.code == 0);
+  CHECK_NOTHROW(nlohmann::json::parse(r.out));
   r = run("bench --workload ni400 --workload ni64 --json");
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("T = 64 is too short"));
@@ -517,6 +525,16 @@ TEST_CASE("cli: experiment bad input is refused before training, and the 1-rank 
   const size_t label = svg.find(" s</text>", svg.find("</rect>", at));
   const size_t open = svg.rfind('>', label);
   CHECK(std::stod(svg.substr(open + 1, label - open - 1)) == Approx(conc["total_s"].get<double>()).margin(0.051));
+  {  // the axis's five tick labels are distinct (a run of seconds must not read 0 0 1 1 1)
+    std::set<std::string> ticks;
+    const std::string mark = "text-anchor=\"middle\">";
+    for (size_t p = svg.find(mark); p != std::string::npos; p = svg.find(mark, p + 1)) {
+      const size_t b = p + mark.size();
+      const std::string t = svg.substr(b, svg.find('<', b) - b);
+      if (t != "seconds") ticks.insert(t);
+    }
+    CHECK(ticks.size() == 5);
+  }
 
   // summary.json carries the report's numbers: per-stage statistics and the
   // per-resolution breakdown, consistent with the runs' own records.

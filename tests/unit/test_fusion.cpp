@@ -162,6 +162,7 @@ TEST_CASE("experiment config: bad input is reported before any training", "[fusi
   fails("experiment: {target_val_loss: 0.1, ladder: [[2, 2, 2], [2, 2, 2], [1]]}", "not finer");
   fails("experiment: {target_val_loss: 0.1, methods: [mrmf3], ladder: [[2], [1]]}", "needs 4 rungs");
   fails("experiment: {target_val_loss: 0.1, methods: [magic]}", "'magic' is not one of");
+  fails("experiment: {target_val_loss: 0.1, methods: [baseline, mrt, baseline]}", "'baseline' is given twice");
   fails("experiment: {methods: [baseline]}", "target_val_loss");
   fails("experiment: {target_val_loss: 0.1, coarse_stop: {threshold: 0.1, patience: 0}}", "patience");
   fails("experiment: {target_val_loss: 0.1, colour: red}", "unknown experiment key 'colour'");
