@@ -258,8 +258,10 @@ void Communicator::check_same_on_all_ranks(uint64_t value, const std::string& wh
   std::vector<uint64_t> all(static_cast<size_t>(size_));
   MRMF_MPI_CHECK(MPI_Allgather(&value, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, comm_));
   for (int r = 0; r < size_; ++r)
+    // Hashes read best in hex, counts in decimal: small values are counts.
     MRMF_CHECK_KIND(Config, all[static_cast<size_t>(r)] == all[0], "ranks disagree on ", what, ": rank ", r,
-                    " has ", std::hex, all[static_cast<size_t>(r)], " but rank 0 has ", all[0]);
+                    " has ", (all[0] < (1u << 20) ? std::dec : std::hex), all[static_cast<size_t>(r)],
+                    " but rank 0 has ", all[0]);
 }
 
 }  // namespace mrmf
