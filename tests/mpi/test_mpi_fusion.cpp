@@ -48,6 +48,25 @@ fs::path folder_with_ni_file(const Communicator& world, const std::string& name,
   world.barrier();
   return dir;
 }
+
+// A tiny BN-carrying Neuron Inverter run (64 training and 16 validation
+// samples per rank, T = 64) in a fresh folder; `extra` adds YAML lines.
+std::pair<fs::path, RunConfig> tiny_bn_run(const Communicator& world, const std::string& name, uint64_t seed,
+                                           const std::string& extra = "") {
+  data::NeuronGenOptions g;
+  g.train = 64 * world.size();
+  g.val = 16 * world.size();
+  g.test = 16;
+  g.seed = seed;
+  g.time_bins = 64;
+  g.zscore_samples = 64;
+  const fs::path dir = folder_with_ni_file(world, name, g);
+  RunConfig rc = parse_run_config(
+      "model: {name: neuron_inverter, options: {conv_channels: '4,8', kernel: 3, pool: 2, fc: '16'}}\n"
+      "data: {format: neuron_inverter, path: '" + (dir / "ni.h5").string() + "'}\n"
+      "train: {batch_size: 16, seed: 2}\nruntime: {device: cpu, threads: 1}\n" + extra, {});
+  return {dir, rc};
+}
 }  // namespace
 
 TEST_CASE("concurrent exchange: every rank holds bottom(M_c) + top(M_d)", "[mpi][fusion]") {
@@ -165,18 +184,7 @@ TEST_CASE("experiment: concurrent training sizes its groups with a timing probe"
 
 TEST_CASE("BN re-calibration: every rank ends with the rank-averaged statistics", "[mpi][fusion][bn]") {
   Communicator world = Communicator::world();
-  data::NeuronGenOptions g;
-  g.train = 64 * world.size();
-  g.val = 16 * world.size();
-  g.test = 16;
-  g.seed = 9;
-  g.time_bins = 64;
-  g.zscore_samples = 64;
-  const fs::path dir = folder_with_ni_file(world, "mrmf_mpi_bn", g);
-  const RunConfig rc = parse_run_config(
-      "model: {name: neuron_inverter, options: {conv_channels: '4,8', kernel: 3, pool: 2, fc: '16'}}\n"
-      "data: {format: neuron_inverter, path: '" + (dir / "ni.h5").string() + "'}\n"
-      "train: {batch_size: 16, seed: 2}\nruntime: {device: cpu, threads: 1}\n", {});
+  const auto [dir, rc] = tiny_bn_run(world, "mrmf_mpi_bn", 9);
   TrainerOptions o;
   o.progress = false;
   Trainer t(rc, world, Device::cpu(), o);
@@ -203,18 +211,7 @@ TEST_CASE("BN re-calibration: every rank ends with the rank-averaged statistics"
 
 TEST_CASE("trainer: every rank validates, and rank 0 saves, the rank-averaged BN statistics", "[mpi][trainer][bn]") {
   Communicator world = Communicator::world();
-  data::NeuronGenOptions g;
-  g.train = 64 * world.size();
-  g.val = 16 * world.size();
-  g.test = 16;
-  g.seed = 11;
-  g.time_bins = 64;
-  g.zscore_samples = 64;
-  const fs::path dir = folder_with_ni_file(world, "mrmf_mpi_bnval", g);
-  const RunConfig rc = parse_run_config(
-      "model: {name: neuron_inverter, options: {conv_channels: '4,8', kernel: 3, pool: 2, fc: '16'}}\n"
-      "data: {format: neuron_inverter, path: '" + (dir / "ni.h5").string() + "'}\n"
-      "train: {batch_size: 16, seed: 2}\nstop: {max_epochs: 1}\nruntime: {device: cpu, threads: 1}\n", {});
+  const auto [dir, rc] = tiny_bn_run(world, "mrmf_mpi_bnval", 11, "stop: {max_epochs: 1}\n");
   TrainerOptions o;
   o.progress = false;
   Trainer t(rc, world, Device::cpu(), o);
