@@ -4,7 +4,7 @@
 
 #include "core/communicator.h"
 #include "core/error.h"
-#include "core/same_file.h"
+#include "core/output_paths.h"
 
 namespace mrmf::cli {
 namespace fs = std::filesystem;
@@ -42,9 +42,7 @@ void refuse_output_file(const std::string& out, const std::vector<std::string>& 
   for (const auto& in : inputs)
     MRMF_CHECK_KIND(Usage, !same_file(out, in), "--out ", out, " is the same file as the input ", in,
                     "; writing it would destroy the input");
-  std::error_code ec;
-  MRMF_CHECK_KIND(Usage, force || !fs::exists(out, ec), "--out ", out,
-                  " already exists; --force replaces it (or choose another name)");
+  refuse_existing_output(out, force);
 }
 
 }  // namespace mrmf::cli

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "core/same_file.h"
+#include "core/output_paths.h"
 #include "data/formats.h"
 #include "data/h5file.h"
 
@@ -26,10 +26,6 @@ void check_divides(const std::string& file, const std::string& dataset, const ch
   // Usage (exit 2): the flag does not fit the data, the data are fine.
   MRMF_CHECK_KIND(Usage, factor >= 1 && len % factor == 0 && len / factor >= 1, file, ": dataset '", dataset,
                   "' axis ", axis, " has length ", len, ", not divisible by the factor ", factor);
-}
-
-void refuse_existing(const std::string& path, bool force) {
-  MRMF_CHECK_KIND(Usage, force || !fs::exists(path), path, " exists (use --force to replace it)");
 }
 
 std::string describe(const std::string& in, const std::string& axes, int64_t factor) {
@@ -90,7 +86,7 @@ DownsampleSummary downsample_neuron_file(const std::string& in, const std::strin
   MRMF_CHECK_KIND(Usage, k >= 1, "factor must be >= 1, got ", k);
   MRMF_CHECK_KIND(Usage, !same_file(in, out), "--out must differ from --in (", in, " and ", out,
                   " are the same file)");
-  refuse_existing(out, opts.force);
+  refuse_existing_output(out, opts.force);
   const NeuronInverterFile src = NeuronInverterFile::open(in, {Split::Train});
   int64_t total = 0;
   for (Split s : kAllSplits)
@@ -213,7 +209,7 @@ DownsampleSummary downsample_cosmoflow_dir(const std::string& in_dir, const std:
       for (int d = 0; d < 3; ++d) check_divides(p, "3Dmap", names[d], dims[static_cast<size_t>(d)], f[static_cast<size_t>(d)]);
       total += srcs.back().total();
     }
-    refuse_existing((outp / rel[i]).string(), opts.force);
+    refuse_existing_output((outp / rel[i]).string(), opts.force);
   }
   DownsampleSummary sum;
   int64_t done = 0;

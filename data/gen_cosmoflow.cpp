@@ -13,6 +13,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "core/output_paths.h"
 #include "kernels/philox.h"
 
 namespace fs = std::filesystem;
@@ -206,7 +207,7 @@ CosmoGenSummary generate_cosmoflow(const std::string& out_dir, const CosmoGenOpt
     for (const auto& e : fs::directory_iterator(dir)) {
       const std::string name = e.path().filename().string();
       if (name.rfind("cosmo_", 0) != 0 || e.path().extension() != ".h5") continue;
-      MRMF_CHECK_KIND(Usage, overwrite, e.path().string(), " already exists; pass --force to overwrite");
+      refuse_existing_output(e.path().string(), overwrite);
       fs::remove(e.path());
     }
   }

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "core/output_paths.h"
 #include "kernels/philox.h"
 
 namespace fs = std::filesystem;
@@ -235,7 +236,7 @@ NeuronGenSummary generate_neuron_inverter(const std::string& path, const NeuronG
   MRMF_CHECK_KIND(Usage, o.train >= 0 && o.val >= 0 && o.test >= 0 && o.train + o.val + o.test > 0,
                   "sample counts must be non-negative and not all zero");
   MRMF_CHECK_KIND(Usage, o.dtype == DType::F32 || o.dtype == DType::F16, "--dtype must be float32 or float16");
-  MRMF_CHECK_KIND(Usage, overwrite || !fs::exists(path), path, " already exists; pass --force to overwrite");
+  refuse_existing_output(path, overwrite);
   const NeuronSimulator sim(o);
   const int64_t T = o.time_bins, per = T * kNeuronChannels, counts[3] = {o.train, o.val, o.test};
   const int64_t total = o.train + o.val + o.test;

@@ -79,10 +79,9 @@ StopRule parse_stop(const YAML::Node& n, const std::string& key, StopRule base) 
 
 void validate_methods(const ExperimentConfig& c) {
   MRMF_CHECK_KIND(Config, !c.methods.empty(), "experiment key 'methods': no method given");
-  for (size_t i = 0; i < c.methods.size(); ++i)  // a repeat would run and count the same seed twice
-    MRMF_CHECK_KIND(Config, std::find(c.methods.begin(), c.methods.begin() + static_cast<std::ptrdiff_t>(i),
-                                      c.methods[i]) == c.methods.begin() + static_cast<std::ptrdiff_t>(i),
-                    "experiment key 'methods': '", c.methods[i], "' is given twice");
+  std::set<std::string> seen;  // a repeat would run and count the same seed twice
+  for (const auto& m : c.methods)
+    MRMF_CHECK_KIND(Config, seen.insert(m).second, "experiment key 'methods': '", m, "' is given twice");
   for (const auto& m : c.methods) {
     const bool mrmf_n = m.size() > 4 && m.size() <= 7 && m.rfind("mrmf", 0) == 0 &&
                         m.find_first_not_of("0123456789", 4) == std::string::npos;

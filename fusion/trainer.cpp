@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <tuple>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -216,21 +217,22 @@ Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, Traine
   }
 
   data::set_cache_budget(cfg_.data.cache_max_mb << 20);
-  train_ = data::open_loader(data_spec(cfg_, data::Split::Train), loader_options(cfg_, comm_, device_, true));
-  val_ = data::open_loader(data_spec(cfg_, data::Split::Val), loader_options(cfg_, comm_, device_, false));
+  const data::DataSpec train_data = data_spec(cfg_, data::Split::Train), val_data = data_spec(cfg_, data::Split::Val);
+  train_ = data::open_loader(train_data, loader_options(cfg_, comm_, device_, true));
+  val_ = data::open_loader(val_data, loader_options(cfg_, comm_, device_, false));
   // Every training step all-reduces: ranks whose shards hold different
   // numbers of batches (each rank read a different copy of the data) would
   // wait for each other forever at the first rank's last step.
   comm_.check_same_on_all_ranks(static_cast<uint64_t>(train_->batches_per_epoch()),
-                                "the number of training batches per epoch (" + data_spec(cfg_, data::Split::Train).path +
+                                "the number of training batches per epoch (" + train_data.path +
                                     "; do all ranks read the same data set?)");
   // Each split is read from its own files: a validation set at another
   // resolution than the training set (a coarse copy put in the wrong place)
   // is named, with where each split's data come from.
-  for (const auto& [split, loader] : {std::make_pair(data::Split::Train, train_.get()),
-                                      std::make_pair(data::Split::Val, val_.get())})
-    MRMF_CHECK_KIND(Data, loader->sample_shape() == sample, "the ", data::split_name(split), " split (",
-                    data_spec(cfg_, split).path, ") has samples of ", loader->sample_shape().str(),
+  for (const auto& [name, ds, loader] : {std::make_tuple("train", &train_data, train_.get()),
+                                        std::make_tuple("val", &val_data, val_.get())})
+    MRMF_CHECK_KIND(Data, loader->sample_shape() == sample, "the ", name, " split (", ds->path,
+                    ") has samples of ", loader->sample_shape().str(),
                     " after data.reduce, the model expects ", sample.str(), " (from the train split",
                     cfg_.data.reduce.empty() ? "" : " and data.reduce", ")");
   build_optimizer();  // also freezes train.freeze
