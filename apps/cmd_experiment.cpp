@@ -5,12 +5,15 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "apps/cli_checks.h"
 #include "apps/commands.h"
-#include "fusion/orchestrator.h"
 #include "core/communicator.h"
 #include "core/device.h"
 #include "core/log.h"
+#include "fusion/experiment_state.h"
+#include "fusion/orchestrator.h"
 #include "fusion/report.h"
 
 namespace mrmf::cli {
@@ -19,9 +22,53 @@ struct ExperimentFlags {
   std::string config, out;
   std::vector<std::string> sets;
   std::vector<std::string> methods;
-  bool force = false;
+  bool force = false, resume = false;
   RuntimeFlags rt;
 };
+
+namespace fs = std::filesystem;
+
+// The finished runs --resume keeps: rank 0 reads and checks <out>'s state,
+// and every rank gets the same answer (the state, or the same error), so
+// that no rank goes on alone.
+ExperimentState resumable_state(const std::string& out, const std::string& identity, const Communicator& world) {
+  std::string answer;
+  if (world.is_root()) {
+    nlohmann::json a;
+    try {
+      const fs::path state_path = fs::path(out) / kExperimentStateFile;
+      ExperimentState st;
+      std::error_code ec;
+      if (fs::exists(state_path, ec)) {
+        st = load_experiment_state(state_path.string());
+        const auto diffs = identity_differences(st.identity, identity);
+        if (!diffs.empty()) {
+          std::string list;
+          for (const auto& d : diffs) list += "\n  " + d;
+          MRMF_THROW(Config, "--resume: ", out, " holds an experiment with another configuration (seeds, methods and "
+                     "runtime.* may change; these may not); saved -> now:", list,
+                     "\n--force starts it over, or choose another --out");
+        }
+      } else if (fs::exists(fs::path(out) / "report.md", ec) || fs::exists(fs::path(out) / "summary.json", ec)) {
+        MRMF_THROW(Config, "--resume: ", out, " has a report but no ", kExperimentStateFile,
+                   " (the record of finished runs --resume needs); --force starts the experiment over");
+      } else {
+        log::info("--resume: nothing to resume in {}; starting the experiment", out);
+      }
+      a = {{"runs", nlohmann::json::array()}};
+      for (const auto& r : st.runs) a["runs"].push_back(method_run_to_json(r));
+    } catch (const Error& e) {
+      a = {{"error", e.message()}};
+    }
+    answer = a.dump();
+  }
+  const nlohmann::json a = nlohmann::json::parse(world.broadcast_string(answer, 0));
+  if (a.contains("error")) MRMF_THROW(Config, a["error"].get<std::string>());
+  ExperimentState st;
+  st.identity = identity;
+  for (const auto& r : a["runs"]) st.runs.push_back(method_run_from_json(r));
+  return st;
+}
 
 int run_experiment(const ExperimentFlags& f) {
   std::vector<std::string> sets = f.sets;
@@ -32,14 +79,23 @@ int run_experiment(const ExperimentFlags& f) {
   }
   ExperimentConfig cfg = load_experiment_config(f.config, sets);  // every config error before any training
   Communicator world = Communicator::world();
-  refuse_existing_results(f.out, {"report.md", "summary.json"}, f.force,
-                          "--force runs the experiment again and replaces its report (folders of methods this run "
-                          "does not run stay as they are), or choose another --out",
+  refuse_existing_results(f.out, {"report.md", "summary.json", kExperimentStateFile}, f.force || f.resume,
+                          "--resume runs what it has not finished yet, --force runs the experiment again and replaces "
+                          "its report (folders of methods this run does not run stay as they are), or choose another "
+                          "--out",
                           world);
   apply_runtime_flags(f.rt);
   RuntimeOptions ro;
   ro.device = f.rt.device;
   const Device device = select_device(ro);
+  const std::string identity = experiment_identity(cfg, world.size(), device.is_cuda() ? "cuda" : "cpu");
+  ExperimentState state;
+  state.identity = identity;
+  if (f.resume) state = resumable_state(f.out, identity, world);
+  if (f.force && world.is_root()) {  // the old record must not resume runs whose folders this run replaces
+    std::error_code ec;
+    fs::remove(fs::path(f.out) / kExperimentStateFile, ec);
+  }
   Orchestrator orch(cfg, world, device, f.out);
 
   ReportContext ctx;
@@ -58,22 +114,41 @@ int run_experiment(const ExperimentFlags& f) {
     ctx.device = device.str();
     ctx.target_val_loss = cfg.target_val_loss;
   }
-  std::vector<MethodRun> runs;
+  // The runs of this plan plus those finished earlier (--resume keeps runs
+  // of methods or seeds no longer listed: nothing already measured is lost).
+  std::vector<MethodRun> runs = state.runs;
+  size_t planned = runs.size();
+  for (uint64_t seed : cfg.seeds)
+    for (const auto& m : cfg.methods) planned += state.find(m, seed) ? 0 : 1;
+  ctx.planned_runs = planned;
   const size_t total = cfg.methods.size() * cfg.seeds.size();
   size_t k = 0;
   for (uint64_t seed : cfg.seeds) {
     for (const auto& m : cfg.methods) {
+      if (const MethodRun* done = state.find(m, seed)) {
+        log::info("=== [{}/{}] method {} seed {}: finished earlier ({:.1f} s, final val loss {:.5f}), kept", ++k, total,
+                  m, seed, done->total_s, done->final_val_loss);
+        continue;
+      }
       log::info("=== [{}/{}] method {} seed {} ===", ++k, total, m, seed);
       runs.push_back(orch.run(m, seed));
       const auto& r = runs.back();
       log::info("=== {} seed {}: {:.1f} s, final val loss {:.5f}{}, epochs {} before / {} after fusion", m, seed,
                 r.total_s, r.final_val_loss, r.reached_target ? "" : " (target NOT reached)", r.epochs_before_fusion,
                 r.epochs_after_fusion);
-      // The report is rewritten after every run, so that an experiment of
-      // hours that is stopped (or fails) keeps the results it already has.
-      if (world.is_root()) write_report(f.out, runs, ctx);
+      // The state and the report are rewritten after every run, so that an
+      // experiment of hours that is stopped (or fails) keeps the results it
+      // already has, and --resume continues from them.
+      state.runs.push_back(r);
+      if (world.is_root()) {
+        save_experiment_state(f.out, state);
+        write_report(f.out, runs, ctx);
+      }
     }
   }
+  // Every run finished earlier: the report is rewritten all the same (it
+  // may have said "partial" while runs now dropped from the plan were due).
+  if (world.is_root()) write_report(f.out, runs, ctx);
   if (world.is_root())
     std::printf("\n%s\nwrote %s/{report.md,chart.svg,summary.json}\n", summary_table(runs).c_str(), f.out.c_str());
   return 0;
@@ -89,7 +164,12 @@ void add_experiment_command(CLI::App& app, Action& action) {
   sub->add_option("--out,-o", flags->out, "Output folder: report.md, chart.svg, summary.json, per-run metrics")->required();
   sub->add_option("--set", flags->sets,
                   "Override a key: experiment.seeds=[1,2] for the experiment, any run key (train.batch_size=64) for every run");
-  sub->add_flag("--force", flags->force, "Replace the experiment already in --out (without it, such a folder is refused)");
+  auto* force = sub->add_flag("--force", flags->force,
+                              "Replace the experiment already in --out (without it, such a folder is refused)");
+  sub->add_flag("--resume", flags->resume,
+                "Continue the experiment in --out: runs (method x seed) it finished are kept, the others run; "
+                "the configuration must be the same except seeds, methods and runtime.*")
+      ->excludes(force);
   sub->add_option("--methods", flags->methods, "Run only these methods (baseline, mrt, mrmf1, mrmf2, concurrent)");
   add_runtime_flags(*sub, flags->rt);
   sub->callback([flags, &action] { action = [flags] { return run_experiment(*flags); }; });

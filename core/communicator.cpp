@@ -253,6 +253,16 @@ void Communicator::barrier() const {
   if (size_ > 1) MRMF_MPI_CHECK(MPI_Barrier(comm_));
 }
 
+std::string Communicator::broadcast_string(const std::string& s, int root) const {
+  if (size_ == 1) return s;
+  int64_t n = static_cast<int64_t>(s.size());
+  MRMF_MPI_CHECK(MPI_Bcast(&n, 1, MPI_INT64_T, root, comm_));
+  std::string out = rank_ == root ? s : std::string(static_cast<size_t>(n), '\0');
+  MRMF_CHECK(n <= INT32_MAX, "broadcast_string: ", n, " bytes is more than one MPI call carries");
+  MRMF_MPI_CHECK(MPI_Bcast(out.data(), static_cast<int>(n), MPI_CHAR, root, comm_));
+  return out;
+}
+
 void Communicator::check_same_on_all_ranks(uint64_t value, const std::string& what) const {
   if (size_ == 1) return;
   std::vector<uint64_t> all(static_cast<size_t>(size_));

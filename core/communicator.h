@@ -64,6 +64,8 @@ class Communicator {
   bool test(Request& r);
   double allreduce_sum(double v) const;
   double allreduce_max(double v) const;
+  // `s` of rank `root` on every rank (small host data: JSON records, state).
+  std::string broadcast_string(const std::string& s, int root) const;
   void barrier() const;
 
   // Throws, naming `what`, when ranks disagree on `value` (config hash,

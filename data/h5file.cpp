@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <sstream>
 #include <system_error>
@@ -398,6 +399,17 @@ void AtomicOutput::commit() {
   fs::rename(temp_, final_, ec);
   MRMF_CHECK_KIND(Data, !ec, "cannot rename ", temp_, " to ", final_, ": ", ec.message());
   committed_ = true;
+}
+
+void write_text_atomically(const std::string& path, const std::string& text) {
+  AtomicOutput out(path);
+  {
+    std::ofstream f(out.temp_path());
+    f << text;
+    f.flush();
+    MRMF_CHECK_KIND(Data, f.good(), "cannot write ", out.temp_path());
+  }
+  out.commit();
 }
 
 // ------------------------------------------------------------------ float16

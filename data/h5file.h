@@ -152,6 +152,10 @@ class AtomicOutput {
   bool committed_ = false;
 };
 
+// A text file (report, JSON state) written through an AtomicOutput: a reader,
+// or a process killed while writing, never sees half of it.
+void write_text_atomically(const std::string& path, const std::string& text);
+
 // IEEE binary16 <-> float32 (round to nearest even), done by hand because
 // float16 is a storage type only and HDF5 1.10 has no native half type.
 float half_to_float(uint16_t h);

@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "core/check_mpi.h"
 #include "core/log.h"
 #include "fusion/bn_recalibrate.h"
+#include "fusion/experiment_state.h"
 #include "fusion/fuse.h"
 
 namespace mrmf {
@@ -147,6 +147,13 @@ void Orchestrator::keep_optimizer_state(Trainer& fused, Trainer* coarse, Trainer
 }
 
 MethodRun Orchestrator::run(const std::string& method, uint64_t seed) {
+  // A run starts clean: stage folders of an earlier, interrupted attempt
+  // (which may have had other stages) must not mix with this one's.
+  if (world_.is_root()) {
+    std::error_code ec;
+    fs::remove_all(fs::path(out_) / method / ("seed" + std::to_string(seed)), ec);
+  }
+  world_.barrier();
   if (method == "concurrent") return run_concurrent(seed);
   return run_sequential(method, seed);
 }
@@ -234,54 +241,6 @@ std::pair<double, double> Orchestrator::probe_epoch_times(const Resolution& coar
   return {t[0], t[1]};
 }
 
-namespace {
-// Broadcasts a string (JSON) from `root` over the world communicator.
-std::string bcast_string(const Communicator& world, const std::string& s, int root) {
-  int64_t n = static_cast<int64_t>(s.size());
-  MRMF_MPI_CHECK(MPI_Bcast(&n, 1, MPI_INT64_T, root, world.native()));
-  std::string out = world.rank() == root ? s : std::string(static_cast<size_t>(n), '\0');
-  MRMF_MPI_CHECK(MPI_Bcast(out.data(), static_cast<int>(n), MPI_CHAR, root, world.native()));
-  return out;
-}
-
-nlohmann::json stage_to_json(const StageResult& s) {
-  nlohmann::json h = nlohmann::json::array();
-  for (const auto& e : s.history) h.push_back(nlohmann::json::parse(e.to_json()));
-  return {{"name", s.name},        {"role", s.role},   {"resolution", s.resolution},    {"epochs", s.epochs},
-          {"time_s", s.time_s},    {"val", s.final_val_loss}, {"stop", s.stop_reason}, {"ranks", s.ranks},
-          {"history", h}};
-}
-
-StageResult stage_from_json(const nlohmann::json& j) {
-  StageResult s;
-  s.name = j["name"];
-  s.role = j["role"];
-  s.resolution = j["resolution"];
-  s.epochs = j["epochs"];
-  s.time_s = j["time_s"];
-  s.final_val_loss = j["val"];
-  s.stop_reason = j["stop"];
-  s.ranks = j["ranks"];
-  for (const auto& e : j["history"]) {
-    EpochRecord r;
-    r.epoch = e["epoch"];
-    r.train_loss = e["train_loss"];
-    r.val_loss = e["val_loss"];
-    r.lr = e["lr"];
-    r.io_s = e["io_s"];
-    r.compute_s = e["compute_s"];
-    r.comm_s = e["comm_s"];
-    r.val_s = e["val_s"];
-    r.epoch_s = e["epoch_s"];
-    r.samples_per_s = e["samples_per_s"];
-    r.steps = e["steps"];
-    r.samples = e["samples"];
-    s.history.push_back(r);
-  }
-  return s;
-}
-}  // namespace
-
 std::unique_ptr<Model> exchange_and_fuse(Communicator& world, int coarse_root, std::unique_ptr<Model> mine,
                                          const ModelSpec& coarse_spec, const ModelSpec& dense_spec, Device device,
                                          uint64_t seed) {
@@ -347,8 +306,8 @@ MethodRun Orchestrator::run_concurrent(uint64_t seed) {
 
   // Both groups' stage records, on every rank (rank 0 writes the report).
   const std::string my_json = stage_to_json(mine.result).dump();
-  const StageResult dense_res = stage_from_json(nlohmann::json::parse(bcast_string(world_, my_json, 0)));
-  const StageResult coarse_res = stage_from_json(nlohmann::json::parse(bcast_string(world_, my_json, nd)));
+  const StageResult dense_res = stage_from_json(nlohmann::json::parse(world_.broadcast_string(my_json, 0)));
+  const StageResult coarse_res = stage_from_json(nlohmann::json::parse(world_.broadcast_string(my_json, nd)));
   mr.stages.push_back(coarse_res);
   mr.stages.push_back(dense_res);
   mr.epochs_before_fusion = coarse_res.epochs + dense_res.epochs;

@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "data/h5file.h"
+
 namespace mrmf {
 namespace fs = std::filesystem;
 
@@ -283,6 +285,10 @@ std::string write_report(const std::string& dir, const std::vector<MethodRun>& r
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
   md += fmt::format("{} — {} rank(s) on {}; target validation loss {}; seeds: {}.\n\n", date, ctx.ranks, ctx.device,
                     ctx.target_val_loss, runs.empty() ? 0 : of(runs, order[0]).size());
+  if (runs.size() < ctx.planned_runs)
+    md += fmt::format("**Partial: {} of {} runs finished.** The experiment is still running, or it was stopped; "
+                      "`mrmf experiment --resume` with the same configuration and --out runs the rest.\n\n",
+                      runs.size(), ctx.planned_runs);
   md += "## End-to-end results (mean ± sd over seeds)\n\n" + summary_table(runs) + "\n";
   md += "Times are wall-clock seconds of each stage on its ranks (set-up, training and per-epoch validation), "
         "plus the fusion itself. Improvements are relative to the mean total time.\n\n";
@@ -357,9 +363,11 @@ std::string write_report(const std::string& dir, const std::vector<MethodRun>& r
     if (!base.empty()) j["methods"][m]["improvement_over_baseline_pct"] = 100.0 * (double(j["methods"]["baseline"]["total_s_mean"]) - t) / double(j["methods"]["baseline"]["total_s_mean"]);
     if (!mrt.empty()) j["methods"][m]["improvement_over_mrt_pct"] = 100.0 * (double(j["methods"]["mrt"]["total_s_mean"]) - t) / double(j["methods"]["mrt"]["total_s_mean"]);
   }
-  std::ofstream(fs::path(dir) / "summary.json") << j.dump(2) << "\n";
-  std::ofstream(fs::path(dir) / "report.md") << md;
-  std::ofstream(fs::path(dir) / "chart.svg") << chart_svg(runs);
+  j["planned_runs"] = std::max(ctx.planned_runs, runs.size());
+  j["partial"] = runs.size() < ctx.planned_runs;
+  data::write_text_atomically((fs::path(dir) / "summary.json").string(), j.dump(2) + "\n");
+  data::write_text_atomically((fs::path(dir) / "report.md").string(), md);
+  data::write_text_atomically((fs::path(dir) / "chart.svg").string(), chart_svg(runs));
   return md;
 }
 

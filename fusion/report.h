@@ -18,6 +18,9 @@ struct ReportContext {
   int ranks = 1;
   std::string device;
   double target_val_loss = 0;
+  // Runs (method x seed) the experiment is to have; a report of fewer says
+  // it is partial, and how to continue.
+  size_t planned_runs = 0;
 };
 
 // Writes report.md, chart.svg and summary.json into `dir`; returns the report's text.

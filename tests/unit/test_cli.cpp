@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <set>
+#include <sstream>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -432,7 +433,8 @@ TEST_CASE("cli: train, eval and predict round trip on a tiny file", "[cli]") {
   CHECK_THAT(r.out, Catch::Contains("gone.h5"));
 }
 
-TEST_CASE("cli: an experiment that dies part-way keeps the report of the runs it finished", "[cli][experiment]") {
+TEST_CASE("cli: an experiment that dies part-way keeps the runs it finished, and --resume runs the rest",
+          "[cli][experiment]") {
   SKIP_WITHOUT_BINARY();
   if (!has_command("experiment")) {
     WARN("this mrmf has no experiment subcommand: skipping");
@@ -456,6 +458,70 @@ TEST_CASE("cli: an experiment that dies part-way keeps the report of the runs it
   REQUIRE(j["runs"].size() == 1);
   CHECK(j["runs"][0]["method"] == "baseline");
   CHECK(j["runs"][0]["stages"][0]["stop_reason"] == "max_epochs");
+  // The report says it is partial, and how to go on.
+  CHECK(j["partial"] == true);
+  CHECK(j["planned_runs"] == 2);
+  auto slurp = [](const fs::path& p) {
+    std::stringstream ss;
+    ss << std::ifstream(p).rdbuf();
+    return ss.str();
+  };
+  CHECK_THAT(slurp(fs::path(out) / "report.md"), Catch::Contains("Partial: 1 of 2 runs finished") &&
+                                                     Catch::Contains("--resume"));
+
+  // Refused: --resume with --force; --resume with a key that changes what the
+  // runs compute (named, old -> new); a plain re-run. The saved state stays.
+  const std::string base = "experiment --config " + exp.string() + " --out " + out;
+  const std::string state = slurp(fs::path(out) / "experiment_state.json");
+  r = run(base + " --resume --force");
+  CHECK(r.code == 2);
+  r = run(base + " --resume --set experiment.target_val_loss=0.002 --set train.batch_size=16");
+  INFO(r.out);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("another configuration") && Catch::Contains("experiment.target_val_loss: 0.001 -> 0.002") &&
+                        Catch::Contains("run.train.batch_size: 32 -> 16"));
+  r = run(base);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("--resume"));
+  CHECK(slurp(fs::path(out) / "experiment_state.json") == state);
+
+  // --resume keeps the finished baseline (its files untouched, its numbers
+  // as measured) and runs MRT from its start; runtime keys may change.
+  const std::string baseline_metrics = slurp(fs::path(out) / "baseline/seed1/baseline/metrics.jsonl");
+  REQUIRE_FALSE(baseline_metrics.empty());
+  r = run(base + " --resume --set runtime.threads=1");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("method baseline seed 1: finished earlier"));
+  CHECK(slurp(fs::path(out) / "baseline/seed1/baseline/metrics.jsonl") == baseline_metrics);
+  const auto j2 = nlohmann::json::parse(std::ifstream(fs::path(out) / "summary.json"));
+  REQUIRE(j2["runs"].size() == 2);
+  CHECK(j2["partial"] == false);
+  CHECK(j2["runs"][0]["total_s"] == j["runs"][0]["total_s"]);
+  CHECK(j2["runs"][1]["method"] == "mrt");
+  CHECK(j2["runs"][1]["stages"].size() == 2);
+  CHECK(j2["per_resolution"].contains("2"));  // the breakdown keeps the resumed runs' epochs
+  CHECK_FALSE(Catch::Contains("Partial").match(slurp(fs::path(out) / "report.md")));
+
+  // Another seed on a finished experiment runs only the new seed's runs.
+  r = run(base + " --resume --set experiment.seeds=[1,2] --methods baseline");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("method baseline seed 1: finished earlier") &&
+                        Catch::Contains("method baseline seed 2 ==="));
+  const auto j3 = nlohmann::json::parse(std::ifstream(fs::path(out) / "summary.json"));
+  CHECK(j3["runs"].size() == 3);  // mrt seed 1, no longer planned, is kept
+  CHECK(j3["methods"]["baseline"]["runs"] == 2);
+
+  // A damaged state, or a report without one: named, exit 2, nothing run.
+  std::ofstream(fs::path(out) / "experiment_state.json") << "{\"version\": 1, \"runs\": [";
+  r = run(base + " --resume");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("experiment_state.json is damaged"));
+  fs::remove(fs::path(out) / "experiment_state.json");
+  r = run(base + " --resume");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("has a report but no experiment_state.json"));
 }
 
 TEST_CASE("cli: experiment bad input is refused before training, and the 1-rank concurrent fallback keeps its own runs",

@@ -3,8 +3,12 @@
 // configuration errors.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <limits>
+
 #include "core/error.h"
 #include "fusion/experiment_config.h"
+#include "fusion/experiment_state.h"
 #include "fusion/fuse.h"
 #include "fusion/orchestrator.h"
 #include "fusion/stop_rules.h"
@@ -207,4 +211,68 @@ TEST_CASE("shared_init: the same seed gives coarse and dense models identical co
     }
     REQUIRE(bottom >= 3);  // the conv weights: 3 (Neuron Inverter), 7 (CosmoFlow)
   }
+}
+
+TEST_CASE("experiment state: runs round-trip through JSON (NaN included), identity ignores seeds/methods/runtime",
+          "[fusion][config]") {
+  MethodRun r;
+  r.method = "mrmf1";
+  r.seed = 7;
+  r.total_s = 12.5;
+  r.fusion_s = 0.25;
+  r.final_val_loss = std::numeric_limits<double>::quiet_NaN();  // a diverged run
+  r.epochs_before_fusion = 5;
+  r.epochs_after_fusion = 3;
+  StageResult s;
+  s.name = "mrmf1/stage1/coarse@2";
+  s.role = "coarse";
+  s.resolution = "2";
+  s.epochs = 1;
+  s.time_s = 1.5;
+  s.final_val_loss = 0.3;
+  s.stop_reason = "plateau";
+  s.ranks = 2;
+  EpochRecord e;
+  e.epoch = 0;
+  e.train_loss = 0.4;
+  e.val_loss = std::numeric_limits<double>::infinity();
+  e.io_s = 0.125;
+  e.steps = 9;
+  e.samples = 288;
+  e.tag = "coarse";
+  s.history = {e};
+  r.stages = {s};
+  const MethodRun b = method_run_from_json(nlohmann::json::parse(method_run_to_json(r).dump()));
+  CHECK(b.method == r.method);
+  CHECK(b.seed == r.seed);
+  CHECK(b.total_s == r.total_s);
+  CHECK(b.fusion_s == r.fusion_s);
+  CHECK(std::isnan(b.final_val_loss));
+  CHECK(b.epochs_before_fusion == 5);
+  CHECK(b.epochs_after_fusion == 3);
+  REQUIRE(b.stages.size() == 1);
+  CHECK(b.stages[0].name == s.name);
+  CHECK(b.stages[0].stop_reason == "plateau");
+  CHECK(b.stages[0].ranks == 2);
+  REQUIRE(b.stages[0].history.size() == 1);
+  CHECK(b.stages[0].history[0].train_loss == 0.4);
+  CHECK(std::isnan(b.stages[0].history[0].val_loss));  // JSON has no infinity either: null reads back as NaN
+  CHECK(b.stages[0].history[0].io_s == 0.125);
+  CHECK(b.stages[0].history[0].samples == 288);
+  CHECK(b.stages[0].history[0].tag == "coarse");
+
+  const std::string run = "run: {data: {path: x.h5}}\n";
+  auto identity = [&](const std::string& exp, const std::vector<std::string>& sets, int ranks = 1) {
+    return experiment_identity(parse_experiment_config(run + exp, sets, "exp.yaml"), ranks, "cpu");
+  };
+  const std::string base = "experiment: {target_val_loss: 0.1, methods: [baseline, mrmf1], seeds: [1]}";
+  const std::string a = identity(base, {});
+  CHECK(identity_differences(a, identity(base, {"experiment.seeds=[1,2,3]", "experiment.methods=[mrt]",
+                                                "runtime.threads=3"}))
+            .empty());
+  const auto d = identity_differences(a, identity(base, {"optimizer.lr=0.5", "experiment.shared_init=true"}, 2));
+  REQUIRE(d.size() == 3);
+  CHECK_THAT(d[0], Catch::Contains("experiment.shared_init: false -> true"));
+  CHECK_THAT(d[1], Catch::Contains("launch.ranks: 1 -> 2"));
+  CHECK_THAT(d[2], Catch::Contains("run.optimizer.lr") && Catch::Contains("-> 0.5"));
 }

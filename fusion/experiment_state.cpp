@@ -1,0 +1,185 @@
+#include "fusion/experiment_state.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "core/error.h"
+#include "data/h5file.h"
+#include "fusion/config.h"
+
+namespace mrmf {
+namespace fs = std::filesystem;
+
+namespace {
+constexpr int kStateVersion = 1;
+
+YAML::Node stop_node(const StopRule& s) {
+  YAML::Node n;
+  n["threshold"] = s.threshold;
+  n["patience"] = s.patience;
+  n["max_epochs"] = s.max_epochs;
+  return n;
+}
+
+// JSON has no NaN: a diverged loss is written as null (nlohmann's dump) and
+// must read back as NaN, not throw a type error.
+double number_or_nan(const nlohmann::json& v) {
+  return v.is_null() ? std::numeric_limits<double>::quiet_NaN() : v.get<double>();
+}
+}  // namespace
+
+std::string experiment_identity(const ExperimentConfig& cfg, int ranks, const std::string& device_kind) {
+  YAML::Node root;
+  // The base run configuration with every override applied, as the runs see
+  // it (their per-stage seed, reduction and stop keys are derived from the
+  // experiment section below).
+  root["run"] = YAML::Load(parse_run_config(cfg.run_yaml, cfg.run_sets, "experiment run configuration").text);
+  YAML::Node e = root["experiment"];
+  e["target_val_loss"] = cfg.target_val_loss;
+  e["max_epochs"] = cfg.max_epochs;
+  // Lists as one flow-style value each, so that a difference reads on one line.
+  std::string ladder;
+  for (const auto& r : cfg.ladder) ladder += (ladder.empty() ? "[" : ", [") + resolution_key(r) + "]";
+  e["ladder"] = "[" + ladder + "]";
+  e["one_fusion_coarse"] = resolution_key(cfg.ladder_for("mrt").front());
+  for (size_t st = 0; st + 1 < cfg.ladder.size(); ++st) {
+    const StageStops s = cfg.stops_for_stage(st);
+    YAML::Node n;
+    n["coarse_stop"] = stop_node(s.coarse);
+    n["dense_stop"] = stop_node(s.dense);
+    e["stages"].push_back(n);
+  }
+  for (const auto& [res, sets] : cfg.resolution_overrides) {
+    std::string list;
+    for (const auto& s : sets) list += (list.empty() ? "" : ", ") + s;
+    e["resolution_overrides"][res] = "[" + list + "]";
+  }
+  e["optimizer_at_fusion"] = cfg.optimizer_at_fusion;
+  e["shared_init"] = cfg.shared_init;
+  e["bn_recalibration_batches"] = cfg.bn_recalibration_batches;
+  std::string times;
+  for (double t : cfg.concurrent_times) times += (times.empty() ? "" : ", ") + fmt::format("{}", t);
+  e["concurrent_times"] = "[" + times + "]";
+  e["probe_steps"] = cfg.probe_steps;
+  // Times measured on another number of ranks or another device do not
+  // belong in the same table.
+  root["launch"]["ranks"] = ranks;
+  root["launch"]["device"] = device_kind;
+  return YAML::Dump(root);
+}
+
+std::vector<std::string> identity_differences(const std::string& saved, const std::string& current) {
+  std::vector<std::string> out;
+  for (auto& d : config_differences(saved, current))
+    if (d.rfind("run.runtime.", 0) != 0) out.push_back(std::move(d));
+  return out;
+}
+
+const MethodRun* ExperimentState::find(const std::string& method, uint64_t seed) const {
+  for (const auto& r : runs)
+    if (r.method == method && r.seed == seed) return &r;
+  return nullptr;
+}
+
+nlohmann::json stage_to_json(const StageResult& s) {
+  nlohmann::json h = nlohmann::json::array();
+  for (const auto& e : s.history) h.push_back(nlohmann::json::parse(e.to_json()));
+  return {{"name", s.name},        {"role", s.role},   {"resolution", s.resolution},    {"epochs", s.epochs},
+          {"time_s", s.time_s},    {"val", s.final_val_loss}, {"stop", s.stop_reason}, {"ranks", s.ranks},
+          {"history", h}};
+}
+
+StageResult stage_from_json(const nlohmann::json& j) {
+  StageResult s;
+  s.name = j.at("name");
+  s.role = j.at("role");
+  s.resolution = j.at("resolution");
+  s.epochs = j.at("epochs");
+  s.time_s = j.at("time_s");
+  s.final_val_loss = number_or_nan(j.at("val"));
+  s.stop_reason = j.at("stop");
+  s.ranks = j.at("ranks");
+  for (const auto& e : j.at("history")) {
+    EpochRecord r;
+    r.epoch = e.at("epoch");
+    r.train_loss = number_or_nan(e.at("train_loss"));
+    r.val_loss = number_or_nan(e.at("val_loss"));
+    r.lr = e.at("lr");
+    r.io_s = e.at("io_s");
+    r.compute_s = e.at("compute_s");
+    r.comm_s = e.at("comm_s");
+    r.val_s = e.at("val_s");
+    r.epoch_s = e.at("epoch_s");
+    r.samples_per_s = e.at("samples_per_s");
+    r.steps = e.at("steps");
+    r.samples = e.at("samples");
+    r.tag = e.value("tag", "");
+    s.history.push_back(r);
+  }
+  return s;
+}
+
+nlohmann::json method_run_to_json(const MethodRun& r) {
+  nlohmann::json j{{"method", r.method},
+                   {"seed", r.seed},
+                   {"total_s", r.total_s},
+                   {"final_val_loss", r.final_val_loss},
+                   {"reached_target", r.reached_target},
+                   {"epochs_before_fusion", r.epochs_before_fusion},
+                   {"epochs_after_fusion", r.epochs_after_fusion},
+                   {"fusion_s", r.fusion_s},
+                   {"concurrent_groups", r.concurrent_groups},
+                   {"stages", nlohmann::json::array()}};
+  for (const auto& s : r.stages) j["stages"].push_back(stage_to_json(s));
+  return j;
+}
+
+MethodRun method_run_from_json(const nlohmann::json& j) {
+  MethodRun r;
+  r.method = j.at("method");
+  r.seed = j.at("seed");
+  r.total_s = j.at("total_s");
+  r.final_val_loss = number_or_nan(j.at("final_val_loss"));
+  r.reached_target = j.at("reached_target");
+  r.epochs_before_fusion = j.at("epochs_before_fusion");
+  r.epochs_after_fusion = j.at("epochs_after_fusion");
+  r.fusion_s = j.at("fusion_s");
+  r.concurrent_groups = j.at("concurrent_groups");
+  for (const auto& s : j.at("stages")) r.stages.push_back(stage_from_json(s));
+  return r;
+}
+
+void save_experiment_state(const std::string& dir, const ExperimentState& state) {
+  nlohmann::json j{{"version", kStateVersion}, {"identity", state.identity}, {"runs", nlohmann::json::array()}};
+  for (const auto& r : state.runs) j["runs"].push_back(method_run_to_json(r));
+  fs::create_directories(dir);
+  data::write_text_atomically((fs::path(dir) / kExperimentStateFile).string(), j.dump(1) + "\n");
+}
+
+ExperimentState load_experiment_state(const std::string& path) {
+  std::ifstream in(path);
+  MRMF_CHECK_KIND(Config, in.good(), "cannot read the experiment state ", path);
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text.str());
+    const int version = j.at("version");
+    MRMF_CHECK_KIND(Config, version == kStateVersion, "the experiment state ", path, " has version ", version,
+                    "; this mrmf reads version ", kStateVersion);
+    ExperimentState s;
+    s.identity = j.at("identity");
+    for (const auto& r : j.at("runs")) s.runs.push_back(method_run_from_json(r));
+    return s;
+  } catch (const nlohmann::json::exception& e) {
+    MRMF_THROW(Config, "the experiment state ", path, " is damaged or was not written by mrmf (", e.what(),
+               "); --force starts the experiment over");
+  }
+}
+
+}  // namespace mrmf

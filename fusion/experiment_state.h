@@ -1,0 +1,59 @@
+// What an experiment keeps between processes, so that `mrmf experiment
+// --resume` continues one that was stopped (a Slurm time limit, a node
+// failure) instead of starting over:
+//
+//   <out>/experiment_state.json   {"version", "identity", "runs": [MethodRun...]}
+//
+// rewritten atomically after every finished run (method x seed). A run is
+// the unit of resumption: a finished run is kept with its whole record (the
+// per-epoch histories the report's breakdown is built from); one that was
+// interrupted is run again from its start, because its stages hand models to
+// each other in memory.
+//
+// The identity is everything that decides what a run computes and how its
+// time compares with the others': the effective run configuration (less
+// runtime.*), the experiment's stop rules, ladder, target and fusion options,
+// and the number of ranks and the device kind. Seeds and methods are not
+// part of it: adding a seed or a method to a finished experiment is what
+// --resume is for.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fusion/experiment_config.h"
+#include "fusion/orchestrator.h"
+
+namespace mrmf {
+
+// The identity as YAML text (comparable with config_differences).
+std::string experiment_identity(const ExperimentConfig& cfg, int ranks, const std::string& device_kind);
+
+// The identity keys that differ, "key: old -> new" (runtime.* ignored).
+std::vector<std::string> identity_differences(const std::string& saved, const std::string& current);
+
+struct ExperimentState {
+  std::string identity;
+  std::vector<MethodRun> runs;  // finished runs, in the order they finished
+  // The run of `method` with `seed`, or nullptr.
+  const MethodRun* find(const std::string& method, uint64_t seed) const;
+};
+
+inline constexpr const char* kExperimentStateFile = "experiment_state.json";
+
+// Written to a temporary file in `dir`, flushed and renamed over the old one:
+// a process killed while writing leaves the previous state whole.
+void save_experiment_state(const std::string& dir, const ExperimentState& state);
+// Throws a Config error naming the file when it is not a state this version wrote.
+ExperimentState load_experiment_state(const std::string& path);
+
+// Records <-> JSON (also what the concurrent method's groups exchange). A
+// NaN loss is stored as null and read back as NaN.
+nlohmann::json stage_to_json(const StageResult& s);
+StageResult stage_from_json(const nlohmann::json& j);
+nlohmann::json method_run_to_json(const MethodRun& r);
+MethodRun method_run_from_json(const nlohmann::json& j);
+
+}  // namespace mrmf
