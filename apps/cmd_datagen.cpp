@@ -15,9 +15,13 @@
 #include <memory>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "apps/cli_checks.h"
 #include "apps/commands.h"
+#include "core/communicator.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "data/gen_cosmoflow.h"
 #include "data/gen_neuron.h"
 
@@ -77,6 +81,16 @@ void add_common(CLI::App* sub, DatagenFlags& f, int64_t& train, int64_t& val, in
 int run_neuron(DatagenFlags& f) {
   f.ni.dtype = f.ni_dtype == "float16" ? DType::F16 : DType::F32;
   f.ni.threads = f.threads;
+  // One output file: under mpiexec/srun rank 0 writes it and the other ranks
+  // wait (before, every rank wrote the same file at once).
+  const Communicator world = Communicator::world();
+  if (!world.is_root()) {
+    world.barrier();
+    return 0;
+  }
+  if (world.size() > 1)
+    log::info("datagen neuron-inverter writes one file: rank 0 generates it, {} rank(s) wait (--threads sets the "
+              "cores it uses)", world.size() - 1);
   const fs::path parent = fs::path(f.out).parent_path();
   if (!parent.empty()) fs::create_directories(parent);
   ProgressBar bar("neuron-inverter");
@@ -88,20 +102,32 @@ int run_neuron(DatagenFlags& f) {
               f.out.c_str(), static_cast<long long>(f.ni.train), static_cast<long long>(f.ni.val),
               static_cast<long long>(f.ni.test), f.ni.time_bins, f.ni_dtype.c_str(), s.bytes / 1e6, s.seconds,
               s.samples / std::max(s.seconds, 1e-9));
+  world.barrier();
   return 0;
 }
 
 int run_cosmoflow(DatagenFlags& f) {
   f.cf.threads = f.threads;
+  // Many files: ranks share them (file k on rank k mod ranks).
+  const Communicator world = Communicator::world();
+  f.cf.rank = world.rank();
+  f.cf.ranks = world.size();
+  f.cf.barrier = [&world] { world.barrier(); };
   ProgressBar bar("cosmoflow");
-  f.cf.progress = [&bar](int64_t d, int64_t t) { bar.update(d, t); };
+  if (world.is_root()) f.cf.progress = [&bar](int64_t d, int64_t t) { bar.update(d, t); };
   const auto s = data::generate_cosmoflow(f.out, f.cf, f.force);
   bar.finish();
-  std::printf("datagen cosmoflow: wrote %lld files under %s (train %lld, val %lld, test %lld; %d^3 x 4 uint16) "
-              "%.1f MB in %.1f s, %.1f samples/s\n",
-              static_cast<long long>(s.files), f.out.c_str(), static_cast<long long>(f.cf.train),
-              static_cast<long long>(f.cf.val), static_cast<long long>(f.cf.test), f.cf.size, s.bytes / 1e6,
-              s.seconds, s.samples / std::max(s.seconds, 1e-9));
+  const double files = world.allreduce_sum(static_cast<double>(s.files));
+  const double bytes = world.allreduce_sum(static_cast<double>(s.bytes));
+  const double seconds = world.allreduce_max(s.seconds);
+  const int64_t samples = f.cf.train + f.cf.val + f.cf.test;
+  if (world.is_root())
+    std::printf("datagen cosmoflow: wrote %lld files under %s (train %lld, val %lld, test %lld; %d^3 x 4 uint16) "
+                "%.1f MB in %.1f s, %.1f samples/s%s\n",
+                static_cast<long long>(files), f.out.c_str(), static_cast<long long>(f.cf.train),
+                static_cast<long long>(f.cf.val), static_cast<long long>(f.cf.test), f.cf.size, bytes / 1e6, seconds,
+                static_cast<double>(samples) / std::max(seconds, 1e-9),
+                world.size() > 1 ? fmt::format(" on {} ranks", world.size()).c_str() : "");
   return 0;
 }
 

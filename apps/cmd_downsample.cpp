@@ -13,6 +13,7 @@
 
 #include "apps/cli_checks.h"
 #include "apps/commands.h"
+#include "core/communicator.h"
 #include "data/downsample.h"
 
 namespace mrmf::cli {
@@ -38,12 +39,23 @@ void add_downsample_command(CLI::App& app, Action& action) {
   sub->add_flag("--force", f->opts.force, "replace existing output");
   sub->callback([&action, f] {
     action = [f] {
+      // A CosmoFlow folder is shared by files over the ranks of an
+      // mpiexec/srun launch; a Neuron Inverter file is written by rank 0.
+      const Communicator world = Communicator::world();
+      f->opts.rank = world.rank();
+      f->opts.ranks = world.size();
+      f->opts.barrier = [&world] { world.barrier(); };
       const auto s = data::downsample_dataset(f->in, f->out, f->opts);
-      std::printf("downsample: wrote %lld file(s) under %s (%lld samples, factor %lld along %s) %.1f MB -> %.1f MB "
-                  "in %.1f s\n",
-                  static_cast<long long>(s.files), f->out.c_str(), static_cast<long long>(s.samples),
-                  static_cast<long long>(f->opts.factor), f->opts.axes.c_str(), s.bytes_in / 1e6, s.bytes_out / 1e6,
-                  s.seconds);
+      const double files = world.allreduce_sum(static_cast<double>(s.files));
+      const double samples = world.allreduce_sum(static_cast<double>(s.samples));
+      const double in_mb = world.allreduce_sum(static_cast<double>(s.bytes_in)) / 1e6;
+      const double out_mb = world.allreduce_sum(static_cast<double>(s.bytes_out)) / 1e6;
+      const double seconds = world.allreduce_max(s.seconds);
+      if (world.is_root())
+        std::printf("downsample: wrote %lld file(s) under %s (%lld samples, factor %lld along %s) %.1f MB -> %.1f MB "
+                    "in %.1f s\n",
+                    static_cast<long long>(files), f->out.c_str(), static_cast<long long>(samples),
+                    static_cast<long long>(f->opts.factor), f->opts.axes.c_str(), in_mb, out_mb, seconds);
       return 0;
     };
   });

@@ -94,6 +94,8 @@ DownsampleSummary downsample_neuron_file(const std::string& in, const std::strin
       check_divides(in, NeuronInverterFile::frames_name(s), "T", src.info(s).t, k);
       total += src.info(s).n;
     }
+  if (opts.ranks > 1) opts.barrier();
+  if (opts.rank != 0) return DownsampleSummary{};  // one output file: rank 0 writes it
   if (!fs::path(out).parent_path().empty()) fs::create_directories(fs::path(out).parent_path());
   DownsampleSummary sum;
   {
@@ -191,7 +193,6 @@ DownsampleSummary downsample_cosmoflow_dir(const std::string& in_dir, const std:
   // Validate everything before writing anything. A folder holds either
   // layout: the authors' files ('3Dmap', many samples each) or LBANN's (one
   // sample per file, 'full' channels-first).
-  int64_t total = 0;
   std::vector<CosmoFlowFiles> srcs;
   std::vector<bool> lbann(rel.size(), false);
   const char* names[3] = {"D (x)", "H (y)", "W (z)"};
@@ -202,28 +203,31 @@ DownsampleSummary downsample_cosmoflow_dir(const std::string& in_dir, const std:
       const auto dims = CosmoFlowLbannFiles::open(std::vector<std::string>{p}).dims();
       for (int d = 0; d < 3; ++d) check_divides(p, "full", names[d], dims[static_cast<size_t>(d)], f[static_cast<size_t>(d)]);
       srcs.emplace_back();
-      total += 1;
     } else {
       srcs.push_back(CosmoFlowFiles::open(std::vector<std::string>{p}));
       const auto dims = srcs.back().dims();
       for (int d = 0; d < 3; ++d) check_divides(p, "3Dmap", names[d], dims[static_cast<size_t>(d)], f[static_cast<size_t>(d)]);
-      total += srcs.back().total();
     }
     refuse_existing_output((outp / rel[i]).string(), opts.force);
   }
+  if (opts.ranks > 1) opts.barrier();
   DownsampleSummary sum;
-  int64_t done = 0;
+  int64_t done = 0, mine = 0;
+  for (size_t i = 0; i < rel.size(); ++i)
+    if (static_cast<int64_t>(i) % opts.ranks == opts.rank) mine += lbann[i] ? 1 : srcs[i].total();
   for (size_t i = 0; i < rel.size(); ++i) {
+    if (static_cast<int64_t>(i) % opts.ranks != opts.rank) continue;
     if (lbann[i]) {
       downsample_lbann_file((inp / rel[i]).string(), (outp / rel[i]).string(), f, sum);
-      if (opts.progress) opts.progress(++done, total);
+      if (opts.progress) opts.progress(++done, mine);
       continue;
     }
     const CosmoFlowFiles& src = srcs[i];
     const auto dims = src.dims();
     const int64_t C = src.channels(), n = src.total();
     const std::string in_path = src.path(0), out_path = (outp / rel[i]).string();
-    fs::create_directories(fs::path(out_path).parent_path());
+    std::error_code ec;  // ranks create the same folders at the same time
+    fs::create_directories(fs::path(out_path).parent_path(), ec);
     const H5File h = H5File::open_read(in_path);
     AtomicOutput atomic(out_path);
     H5File o = H5File::create(atomic.temp_path());
@@ -239,7 +243,7 @@ DownsampleSummary downsample_cosmoflow_dir(const std::string& in_dir, const std:
       done += cnt;
       sum.bytes_in += x.numel() * static_cast<int64_t>(dtype_size(src.dtype()));
       sum.bytes_out += cnt * od[0] * od[1] * od[2] * C * 4;
-      if (opts.progress) opts.progress(done, total);
+      if (opts.progress) opts.progress(done, mine);
     }
     const Tensor labels = h.read("unitPar");
     check_finite(labels, in_path + ": dataset 'unitPar'");
@@ -249,13 +253,15 @@ DownsampleSummary downsample_cosmoflow_dir(const std::string& in_dir, const std:
     atomic.commit();
     ++sum.files;
   }
-  sum.samples = total;
+  sum.samples = mine;
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return sum;
 }
 
 DownsampleSummary downsample_dataset(const std::string& in, const std::string& out, const DownsampleOptions& opts) {
   MRMF_CHECK_KIND(Usage, opts.factor >= 1, "--factor must be >= 1, got ", opts.factor);
+  MRMF_CHECK(opts.ranks >= 1 && opts.rank >= 0 && opts.rank < opts.ranks && (opts.ranks == 1 || opts.barrier),
+             "downsample: rank ", opts.rank, " of ", opts.ranks, opts.barrier ? "" : " without a barrier");
   std::vector<std::string> axes;
   {
     std::stringstream ss(opts.axes);

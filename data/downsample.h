@@ -32,9 +32,17 @@ struct DownsampleOptions {
   bool force = false;      // replace existing output
   int64_t max_block_bytes = int64_t(64) << 20;  // input bytes per streamed row block
   std::function<void(int64_t done, int64_t total)> progress;  // samples
+  // Several processes (MPI ranks) share a CosmoFlow folder by files: this one
+  // writes the files whose index (sorted relative paths) is `rank` mod
+  // `ranks`; every rank validates every input first. A Neuron Inverter file
+  // is one output: rank 0 writes it, the others only validate. `barrier`
+  // (required when ranks > 1) holds every rank until all have validated, so
+  // that no rank finds another's new file "already existing".
+  int rank = 0, ranks = 1;
+  std::function<void()> barrier;
 };
 
-struct DownsampleSummary {
+struct DownsampleSummary {  // of what this process wrote
   int64_t files = 0, samples = 0, bytes_in = 0, bytes_out = 0;
   double seconds = 0;
 };

@@ -196,11 +196,15 @@ CosmoGenSummary generate_cosmoflow(const std::string& out_dir, const CosmoGenOpt
   MRMF_CHECK_KIND(Usage, o.per_file >= 1, "--per-file must be at least 1, got ", o.per_file);
   MRMF_CHECK_KIND(Usage, o.train >= 0 && o.val >= 0 && o.test >= 0 && o.train + o.val + o.test > 0,
                   "sample counts must be non-negative and not all zero");
+  MRMF_CHECK(o.ranks >= 1 && o.rank >= 0 && o.rank < o.ranks && (o.ranks == 1 || o.barrier),
+             "generate_cosmoflow: rank ", o.rank, " of ", o.ranks, o.barrier ? "" : " without a barrier");
   const int64_t counts[3] = {o.train, o.val, o.test};
 
   // Refuse (or clear, with overwrite) earlier output before writing anything,
-  // so that a refused run changes nothing and a forced one leaves no stale files.
+  // so that a refused run changes nothing and a forced one leaves no stale
+  // files. Every rank refuses alike; one rank clears.
   for (Split s : kAllSplits) {
+    if (overwrite && o.rank != 0) break;
     const fs::path dir = fs::path(out_dir) / split_name(s);
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) continue;
@@ -211,10 +215,10 @@ CosmoGenSummary generate_cosmoflow(const std::string& out_dir, const CosmoGenOpt
       fs::remove(e.path());
     }
   }
+  if (o.ranks > 1) o.barrier();
 
   const int threads = o.threads > 0 ? o.threads : omp_get_max_threads();
   const int64_t n = o.size, sample_elems = n * n * n * 4;
-  const int64_t total = o.train + o.val + o.test;
   // Samples generated per parallel block: enough for every thread, bounded to ~512 MB.
   const int64_t budget = std::max<int64_t>(1, (int64_t{512} << 20) / (sample_elems * 2));
   CosmoGenSummary sum;
@@ -222,12 +226,22 @@ CosmoGenSummary generate_cosmoflow(const std::string& out_dir, const CosmoGenOpt
                          {"unitPar", {"Omega_m", "sigma8", "n_s", "H0"}},
                          {"mapping", "Omega_m=0.3+0.1u0, sigma8=0.8+0.2u1, n_s=0.96+0.5u2, h=0.7+0.1u3"}};
   plans_for(o.size);  // plan once up front, before any parallel region
-  int64_t done = 0;
+  int64_t done = 0, mine = 0, file_index = 0;
+  for (Split s : kAllSplits) {
+    const int64_t ns = counts[static_cast<size_t>(s)];
+    for (int64_t first = 0; first < ns; first += o.per_file)
+      if (file_index++ % o.ranks == o.rank) mine += std::min<int64_t>(o.per_file, ns - first);
+  }
+  file_index = 0;
   for (Split s : kAllSplits) {
     const int64_t ns = counts[static_cast<size_t>(s)];
     if (ns == 0) continue;
-    fs::create_directories(fs::path(out_dir) / split_name(s));
+    std::error_code ec;  // ranks create the same folders at the same time
+    fs::create_directories(fs::path(out_dir) / split_name(s), ec);
+    MRMF_CHECK_KIND(Data, fs::is_directory(fs::path(out_dir) / split_name(s)), "cannot create ",
+                    (fs::path(out_dir) / split_name(s)).string(), ": ", ec.message());
     for (int64_t k = 0, first = 0; first < ns; ++k, first += o.per_file) {
+      if (file_index++ % o.ranks != o.rank) continue;
       const int64_t nk = std::min<int64_t>(o.per_file, ns - first);
       AtomicOutput out(cosmoflow_file_name(out_dir, s, k));
       {
@@ -247,7 +261,7 @@ CosmoGenSummary generate_cosmoflow(const std::string& out_dir, const CosmoGenOpt
           f.write_rows("3Dmap", b0, maps);
           f.write_rows("unitPar", b0, labels);
           done += nb;
-          if (o.progress) o.progress(done, total);
+          if (o.progress) o.progress(done, mine);
         }
         meta["split"] = split_name(s);
         meta["first_sample"] = first;
@@ -258,7 +272,7 @@ CosmoGenSummary generate_cosmoflow(const std::string& out_dir, const CosmoGenOpt
       ++sum.files;
     }
   }
-  sum.samples = total;
+  sum.samples = mine;
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return sum;
 }

@@ -35,9 +35,15 @@ struct CosmoGenOptions {
   int threads = 0;     // OpenMP threads; 0 = runtime default
   // Called from the calling thread after each block of samples.
   std::function<void(int64_t done, int64_t total)> progress;
+  // Several processes (MPI ranks) share the work by files: this one writes
+  // the files whose index over all splits is `rank` mod `ranks`. Only rank 0
+  // removes earlier output (with overwrite); `barrier` (required when ranks >
+  // 1) then holds every rank until it has.
+  int rank = 0, ranks = 1;
+  std::function<void()> barrier;
 };
 
-struct CosmoGenSummary {
+struct CosmoGenSummary {  // of the files this process wrote
   int64_t samples = 0, files = 0, bytes = 0;
   double seconds = 0;
 };
