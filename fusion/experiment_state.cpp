@@ -87,12 +87,15 @@ const MethodRun* ExperimentState::find(const std::string& method, uint64_t seed)
   return nullptr;
 }
 
-nlohmann::json stage_to_json(const StageResult& s) {
-  nlohmann::json h = nlohmann::json::array();
-  for (const auto& e : s.history) h.push_back(nlohmann::json::parse(e.to_json()));
-  return {{"name", s.name},        {"role", s.role},   {"resolution", s.resolution},    {"epochs", s.epochs},
-          {"time_s", s.time_s},    {"val", s.final_val_loss}, {"stop", s.stop_reason}, {"ranks", s.ranks},
-          {"history", h}};
+nlohmann::json stage_to_json(const StageResult& s, bool with_history) {
+  nlohmann::json j{{"name", s.name},     {"role", s.role},     {"resolution", s.resolution},
+                   {"ranks", s.ranks},   {"epochs", s.epochs}, {"time_s", s.time_s},
+                   {"final_val_loss", s.final_val_loss},       {"stop_reason", s.stop_reason}};
+  if (with_history) {
+    j["history"] = nlohmann::json::array();
+    for (const auto& e : s.history) j["history"].push_back(nlohmann::json::parse(e.to_json()));
+  }
+  return j;
 }
 
 StageResult stage_from_json(const nlohmann::json& j) {
@@ -102,10 +105,10 @@ StageResult stage_from_json(const nlohmann::json& j) {
   s.resolution = j.at("resolution");
   s.epochs = j.at("epochs");
   s.time_s = j.at("time_s");
-  s.final_val_loss = number_or_nan(j.at("val"));
-  s.stop_reason = j.at("stop");
+  s.final_val_loss = number_or_nan(j.at("final_val_loss"));
+  s.stop_reason = j.at("stop_reason");
   s.ranks = j.at("ranks");
-  for (const auto& e : j.at("history")) {
+  for (const auto& e : j.value("history", nlohmann::json::array())) {
     EpochRecord r;
     r.epoch = e.at("epoch");
     r.train_loss = number_or_nan(e.at("train_loss"));
@@ -125,18 +128,18 @@ StageResult stage_from_json(const nlohmann::json& j) {
   return s;
 }
 
-nlohmann::json method_run_to_json(const MethodRun& r) {
+nlohmann::json method_run_to_json(const MethodRun& r, bool with_history) {
   nlohmann::json j{{"method", r.method},
                    {"seed", r.seed},
                    {"total_s", r.total_s},
+                   {"fusion_s", r.fusion_s},
                    {"final_val_loss", r.final_val_loss},
                    {"reached_target", r.reached_target},
                    {"epochs_before_fusion", r.epochs_before_fusion},
                    {"epochs_after_fusion", r.epochs_after_fusion},
-                   {"fusion_s", r.fusion_s},
                    {"concurrent_groups", r.concurrent_groups},
                    {"stages", nlohmann::json::array()}};
-  for (const auto& s : r.stages) j["stages"].push_back(stage_to_json(s));
+  for (const auto& s : r.stages) j["stages"].push_back(stage_to_json(s, with_history));
   return j;
 }
 

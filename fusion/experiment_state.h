@@ -49,11 +49,12 @@ void save_experiment_state(const std::string& dir, const ExperimentState& state)
 // Throws a Config error naming the file when it is not a state this version wrote.
 ExperimentState load_experiment_state(const std::string& path);
 
-// Records <-> JSON (also what the concurrent method's groups exchange). A
-// NaN loss is stored as null and read back as NaN.
-nlohmann::json stage_to_json(const StageResult& s);
+// Records <-> JSON: the state, what the concurrent method's groups exchange
+// and (without the per-epoch histories) summary.json's "runs". A NaN loss is
+// stored as null and read back as NaN.
+nlohmann::json stage_to_json(const StageResult& s, bool with_history = true);
 StageResult stage_from_json(const nlohmann::json& j);
-nlohmann::json method_run_to_json(const MethodRun& r);
+nlohmann::json method_run_to_json(const MethodRun& r, bool with_history = true);
 MethodRun method_run_from_json(const nlohmann::json& j);
 
 }  // namespace mrmf

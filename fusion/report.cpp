@@ -11,6 +11,7 @@
 #include <set>
 
 #include "data/h5file.h"
+#include "fusion/experiment_state.h"
 
 namespace mrmf {
 namespace fs = std::filesystem;
@@ -319,22 +320,7 @@ std::string write_report(const std::string& dir, const std::vector<MethodRun>& r
   j["ranks"] = ctx.ranks;
   j["device"] = ctx.device;
   j["target_val_loss"] = ctx.target_val_loss;
-  for (const auto& r : runs) {
-    nlohmann::json jr{{"method", r.method},
-                      {"seed", r.seed},
-                      {"total_s", r.total_s},
-                      {"fusion_s", r.fusion_s},
-                      {"final_val_loss", r.final_val_loss},
-                      {"reached_target", r.reached_target},
-                      {"epochs_before_fusion", r.epochs_before_fusion},
-                      {"epochs_after_fusion", r.epochs_after_fusion},
-                      {"concurrent_groups", r.concurrent_groups}};
-    for (const auto& s : r.stages)
-      jr["stages"].push_back({{"name", s.name}, {"role", s.role}, {"resolution", s.resolution}, {"ranks", s.ranks},
-                              {"epochs", s.epochs}, {"time_s", s.time_s}, {"final_val_loss", s.final_val_loss},
-                              {"stop_reason", s.stop_reason}});
-    j["runs"].push_back(jr);
-  }
+  for (const auto& r : runs) j["runs"].push_back(method_run_to_json(r, /*with_history=*/false));
   for (const auto& m : order) {
     const auto rs = of(runs, m);
     const Stat tt = over(rs, [](const MethodRun& r) { return r.total_s; });
