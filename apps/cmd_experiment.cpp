@@ -131,7 +131,7 @@ int run_experiment(const ExperimentFlags& f) {
         continue;
       }
       log::info("=== [{}/{}] method {} seed {} ===", ++k, total, m, seed);
-      runs.push_back(orch.run(m, seed));
+      runs.push_back(orch.run(m, seed, f.resume));  // an interrupted run continues in its stages
       const auto& r = runs.back();
       log::info("=== {} seed {}: {:.1f} s, final val loss {:.5f}{}, epochs {} before / {} after fusion", m, seed,
                 r.total_s, r.final_val_loss, r.reached_target ? "" : " (target NOT reached)", r.epochs_before_fusion,

@@ -43,7 +43,7 @@ namespace {
 const std::set<std::string> kExperimentKeys = {
     "methods", "seeds", "target_val_loss", "max_epochs", "ladder", "one_fusion_coarse", "coarse_stop", "dense_stop",
     "stages", "resolution_overrides", "optimizer_at_fusion", "bn_recalibration_batches", "concurrent_times",
-    "probe_steps", "shared_init"};
+    "probe_steps", "shared_init", "stage_checkpoints"};
 
 template <class T>
 T get(const YAML::Node& n, const std::string& key) {
@@ -166,6 +166,7 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
           get<std::map<std::string, std::vector<std::string>>>(e["resolution_overrides"], "resolution_overrides");
     if (e["optimizer_at_fusion"]) c.optimizer_at_fusion = get<std::string>(e["optimizer_at_fusion"], "optimizer_at_fusion");
     if (e["shared_init"]) c.shared_init = get<bool>(e["shared_init"], "shared_init");
+    if (e["stage_checkpoints"]) c.stage_checkpoints = get<bool>(e["stage_checkpoints"], "stage_checkpoints");
     if (e["bn_recalibration_batches"])
       c.bn_recalibration_batches = get<int64_t>(e["bn_recalibration_batches"], "bn_recalibration_batches");
     if (e["concurrent_times"]) c.concurrent_times = get<std::vector<double>>(e["concurrent_times"], "concurrent_times");

@@ -21,6 +21,8 @@
 //                                   # initial weights (same seed: identical convolutions)
 //     bn_recalibration_batches: 0   # > 0: re-estimate BN statistics of a fused/transferred model
 //                                   # on this many training batches first (fusion/bn_recalibrate.h)
+//     stage_checkpoints: true       # each stage writes checkpoint.h5 every epoch, so that --resume
+//                                   # continues an interrupted run inside its stage (false: the run restarts)
 //     concurrent_times: []          # [t_dense, t_coarse] epoch times; empty = measured by a probe
 //     probe_steps: 3
 #pragma once
@@ -65,6 +67,10 @@ struct ExperimentConfig {
   // that began where the coarse bottom's did.
   bool shared_init = false;
   int64_t bn_recalibration_batches = 0;  // 0: the paper's method, BN statistics travel unchanged
+  // Stages write checkpoints (train.checkpoint_every; the pre-fusion ones are
+  // removed when their run has finished) so that `mrmf experiment --resume`
+  // continues an interrupted run where its last checkpoint was.
+  bool stage_checkpoints = true;
   std::vector<double> concurrent_times;
   int64_t probe_steps = 3;
 

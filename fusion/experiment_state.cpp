@@ -108,23 +108,7 @@ StageResult stage_from_json(const nlohmann::json& j) {
   s.final_val_loss = number_or_nan(j.at("final_val_loss"));
   s.stop_reason = j.at("stop_reason");
   s.ranks = j.at("ranks");
-  for (const auto& e : j.value("history", nlohmann::json::array())) {
-    EpochRecord r;
-    r.epoch = e.at("epoch");
-    r.train_loss = number_or_nan(e.at("train_loss"));
-    r.val_loss = number_or_nan(e.at("val_loss"));
-    r.lr = e.at("lr");
-    r.io_s = e.at("io_s");
-    r.compute_s = e.at("compute_s");
-    r.comm_s = e.at("comm_s");
-    r.val_s = e.at("val_s");
-    r.epoch_s = e.at("epoch_s");
-    r.samples_per_s = e.at("samples_per_s");
-    r.steps = e.at("steps");
-    r.samples = e.at("samples");
-    r.tag = e.value("tag", "");
-    s.history.push_back(r);
-  }
+  for (const auto& e : j.value("history", nlohmann::json::array())) s.history.push_back(EpochRecord::from_json(e));
   return s;
 }
 

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "core/log.h"
@@ -102,7 +104,8 @@ Orchestrator::Stage Orchestrator::train_stage(const std::string& name, const std
   TrainerOptions to;
   to.out_dir = dir;
   to.tag = name;
-  to.write_checkpoints = false;
+  to.write_checkpoints = cfg_.stage_checkpoints;
+  to.resume = resume_;
   Stage s;
   s.trainer = std::make_unique<Trainer>(rc, comm, device_, to);
   if (start) {
@@ -124,12 +127,15 @@ Orchestrator::Stage Orchestrator::train_stage(const std::string& name, const std
   s.result.name = name;
   s.result.role = role;
   s.result.resolution = resolution_key(r);
-  s.result.epochs = fr.epochs();
+  // A resumed stage: the epochs an earlier process trained count as if this
+  // one had (their records come from the metrics the checkpoint covers).
+  s.result.epochs = static_cast<int64_t>(comm.allreduce_max(static_cast<double>(fr.resumed_epochs))) + fr.epochs();
   s.result.final_val_loss = fr.final_val_loss;
   s.result.stop_reason = fr.stop_reason;
-  s.result.history = fr.history;
+  s.result.history = fr.resumed_history;
+  s.result.history.insert(s.result.history.end(), fr.history.begin(), fr.history.end());
   s.result.ranks = comm.size();
-  s.result.time_s = comm.allreduce_max(since(t0));
+  s.result.time_s = comm.allreduce_max(since(t0)) + comm.allreduce_max(fr.resumed_s);
   if (fr.stop_reason == "max_epochs" && (stop.threshold > 0 || target > 0))
     log::info("[{}] notice: the {}-epoch guard stopped this stage before its {} fired", name, stop.max_epochs,
               target > 0 ? "target" : "plateau rule");
@@ -146,16 +152,27 @@ void Orchestrator::keep_optimizer_state(Trainer& fused, Trainer* coarse, Trainer
   if (dense) fused.optimizer().copy_group_state_from(dense->optimizer(), ParamGroup::Top);
 }
 
-MethodRun Orchestrator::run(const std::string& method, uint64_t seed) {
-  // A run starts clean: stage folders of an earlier, interrupted attempt
-  // (which may have had other stages) must not mix with this one's.
-  if (world_.is_root()) {
+MethodRun Orchestrator::run(const std::string& method, uint64_t seed, bool resume) {
+  const fs::path dir = fs::path(out_) / method / ("seed" + std::to_string(seed));
+  resume_ = resume && cfg_.stage_checkpoints;
+  // A new run starts clean: stage folders of an earlier, interrupted attempt
+  // must not mix with this one's.
+  if (world_.is_root() && !resume_) {
     std::error_code ec;
-    fs::remove_all(fs::path(out_) / method / ("seed" + std::to_string(seed)), ec);
+    fs::remove_all(dir, ec);
   }
   world_.barrier();
-  if (method == "concurrent") return run_concurrent(seed);
-  return run_sequential(method, seed);
+  MethodRun mr = method == "concurrent" ? run_concurrent(seed) : run_sequential(method, seed);
+  // The run is finished: the pre-fusion stages' checkpoints were only there
+  // to resume it. The final stage's (the trained model) stays.
+  if (world_.is_root()) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      const std::string stage = e.path().filename().string();
+      if (e.is_directory() && stage != "baseline" && stage != "finetune") fs::remove(e.path() / "checkpoint.h5", ec);
+    }
+  }
+  return mr;
 }
 
 MethodRun Orchestrator::run_sequential(const std::string& method, uint64_t seed, const std::string& label_in) {
@@ -225,6 +242,41 @@ MethodRun Orchestrator::run_sequential(const std::string& method, uint64_t seed,
   return mr;
 }
 
+int Orchestrator::concurrent_split(const std::string& dir, const Resolution& coarse, uint64_t seed) {
+  // A resumed run keeps its first attempt's split: its groups' checkpoints
+  // were written by that many ranks (a new probe could move the split).
+  const fs::path record = fs::path(dir) / "split.json";
+  std::string saved;
+  if (world_.is_root() && resume_ && fs::exists(record)) {
+    std::ifstream in(record);
+    std::stringstream text;
+    text << in.rdbuf();
+    saved = text.str();
+  }
+  saved = world_.broadcast_string(saved, 0);
+  if (!saved.empty()) {
+    const auto j = nlohmann::json::parse(saved, nullptr, false);
+    if (!j.is_discarded() && j.contains("dense_ranks") && j["dense_ranks"].is_number_integer()) {
+      const int nd = j["dense_ranks"].get<int>();
+      if (nd >= 1 && nd < world_.size()) {
+        log::info("concurrent split of the interrupted run kept: {} rank(s) dense, {} rank(s) coarse", nd,
+                  world_.size() - nd);
+        return nd;
+      }
+    }
+  }
+  const auto [t_dense, t_coarse] = probe_epoch_times(coarse, seed);
+  const int nd = dense_group_size(world_.size(), t_dense, t_coarse);
+  log::info("concurrent split: {} rank(s) dense, {} rank(s) coarse (t_dense {:.2f} s, t_coarse {:.2f} s)", nd,
+            world_.size() - nd, t_dense, t_coarse);
+  if (world_.is_root()) {
+    fs::create_directories(dir);
+    std::ofstream(record) << nlohmann::json{{"dense_ranks", nd}, {"t_dense", t_dense}, {"t_coarse", t_coarse}}.dump()
+                          << "\n";
+  }
+  return nd;
+}
+
 std::pair<double, double> Orchestrator::probe_epoch_times(const Resolution& coarse, uint64_t seed) {
   if (!cfg_.concurrent_times.empty()) return {cfg_.concurrent_times[0], cfg_.concurrent_times[1]};
   double t[2];
@@ -275,11 +327,8 @@ MethodRun Orchestrator::run_concurrent(uint64_t seed) {
   mr.seed = seed;
   const std::string dir = (fs::path(out_) / "concurrent" / ("seed" + std::to_string(seed))).string();
   const auto ladder = cfg_.ladder_for("concurrent");
-  const auto [t_dense, t_coarse] = probe_epoch_times(ladder[0], seed);
-  const int nd = dense_group_size(world_.size(), t_dense, t_coarse);
+  const int nd = concurrent_split(dir, ladder[0], seed);
   const bool dense_rank = world_.rank() < nd;
-  log::info("concurrent split: {} rank(s) dense, {} rank(s) coarse (t_dense {:.2f} s, t_coarse {:.2f} s)", nd,
-            world_.size() - nd, t_dense, t_coarse);
   Communicator group = world_.split(dense_rank ? 0 : 1, world_.rank());
   const StageStops stops = cfg_.stops_for_stage(0);
 

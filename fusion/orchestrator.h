@@ -12,6 +12,9 @@
 //               of ranks sized t_d/(t_d+t_c) : t_c/(t_d+t_c); the groups then
 //               exchange their blocks so every rank holds M_f (sequential with
 //               a notice when there are fewer than two ranks)
+// Stages write checkpoints (stage_checkpoints) so that an interrupted run
+// can be resumed inside a stage; the pre-fusion ones are removed once the run
+// has finished (the final stage's, the trained model, is kept).
 // With bn_recalibration_batches > 0, a stage that starts from a fused or
 // transferred model first re-estimates its BN running statistics at its own
 // resolution (fusion/bn_recalibrate.h); that time counts in the stage's.
@@ -68,7 +71,12 @@ std::unique_ptr<Model> exchange_and_fuse(Communicator& world, int coarse_root, s
 class Orchestrator {
  public:
   Orchestrator(ExperimentConfig cfg, Communicator& world, Device device, std::string out_dir);
-  MethodRun run(const std::string& method, uint64_t seed);
+  // Runs one method with one seed. Without `resume` the run's folder is
+  // cleared first; with it, stages that an interrupted attempt left
+  // checkpoints for continue from them (finished stages are restored, not
+  // retrained) -- the result equals an uninterrupted run's in deterministic
+  // CPU mode.
+  MethodRun run(const std::string& method, uint64_t seed, bool resume = false);
 
   // The run configuration of one stage (exposed for tests).
   RunConfig stage_config(const Resolution& r, uint64_t seed, const StopRule& stop, double target) const;
@@ -89,6 +97,9 @@ class Orchestrator {
   MethodRun run_sequential(const std::string& method, uint64_t seed, const std::string& label = "");
   MethodRun run_concurrent(uint64_t seed);
   std::pair<double, double> probe_epoch_times(const Resolution& coarse, uint64_t seed);
+  // Dense group size for the concurrent run in `dir`: probed and recorded, or
+  // the recorded one when resuming.
+  int concurrent_split(const std::string& dir, const Resolution& coarse, uint64_t seed);
   void check_before_training();
   // The initialisation (and shuffling) seed of stage `stage`'s dense model.
   uint64_t dense_seed(uint64_t seed, size_t stage) const;
@@ -97,6 +108,7 @@ class Orchestrator {
   Communicator& world_;
   Device device_;
   std::string out_;
+  bool resume_ = false;  // of the current run
 };
 
 }  // namespace mrmf

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <tuple>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -38,6 +39,28 @@ std::string EpochRecord::to_json() const {
                    {"samples_per_s", samples_per_s}, {"steps", steps},  {"samples", samples}};
   if (!tag.empty()) j["tag"] = tag;
   return j.dump();
+}
+
+EpochRecord EpochRecord::from_json(const nlohmann::json& j) {
+  auto number = [&](const char* k) {  // NaN and Inf are written as null
+    const auto& v = j.at(k);
+    return v.is_null() ? std::numeric_limits<double>::quiet_NaN() : v.get<double>();
+  };
+  EpochRecord r;
+  r.epoch = j.at("epoch");
+  r.train_loss = number("train_loss");
+  r.val_loss = number("val_loss");
+  r.lr = number("lr");
+  r.io_s = number("io_s");
+  r.compute_s = number("compute_s");
+  r.comm_s = number("comm_s");
+  r.val_s = number("val_s");
+  r.epoch_s = number("epoch_s");
+  r.samples_per_s = number("samples_per_s");
+  r.steps = j.at("steps");
+  r.samples = j.at("samples");
+  r.tag = j.value("tag", "");
+  return r;
 }
 
 // ------------------------------------------------------------------ factories
@@ -494,6 +517,11 @@ bool Trainer::try_resume() {
       keep.push_back(line);
       ++resumed_epochs_;
       resumed_s_ += j.value("epoch_s", 0.0);
+      try {
+        resumed_history_.push_back(EpochRecord::from_json(j));
+      } catch (const nlohmann::json::exception&) {
+        // a line of an older format: counted, its record left out of the history
+      }
       if (const auto v = j.find("val_loss"); v != j.end() && v->is_number())  // NaN is written as null
         resumed_val_loss_ = v->get<double>();
     }
@@ -516,6 +544,7 @@ FitResult Trainer::fit() {
   FitResult res;
   res.resumed_epochs = resumed_epochs_;
   res.resumed_s = resumed_s_;
+  res.resumed_history = resumed_history_;
   const std::string who = opts_.tag.empty() ? "" : opts_.tag + " ";
   // What a resumed run that trains nothing more ends with.
   res.final_val_loss = resumed_val_known_ ? last_val_loss_ : resumed_val_loss_;

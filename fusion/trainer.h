@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "core/communicator.h"
 #include "data/loader.h"
 #include "fusion/config.h"
@@ -41,6 +43,9 @@ struct EpochRecord {
   int64_t steps = 0, samples = 0;  // global samples
   std::string tag;  // which model/stage (orchestrator runs)
   std::string to_json() const;
+  // The inverse of to_json (one metrics.jsonl line); a null loss (NaN or
+  // Inf when written) reads back as NaN. Throws nlohmann::json errors.
+  static EpochRecord from_json(const nlohmann::json& j);
 };
 
 struct FitResult {
@@ -53,6 +58,7 @@ struct FitResult {
   // the metrics.jsonl lines the checkpoint covers (rank 0 only).
   int64_t resumed_epochs = 0;
   double resumed_s = 0;
+  std::vector<EpochRecord> resumed_history;  // those epochs' records (rank 0 only)
   int64_t epochs() const { return static_cast<int64_t>(history.size()); }
 };
 
@@ -131,6 +137,7 @@ class Trainer {
   int64_t resume_batch_ = 0;
   double resume_loss_sum_ = 0;
   int64_t resumed_epochs_ = 0;  // see FitResult
+  std::vector<EpochRecord> resumed_history_;
   double resumed_s_ = 0;
   double resumed_val_loss_ = 0;  // the last resumed epoch's (rank 0 only, as the two above)
   double last_val_loss_ = 0;     // of the last finished epoch; in checkpoints, so that every rank has it

@@ -486,13 +486,17 @@ TEST_CASE("cli: an experiment that dies part-way keeps the runs it finished, and
   CHECK(slurp(fs::path(out) / "experiment_state.json") == state);
 
   // --resume keeps the finished baseline (its files untouched, its numbers
-  // as measured) and runs MRT from its start; runtime keys may change.
+  // as measured) and continues MRT inside its coarse stage, from the
+  // checkpoint of its epoch 0 (it died at step 12: epoch 1 of 8-step
+  // epochs); runtime keys may change.
+  REQUIRE(fs::exists(fs::path(out) / "mrt/seed1/coarse/checkpoint.h5"));
   const std::string baseline_metrics = slurp(fs::path(out) / "baseline/seed1/baseline/metrics.jsonl");
   REQUIRE_FALSE(baseline_metrics.empty());
   r = run(base + " --resume --set runtime.threads=1");
   INFO(r.out);
   REQUIRE(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("method baseline seed 1: finished earlier"));
+  CHECK_THAT(r.out, Catch::Contains("mrt/coarse@2: resumed from") && Catch::Contains("at epoch 1"));
   CHECK(slurp(fs::path(out) / "baseline/seed1/baseline/metrics.jsonl") == baseline_metrics);
   const auto j2 = nlohmann::json::parse(std::ifstream(fs::path(out) / "summary.json"));
   REQUIRE(j2["runs"].size() == 2);
@@ -501,6 +505,38 @@ TEST_CASE("cli: an experiment that dies part-way keeps the runs it finished, and
   CHECK(j2["runs"][1]["method"] == "mrt");
   CHECK(j2["runs"][1]["stages"].size() == 2);
   CHECK(j2["per_resolution"].contains("2"));  // the breakdown keeps the resumed runs' epochs
+  // The resumed MRT run equals an uninterrupted one (deterministic CPU mode):
+  // the same epochs, losses and stops, the epochs before the interruption
+  // included.
+  {
+    const std::string ref = (s.dir / "exp_ref").string();
+    r = run("experiment --config " + exp.string() + " --out " + ref + " --methods mrt");
+    REQUIRE(r.code == 0);
+    const auto jr = nlohmann::json::parse(std::ifstream(fs::path(ref) / "summary.json"));
+    const auto& a = j2["runs"][1];
+    const auto& b = jr["runs"][0];
+    CHECK(a["final_val_loss"] == b["final_val_loss"]);
+    CHECK(a["epochs_before_fusion"] == b["epochs_before_fusion"]);
+    CHECK(j2["per_resolution"]["2"]["epochs"] == jr["per_resolution"]["2"]["epochs"]);  // histories complete
+    for (size_t k = 0; k < 2; ++k) {
+      CHECK(a["stages"][k]["epochs"] == b["stages"][k]["epochs"]);
+      CHECK(a["stages"][k]["final_val_loss"] == b["stages"][k]["final_val_loss"]);
+      CHECK(a["stages"][k]["stop_reason"] == b["stages"][k]["stop_reason"]);
+    }
+    CHECK(slurp(fs::path(out) / "mrt/seed1/coarse/metrics.jsonl").size() > 0);
+    // Pre-fusion checkpoints are removed once a run is finished; the final model stays.
+    CHECK_FALSE(fs::exists(fs::path(out) / "mrt/seed1/coarse/checkpoint.h5"));
+    CHECK(fs::exists(fs::path(out) / "mrt/seed1/finetune/checkpoint.h5"));
+    // Every coarse epoch's training loss, the resumed ones from metrics.jsonl.
+    auto losses = [&](const fs::path& m) {
+      std::vector<double> v;
+      std::ifstream in(m);
+      for (std::string line; std::getline(in, line);) v.push_back(nlohmann::json::parse(line)["train_loss"]);
+      return v;
+    };
+    CHECK(losses(fs::path(out) / "mrt/seed1/coarse/metrics.jsonl") ==
+          losses(fs::path(ref) / "mrt/seed1/coarse/metrics.jsonl"));
+  }
   CHECK_FALSE(Catch::Contains("Partial").match(slurp(fs::path(out) / "report.md")));
 
   // Another seed on a finished experiment runs only the new seed's runs.

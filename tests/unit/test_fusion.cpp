@@ -186,6 +186,11 @@ TEST_CASE("experiment config: bad input is reported before any training", "[fusi
   REQUIRE(ok.ladder_for("mrt") == std::vector<Resolution>{{2}, {1}});
   REQUIRE_FALSE(ok.shared_init);  // each dense model draws its own initial weights by default
   fails("experiment: {target_val_loss: 0.1, shared_init: sometimes}", "'shared_init': wrong type");
+  fails("experiment: {target_val_loss: 0.1, stage_checkpoints: maybe}", "'stage_checkpoints': wrong type");
+  REQUIRE(ok.stage_checkpoints);  // on by default: --resume continues inside a stage
+  REQUIRE_FALSE(parse_experiment_config(run + "experiment: {target_val_loss: 0.1, stage_checkpoints: false}", {},
+                                        "exp.yaml")
+                    .stage_checkpoints);
   REQUIRE(parse_experiment_config(run + "experiment: {target_val_loss: 0.1, shared_init: true}", {}, "exp.yaml")
               .shared_init);
 }
