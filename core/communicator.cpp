@@ -121,11 +121,13 @@ void Communicator::ensure_nccl(Device device, Stream& stream) {
   ncclUniqueId id;
   if (rank_ == 0) MRMF_NCCL_CHECK(ncclGetUniqueId(&id));
   MRMF_MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm_));
-  auto* n = new Nccl();
-  n->device = device.index;
   set_current_device(device);
-  nccl_ = {n, &destroy_nccl};
+  // Installed only once initialised: after a failed init a later call must
+  // try again, not find a communicator-less state for this device.
+  std::unique_ptr<Nccl, void (*)(Nccl*)> n(new Nccl(), &destroy_nccl);
+  n->device = device.index;
   MRMF_NCCL_CHECK(ncclCommInitRank(&n->comm, size_, id, rank_));
+  nccl_ = std::move(n);
 #else
   (void)stream;
   MRMF_THROW(Device, "NCCL communicator requested on ", device.str(), " but mrmf was built without CUDA");
@@ -137,12 +139,12 @@ void Communicator::allreduce_sum(const Tensor& t, Stream& stream) {
                   t.str());
   if (size_ == 1 || t.numel() == 0) return;
   if (t.device().is_cuda()) {
-#ifdef MRMF_HAVE_CUDA
-    ensure_nccl(t.device(), stream);
-    MRMF_NCCL_CHECK(ncclAllReduce(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()), ncclFloat, ncclSum,
-                                  nccl_->comm, static_cast<cudaStream_t>(stream.native())));
+    enqueue_nccl_sum(t, stream);
+    // Waited for here, under the watchdog: a dead peer is an error, not a
+    // hang in a later cudaStreamSynchronize (iallreduce_sum is the
+    // asynchronous form).
+    sync_nccl(stream, "NCCL all-reduce");
     return;
-#endif
   }
   // MPI counts are int: reduce in chunks so buffers above 2^31 elements work.
   constexpr int64_t kMaxCount = int64_t(1) << 30;
@@ -161,13 +163,24 @@ void Communicator::allreduce_avg(const Tensor& t, Stream& stream) {
   kernels::axpby(stream, t, t, 0.f, 1.f / static_cast<float>(size_));
 }
 
+void Communicator::enqueue_nccl_sum(const Tensor& t, Stream& stream) {
+#ifdef MRMF_HAVE_CUDA
+  ensure_nccl(t.device(), stream);
+  MRMF_NCCL_CHECK(ncclAllReduce(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()), ncclFloat, ncclSum,
+                                nccl_->comm, static_cast<cudaStream_t>(stream.native())));
+#else
+  (void)stream;
+  MRMF_THROW(Device, "NCCL all-reduce of ", t.str(), " but mrmf was built without CUDA");
+#endif
+}
+
 Communicator::Request Communicator::iallreduce_sum(const Tensor& t, Stream& stream) {
   Request r;
   MRMF_CHECK_KIND(Shape, t.dtype() == DType::F32 && t.is_contiguous(), "allreduce: expected a contiguous float32 tensor, got ",
                   t.str());
   if (size_ == 1 || t.numel() == 0) return r;
   if (t.device().is_cuda()) {
-    allreduce_sum(t, stream);  // NCCL: already asynchronous on the stream
+    enqueue_nccl_sum(t, stream);  // NCCL: asynchronous on the stream; wait() waits
     r.stream = &stream;
     return r;
   }
@@ -196,9 +209,15 @@ void Communicator::sync_nccl(Stream& stream, const char* what) {
   Nccl* n = nccl_.get();
   cudaStream_t st = static_cast<cudaStream_t>(stream.native());
   WatchdogHooks hooks;
-  hooks.done = [st] {
+  hooks.done = [st, n] {
     const cudaError_t e = cudaStreamQuery(st);
     if (e == cudaErrorNotReady) return false;
+    if (e != cudaSuccess && n->comm) {
+      // A sticky CUDA error: abort the communicator before throwing, or its
+      // destruction (ncclCommDestroy) could wait for peers forever.
+      MRMF_NCCL_WARN(ncclCommAbort(n->comm));
+      n->comm = nullptr;
+    }
     MRMF_CUDA_CHECK(e);
     return true;
   };

@@ -78,6 +78,8 @@ class Communicator {
   Communicator(MPI_Comm comm, bool owned);
   void release() noexcept;  // frees an owned communicator and the NCCL state
   void ensure_nccl(Device device, Stream& stream);
+  // ncclAllReduce (sum, in place) of `t` on `stream`, not waited for.
+  void enqueue_nccl_sum(const Tensor& t, Stream& stream);
   // Waits for the NCCL work queued on `stream` under the watchdog
   // (core/watchdog.h): an asynchronous NCCL error or a peer that never
   // arrives aborts the communicator and throws instead of hanging.

@@ -16,7 +16,12 @@ Stream Stream::create(Device d) {
 #ifdef MRMF_HAVE_CUDA
     set_current_device(d);
     cudaStream_t h = nullptr;
-    MRMF_CUDA_CHECK(cudaStreamCreateWithFlags(&h, cudaStreamNonBlocking));
+    // A blocking stream (cudaStreamDefault): it still runs concurrently with
+    // the other created streams, but is ordered with the legacy default
+    // stream, where the cpu_stream() placeholder sends device copies and
+    // memsets (parameter init, fusion's block copies, checkpoint loads) --
+    // a non-blocking stream could read those buffers before they are written.
+    MRMF_CUDA_CHECK(cudaStreamCreateWithFlags(&h, cudaStreamDefault));
     s.handle_ = h;
 #else
     MRMF_THROW(Device, "cannot create a stream on ", d.str(), ": built without CUDA");

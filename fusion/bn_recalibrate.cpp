@@ -36,6 +36,11 @@ BnRecalibration recalibrate_batchnorm(Model& model, Context& ctx, data::Loader& 
     while (r.batches < n && loader.next(b)) {
       ctx.set_bn_momentum_override(1.0 / static_cast<double>(r.batches + 1));
       (void)model.forward(ctx, b.x);
+      // Wait for the forward before the loader allocates the next batch: the
+      // device memory cache is not stream-aware, so activations this forward
+      // freed on the host could be handed to the loader's stream while its
+      // kernels still use them (training steps end with the same wait).
+      ctx.stream().synchronize();
       ++r.batches;
     }
   }
