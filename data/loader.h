@@ -157,4 +157,9 @@ std::unique_ptr<Loader> open_loader(const DataSpec& spec, LoaderOptions opts);
 // metadata alone (no data is read): for validating resolution ladders.
 Shape dataset_sample_shape(const DataSpec& spec);
 
+// What a data set is, for `mrmf experiment --resume` to tell whether the data
+// changed: "<N> samples of <shape> <dtype>, labels #<hash of the first 256
+// labels>" (data/fingerprint.cpp). Reads metadata and labels only.
+std::string data_fingerprint(const DataSpec& spec);
+
 }  // namespace mrmf::data

@@ -190,6 +190,11 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
                     "from coarse to fine, but [", resolution_key(c.ladder[i]), "] is followed by [",
                     resolution_key(c.ladder[i + 1]), "], which is not finer");
   MRMF_CHECK_KIND(Config, !c.seeds.empty(), "experiment key 'seeds': no seed given");
+  {
+    std::set<uint64_t> seen;  // a repeated seed would repeat a run bit for bit (deterministic mode)
+    for (uint64_t seed : c.seeds)
+      MRMF_CHECK_KIND(Config, seen.insert(seed).second, "experiment key 'seeds': ", seed, " is given twice");
+  }
   MRMF_CHECK_KIND(Config, c.target_val_loss > 0, "experiment key 'target_val_loss': must be positive (every method "
                   "trains to the same target)");
   MRMF_CHECK_KIND(Config, c.max_epochs >= 1, "experiment key 'max_epochs': must be at least 1");

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "data/h5file.h"
 #include "fusion/config.h"
+#include "fusion/trainer.h"
 
 namespace mrmf {
 namespace fs = std::filesystem;
@@ -39,7 +40,12 @@ std::string experiment_identity(const ExperimentConfig& cfg, int ranks, const st
   // The base run configuration with every override applied, as the runs see
   // it (their per-stage seed, reduction and stop keys are derived from the
   // experiment section below).
-  root["run"] = YAML::Load(parse_run_config(cfg.run_yaml, cfg.run_sets, "experiment run configuration").text);
+  const RunConfig rc = parse_run_config(cfg.run_yaml, cfg.run_sets, "experiment run configuration");
+  root["run"] = YAML::Load(rc.text);
+  // The data behind the paths: a data set regenerated or replaced under the
+  // same name must not be mixed with the runs measured on the old one.
+  root["data"]["train"] = data::data_fingerprint(data_spec(rc, data::Split::Train));
+  root["data"]["val"] = data::data_fingerprint(data_spec(rc, data::Split::Val));
   YAML::Node e = root["experiment"];
   e["target_val_loss"] = cfg.target_val_loss;
   e["max_epochs"] = cfg.max_epochs;

@@ -134,7 +134,6 @@ std::unique_ptr<Optimizer> make_optimizer(const RunConfig& cfg, ParamStore& stor
   return std::make_unique<Adam>(store, ao);
 }
 
-static data::DataSpec data_spec(const RunConfig& cfg, data::Split split);
 
 ModelSpec model_spec_for(const RunConfig& cfg, const Shape& sample_shape) {
   ModelSpec spec;
@@ -166,7 +165,7 @@ Shape reduced_sample_shape(const RunConfig& cfg) {
   return s;
 }
 
-static data::DataSpec data_spec(const RunConfig& cfg, data::Split split) {
+data::DataSpec data_spec(const RunConfig& cfg, data::Split split) {
   data::DataSpec d;
   d.format = data::parse_data_format(cfg.data.format);
   d.split = split;

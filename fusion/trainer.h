@@ -150,6 +150,8 @@ ModelSpec model_spec_for(const RunConfig& cfg, const Shape& sample_shape);
 // by data.reduce), from file metadata only. Throws naming the axis when a
 // factor does not divide it.
 Shape reduced_sample_shape(const RunConfig& cfg);
+// The data one split of a run reads (data.path, or the split's own file list).
+data::DataSpec data_spec(const RunConfig& cfg, data::Split split);
 
 // The loader options a run config implies for this rank.
 data::LoaderOptions loader_options(const RunConfig& cfg, const Communicator& comm, Device device, bool training);

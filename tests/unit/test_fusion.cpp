@@ -9,6 +9,8 @@
 #include "core/error.h"
 #include "fusion/experiment_config.h"
 #include "fusion/experiment_state.h"
+#include "data/gen_neuron.h"
+#include "support/temp_dir.h"
 #include "fusion/fuse.h"
 #include "fusion/orchestrator.h"
 #include "fusion/stop_rules.h"
@@ -167,6 +169,7 @@ TEST_CASE("experiment config: bad input is reported before any training", "[fusi
   fails("experiment: {target_val_loss: 0.1, methods: [mrmf3], ladder: [[2], [1]]}", "needs 4 rungs");
   fails("experiment: {target_val_loss: 0.1, methods: [magic]}", "'magic' is not one of");
   fails("experiment: {target_val_loss: 0.1, methods: [baseline, mrt, baseline]}", "'baseline' is given twice");
+  fails("experiment: {target_val_loss: 0.1, seeds: [1, 2, 1]}", "'seeds': 1 is given twice");
   fails("experiment: {methods: [baseline]}", "target_val_loss");
   fails("experiment: {target_val_loss: 0.1, coarse_stop: {threshold: 0.1, patience: 0}}", "patience");
   fails("experiment: {target_val_loss: 0.1, colour: red}", "unknown experiment key 'colour'");
@@ -266,7 +269,19 @@ TEST_CASE("experiment state: runs round-trip through JSON (NaN included), identi
   CHECK(b.stages[0].history[0].samples == 288);
   CHECK(b.stages[0].history[0].tag == "coarse");
 
-  const std::string run = "run: {data: {path: x.h5}}\n";
+  test::TempDir tmp("mrmf_identity");
+  auto make_data = [&](const std::string& name, uint64_t seed, int64_t train) {
+    data::NeuronGenOptions g;
+    g.train = train;
+    g.val = 16;
+    g.test = 0;
+    g.time_bins = 32;
+    g.seed = seed;
+    g.threads = 1;
+    data::generate_neuron_inverter(tmp / name, g, /*overwrite=*/true);
+  };
+  make_data("ni.h5", 1, 32);
+  const std::string run = "run: {data: {path: '" + (tmp / "ni.h5") + "'}}\n";
   auto identity = [&](const std::string& exp, const std::vector<std::string>& sets, int ranks = 1) {
     return experiment_identity(parse_experiment_config(run + exp, sets, "exp.yaml"), ranks, "cpu");
   };
@@ -280,4 +295,18 @@ TEST_CASE("experiment state: runs round-trip through JSON (NaN included), identi
   CHECK_THAT(d[0], Catch::Contains("experiment.shared_init: false -> true"));
   CHECK_THAT(d[1], Catch::Contains("launch.ranks: 1 -> 2"));
   CHECK_THAT(d[2], Catch::Contains("run.optimizer.lr") && Catch::Contains("-> 0.5"));
+
+  // The same path holding other data (regenerated with another seed, or more
+  // samples) is another experiment; a copy of the same data is not.
+  make_data("ni.h5", 2, 32);
+  auto regenerated = identity_differences(a, identity(base, {}));
+  REQUIRE(regenerated.size() == 2);  // both splits
+  CHECK_THAT(regenerated[0], Catch::Contains("data.train: \"32 samples of (32, 3) float32, labels #"));
+  CHECK_THAT(regenerated[1], Catch::Contains("data.val: \"16 samples"));
+  make_data("ni.h5", 1, 48);
+  regenerated = identity_differences(a, identity(base, {}));
+  REQUIRE(regenerated.size() == 1);
+  CHECK_THAT(regenerated[0], Catch::Contains("-> \"48 samples"));
+  make_data("ni.h5", 1, 32);
+  CHECK(identity_differences(a, identity(base, {})).empty());
 }
