@@ -1,6 +1,7 @@
 // `mrmf experiment`: baseline, MRT, MRMF with one and more fusions (and
 // concurrent training with >= 2 ranks) to the same target validation loss,
 // over several seeds; writes report.md, chart.svg and summary.json.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -28,9 +29,9 @@ struct ExperimentFlags {
 
 namespace fs = std::filesystem;
 
-// The finished runs --resume keeps: rank 0 reads and checks <out>'s state,
-// and every rank gets the same answer (the state, or the same error), so
-// that no rank goes on alone.
+// What --resume continues: rank 0 reads and checks <out>'s state, and every
+// rank gets the same answer (the state, or the same error), so that no rank
+// goes on alone. Nothing to resume: an empty state with this identity.
 ExperimentState resumable_state(const std::string& out, const std::string& identity, const Communicator& world) {
   std::string answer;
   if (world.is_root()) {
@@ -38,6 +39,7 @@ ExperimentState resumable_state(const std::string& out, const std::string& ident
     try {
       const fs::path state_path = fs::path(out) / kExperimentStateFile;
       ExperimentState st;
+      st.identity = identity;
       std::error_code ec;
       if (fs::exists(state_path, ec)) {
         st = load_experiment_state(state_path.string());
@@ -45,9 +47,9 @@ ExperimentState resumable_state(const std::string& out, const std::string& ident
         if (!diffs.empty()) {
           std::string list;
           for (const auto& d : diffs) list += "\n  " + d;
-          MRMF_THROW(Config, "--resume: ", out, " holds an experiment with another configuration (seeds, methods and "
-                     "runtime.* may change; these may not); saved -> now:", list,
-                     "\n--force starts it over, or choose another --out");
+          MRMF_THROW(Config, "--resume: ", out, " holds an experiment with another configuration or data (seeds "
+                     "and methods may be added, runtime.* changed except the device kind; nothing else); saved -> "
+                     "now:", list, "\n--force starts it over, or choose another --out");
         }
       } else if (fs::exists(fs::path(out) / "report.md", ec) || fs::exists(fs::path(out) / "summary.json", ec)) {
         MRMF_THROW(Config, "--resume: ", out, " has a report but no ", kExperimentStateFile,
@@ -55,8 +57,7 @@ ExperimentState resumable_state(const std::string& out, const std::string& ident
       } else {
         log::info("--resume: nothing to resume in {}; starting the experiment", out);
       }
-      a = {{"runs", nlohmann::json::array()}};
-      for (const auto& r : st.runs) a["runs"].push_back(method_run_to_json(r));
+      a = state_to_json(st);
     } catch (const Error& e) {
       a = {{"error", e.message()}};
     }
@@ -64,10 +65,7 @@ ExperimentState resumable_state(const std::string& out, const std::string& ident
   }
   const nlohmann::json a = nlohmann::json::parse(world.broadcast_string(answer, 0));
   if (a.contains("error")) MRMF_THROW(Config, a["error"].get<std::string>());
-  ExperimentState st;
-  st.identity = identity;
-  for (const auto& r : a["runs"]) st.runs.push_back(method_run_from_json(r));
-  return st;
+  return state_from_json(a);
 }
 
 int run_experiment(const ExperimentFlags& f) {
@@ -92,10 +90,11 @@ int run_experiment(const ExperimentFlags& f) {
   ExperimentState state;
   state.identity = identity;
   if (f.resume) state = resumable_state(f.out, identity, world);
-  if (f.force && world.is_root()) {  // the old record must not resume runs whose folders this run replaces
-    std::error_code ec;
-    fs::remove(fs::path(f.out) / kExperimentStateFile, ec);
-  }
+  // The plan: what a resumed experiment had planned, then what this command adds.
+  for (uint64_t seed : cfg.seeds)
+    for (const auto& m : cfg.methods)
+      if (std::find(state.plan.begin(), state.plan.end(), std::make_pair(m, seed)) == state.plan.end())
+        state.plan.emplace_back(m, seed);
   Orchestrator orch(cfg, world, device, f.out);
 
   ReportContext ctx;
@@ -104,50 +103,55 @@ int run_experiment(const ExperimentFlags& f) {
     std::stringstream text;
     text << in.rdbuf();
     ctx.title = "MRMF experiment: " + std::filesystem::path(f.config).filename().string();
-    ctx.config_text = text.str();
-    // What the command line changed: the block above is the file as written.
-    if (!sets.empty()) {
-      ctx.config_text += "\n# overridden on the command line (--set / --methods):\n";
-      for (const auto& a : sets) ctx.config_text += "#   " + a + "\n";
+    std::string overrides;  // what the command line changed: the block above is the file as written
+    for (const auto& a : sets) overrides += "#   " + a + "\n";
+    if (state.config_text.empty()) {
+      state.config_text = text.str();
+      if (!overrides.empty()) state.config_text += "\n# overridden on the command line (--set / --methods):\n" + overrides;
+      ctx.config_text = state.config_text;
+    } else {  // resumed: the first command's configuration, and how it was resumed
+      ctx.config_text = state.config_text + "\n# resumed (--resume)" +
+                        (overrides.empty() ? std::string("\n") : " with:\n" + overrides);
     }
     ctx.ranks = world.size();
     ctx.device = device.str();
     ctx.target_val_loss = cfg.target_val_loss;
+    ctx.planned_runs = state.plan.size();
+    // A new experiment records its (empty) state at once and drops an
+    // earlier report (--force), so that one stopped during its first run
+    // can be resumed and no report describes another experiment meanwhile.
+    if (state.runs.empty()) {
+      std::error_code ec;
+      for (const char* old : {"report.md", "summary.json", "chart.svg"}) fs::remove(fs::path(f.out) / old, ec);
+    }
+    save_experiment_state(f.out, state);
   }
-  // The runs of this plan plus those finished earlier (--resume keeps runs
-  // of methods or seeds no longer listed: nothing already measured is lost).
   std::vector<MethodRun> runs = state.runs;
-  size_t planned = runs.size();
-  for (uint64_t seed : cfg.seeds)
-    for (const auto& m : cfg.methods) planned += state.find(m, seed) ? 0 : 1;
-  ctx.planned_runs = planned;
-  const size_t total = cfg.methods.size() * cfg.seeds.size();
+  const size_t total = state.plan.size();
   size_t k = 0;
-  for (uint64_t seed : cfg.seeds) {
-    for (const auto& m : cfg.methods) {
-      if (const MethodRun* done = state.find(m, seed)) {
-        log::info("=== [{}/{}] method {} seed {}: finished earlier ({:.1f} s, final val loss {:.5f}), kept", ++k, total,
-                  m, seed, done->total_s, done->final_val_loss);
-        continue;
-      }
-      log::info("=== [{}/{}] method {} seed {} ===", ++k, total, m, seed);
-      runs.push_back(orch.run(m, seed, f.resume));  // an interrupted run continues in its stages
-      const auto& r = runs.back();
-      log::info("=== {} seed {}: {:.1f} s, final val loss {:.5f}{}, epochs {} before / {} after fusion", m, seed,
-                r.total_s, r.final_val_loss, r.reached_target ? "" : " (target NOT reached)", r.epochs_before_fusion,
-                r.epochs_after_fusion);
-      // The state and the report are rewritten after every run, so that an
-      // experiment of hours that is stopped (or fails) keeps the results it
-      // already has, and --resume continues from them.
-      state.runs.push_back(r);
-      if (world.is_root()) {
-        save_experiment_state(f.out, state);
-        write_report(f.out, runs, ctx);
-      }
+  for (const auto& [m, seed] : state.plan) {
+    if (const MethodRun* done = state.find(m, seed)) {
+      log::info("=== [{}/{}] method {} seed {}: finished earlier ({:.1f} s, final val loss {:.5f}), kept", ++k, total, m,
+                seed, done->total_s, done->final_val_loss);
+      continue;
+    }
+    log::info("=== [{}/{}] method {} seed {} ===", ++k, total, m, seed);
+    runs.push_back(orch.run(m, seed, f.resume));  // an interrupted run continues in its stages
+    const auto& r = runs.back();
+    log::info("=== {} seed {}: {:.1f} s, final val loss {:.5f}{}, epochs {} before / {} after fusion", m, seed,
+              r.total_s, r.final_val_loss, r.reached_target ? "" : " (target NOT reached)", r.epochs_before_fusion,
+              r.epochs_after_fusion);
+    // The state and the report are rewritten after every run, so that an
+    // experiment of hours that is stopped (or fails) keeps the results it
+    // already has, and --resume continues from them.
+    state.runs.push_back(r);
+    if (world.is_root()) {
+      save_experiment_state(f.out, state);
+      write_report(f.out, runs, ctx);
     }
   }
-  // Every run finished earlier: the report is rewritten all the same (it
-  // may have said "partial" while runs now dropped from the plan were due).
+  // Every run finished earlier: the report is rewritten all the same (with
+  // this command's context).
   if (world.is_root()) write_report(f.out, runs, ctx);
   if (world.is_root())
     std::printf("\n%s\nwrote %s/{report.md,chart.svg,summary.json}\n", summary_table(runs).c_str(), f.out.c_str());

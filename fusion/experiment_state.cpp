@@ -148,11 +148,30 @@ MethodRun method_run_from_json(const nlohmann::json& j) {
   return r;
 }
 
+nlohmann::json state_to_json(const ExperimentState& s) {
+  nlohmann::json j{{"version", kStateVersion},
+                   {"identity", s.identity},
+                   {"config_text", s.config_text},
+                   {"plan", nlohmann::json::array()},
+                   {"runs", nlohmann::json::array()}};
+  for (const auto& [m, seed] : s.plan) j["plan"].push_back({{"method", m}, {"seed", seed}});
+  for (const auto& r : s.runs) j["runs"].push_back(method_run_to_json(r));
+  return j;
+}
+
+ExperimentState state_from_json(const nlohmann::json& j) {
+  ExperimentState s;
+  s.identity = j.at("identity");
+  (void)YAML::Load(s.identity);  // damaged text fails here, not in a later comparison
+  s.config_text = j.at("config_text");
+  for (const auto& p : j.at("plan")) s.plan.emplace_back(p.at("method").get<std::string>(), p.at("seed").get<uint64_t>());
+  for (const auto& r : j.at("runs")) s.runs.push_back(method_run_from_json(r));
+  return s;
+}
+
 void save_experiment_state(const std::string& dir, const ExperimentState& state) {
-  nlohmann::json j{{"version", kStateVersion}, {"identity", state.identity}, {"runs", nlohmann::json::array()}};
-  for (const auto& r : state.runs) j["runs"].push_back(method_run_to_json(r));
   fs::create_directories(dir);
-  data::write_text_atomically((fs::path(dir) / kExperimentStateFile).string(), j.dump(1) + "\n");
+  data::write_text_atomically((fs::path(dir) / kExperimentStateFile).string(), state_to_json(state).dump(1) + "\n");
 }
 
 ExperimentState load_experiment_state(const std::string& path) {
@@ -160,17 +179,18 @@ ExperimentState load_experiment_state(const std::string& path) {
   MRMF_CHECK_KIND(Config, in.good(), "cannot read the experiment state ", path);
   std::stringstream text;
   text << in.rdbuf();
+  nlohmann::json j;
   try {
-    const nlohmann::json j = nlohmann::json::parse(text.str());
+    j = nlohmann::json::parse(text.str());
     const int version = j.at("version");
     MRMF_CHECK_KIND(Config, version == kStateVersion, "the experiment state ", path, " has version ", version,
                     "; this mrmf reads version ", kStateVersion);
-    ExperimentState s;
-    s.identity = j.at("identity");
-    for (const auto& r : j.at("runs")) s.runs.push_back(method_run_from_json(r));
-    return s;
+    return state_from_json(j);
   } catch (const nlohmann::json::exception& e) {
     MRMF_THROW(Config, "the experiment state ", path, " is damaged or was not written by mrmf (", e.what(),
+               "); --force starts the experiment over");
+  } catch (const YAML::Exception& e) {
+    MRMF_THROW(Config, "the experiment state ", path, " is damaged (its identity: ", e.what(),
                "); --force starts the experiment over");
   }
 }

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -36,12 +37,19 @@ std::vector<std::string> identity_differences(const std::string& saved, const st
 
 struct ExperimentState {
   std::string identity;
+  std::string config_text;  // the configuration as the report shows it (first command's file and overrides)
+  // Every (method, seed) the experiment is to run, in order: a resumed one
+  // runs the rest of this plan and whatever its own command adds.
+  std::vector<std::pair<std::string, uint64_t>> plan;
   std::vector<MethodRun> runs;  // finished runs, in the order they finished
   // The run of `method` with `seed`, or nullptr.
   const MethodRun* find(const std::string& method, uint64_t seed) const;
 };
 
 inline constexpr const char* kExperimentStateFile = "experiment_state.json";
+
+nlohmann::json state_to_json(const ExperimentState& s);
+ExperimentState state_from_json(const nlohmann::json& j);  // throws nlohmann / YAML errors on damage
 
 // Written to a temporary file in `dir`, flushed and renamed over the old one:
 // a process killed while writing leaves the previous state whole.

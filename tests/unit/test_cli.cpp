@@ -554,10 +554,34 @@ TEST_CASE("cli: an experiment that dies part-way keeps the runs it finished, and
   r = run(base + " --resume");
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("experiment_state.json is damaged"));
+  {
+    auto st = nlohmann::json::parse(state);
+    st["identity"] = "run: [unclosed";
+    std::ofstream(fs::path(out) / "experiment_state.json") << st.dump();
+    r = run(base + " --resume");
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains("experiment_state.json is damaged"));
+  }
   fs::remove(fs::path(out) / "experiment_state.json");
   r = run(base + " --resume");
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("has a report but no experiment_state.json"));
+
+  // --force that dies in its first run: the old report is gone (it described
+  // another experiment), the new one's state is there, and --resume runs the
+  // plan it recorded -- MRT too, although this command names only baseline.
+  r = run_prefixed("MRMF_FAULT_EXIT=0:3 ", base + " --force");
+  CHECK(r.code != 0);
+  CHECK_FALSE(fs::exists(fs::path(out) / "report.md"));
+  REQUIRE(fs::exists(fs::path(out) / "experiment_state.json"));
+  r = run(base + " --resume --methods baseline");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const auto j4 = nlohmann::json::parse(std::ifstream(fs::path(out) / "summary.json"));
+  CHECK(j4["runs"].size() == 2);
+  CHECK(j4["partial"] == false);
+  CHECK_THAT(slurp(fs::path(out) / "report.md"), Catch::Contains("# resumed (--resume) with:") &&
+                                                     Catch::Contains("experiment.methods=[baseline]"));
 }
 
 TEST_CASE("cli: experiment bad input is refused before training, and the 1-rank concurrent fallback keeps its own runs",
