@@ -22,6 +22,7 @@
 #include "core/communicator.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/output_paths.h"
 #include "data/gen_cosmoflow.h"
 #include "data/gen_neuron.h"
 
@@ -85,9 +86,10 @@ int run_neuron(DatagenFlags& f) {
   // wait (before, every rank wrote the same file at once).
   const Communicator world = Communicator::world();
   if (!world.is_root()) {
-    world.barrier();
+    world.idle_barrier();  // asleep: rank 0 may share this node's cores
     return 0;
   }
+  refuse_existing_output(f.out, f.force);  // before announcing anything
   if (world.size() > 1)
     log::info("datagen neuron-inverter writes one file: rank 0 generates it, {} rank(s) wait (--threads sets the "
               "cores it uses)", world.size() - 1);
@@ -102,7 +104,7 @@ int run_neuron(DatagenFlags& f) {
               f.out.c_str(), static_cast<long long>(f.ni.train), static_cast<long long>(f.ni.val),
               static_cast<long long>(f.ni.test), f.ni.time_bins, f.ni_dtype.c_str(), s.bytes / 1e6, s.seconds,
               s.samples / std::max(s.seconds, 1e-9));
-  world.barrier();
+  world.idle_barrier();
   return 0;
 }
 
@@ -112,11 +114,12 @@ int run_cosmoflow(DatagenFlags& f) {
   const Communicator world = Communicator::world();
   f.cf.rank = world.rank();
   f.cf.ranks = world.size();
-  f.cf.barrier = [&world] { world.barrier(); };
+  f.cf.barrier = [&world] { world.idle_barrier(); };
   ProgressBar bar("cosmoflow");
   if (world.is_root()) f.cf.progress = [&bar](int64_t d, int64_t t) { bar.update(d, t); };
   const auto s = data::generate_cosmoflow(f.out, f.cf, f.force);
   bar.finish();
+  world.idle_barrier();  // ranks with fewer files wait asleep for the others
   const double files = world.allreduce_sum(static_cast<double>(s.files));
   const double bytes = world.allreduce_sum(static_cast<double>(s.bytes));
   const double seconds = world.allreduce_max(s.seconds);

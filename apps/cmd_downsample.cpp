@@ -44,8 +44,9 @@ void add_downsample_command(CLI::App& app, Action& action) {
       const Communicator world = Communicator::world();
       f->opts.rank = world.rank();
       f->opts.ranks = world.size();
-      f->opts.barrier = [&world] { world.barrier(); };
+      f->opts.barrier = [&world] { world.idle_barrier(); };
       const auto s = data::downsample_dataset(f->in, f->out, f->opts);
+      world.idle_barrier();  // ranks with less to write (all but rank 0 for one file) wait asleep
       const double files = world.allreduce_sum(static_cast<double>(s.files));
       const double samples = world.allreduce_sum(static_cast<double>(s.samples));
       const double in_mb = world.allreduce_sum(static_cast<double>(s.bytes_in)) / 1e6;

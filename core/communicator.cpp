@@ -1,5 +1,7 @@
 #include "core/communicator.h"
 
+#include <chrono>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -270,6 +272,17 @@ double Communicator::allreduce_max(double v) const {
 
 void Communicator::barrier() const {
   if (size_ > 1) MRMF_MPI_CHECK(MPI_Barrier(comm_));
+}
+
+void Communicator::idle_barrier(int poll_ms) const {
+  if (size_ == 1) return;
+  MPI_Request req = MPI_REQUEST_NULL;
+  MRMF_MPI_CHECK(MPI_Ibarrier(comm_, &req));
+  for (int done = 0;;) {
+    MRMF_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+    if (done) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
+  }
 }
 
 std::string Communicator::broadcast_string(const std::string& s, int root) const {

@@ -67,6 +67,10 @@ class Communicator {
   // `s` of rank `root` on every rank (small host data: JSON records, state).
   std::string broadcast_string(const std::string& s, int root) const;
   void barrier() const;
+  // A barrier whose waiting ranks sleep (MPI_Ibarrier polled every
+  // `poll_ms`) instead of spinning: for ranks that wait while others work
+  // on the same node (MPICH busy-polls in blocking calls, a whole core each).
+  void idle_barrier(int poll_ms = 20) const;
 
   // Throws, naming `what`, when ranks disagree on `value` (config hash,
   // parameter layout hash) -- catches diverging ranks before any compute.
