@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+#include <omp.h>
 
 #include "apps/cli_checks.h"
 #include "apps/commands.h"
@@ -47,9 +48,9 @@ ExperimentState resumable_state(const std::string& out, const std::string& ident
         if (!diffs.empty()) {
           std::string list;
           for (const auto& d : diffs) list += "\n  " + d;
-          MRMF_THROW(Config, "--resume: ", out, " holds an experiment with another configuration or data (seeds "
-                     "and methods may be added, runtime.* changed except the device kind; nothing else); saved -> "
-                     "now:", list, "\n--force starts it over, or choose another --out");
+          MRMF_THROW(Config, "--resume: ", out, " holds an experiment with another configuration, data or launch "
+                     "(seeds and methods may be added; nothing else may change); saved -> now:", list,
+                     "\n--force starts it over, or choose another --out");
         }
       } else if (fs::exists(fs::path(out) / "report.md", ec) || fs::exists(fs::path(out) / "summary.json", ec)) {
         MRMF_THROW(Config, "--resume: ", out, " has a report but no ", kExperimentStateFile,
@@ -82,11 +83,18 @@ int run_experiment(const ExperimentFlags& f) {
                           "its report (folders of methods this run does not run stay as they are), or choose another "
                           "--out",
                           world);
-  apply_runtime_flags(f.rt);
+  // runtime.threads of the run configuration, unless --threads says otherwise
+  // (as `mrmf train` does).
+  RuntimeFlags rt = f.rt;
+  if (rt.threads == 0)
+    rt.threads = static_cast<int>(parse_run_config(cfg.run_yaml, cfg.run_sets, "experiment run configuration")
+                                      .runtime.threads);
+  apply_runtime_flags(rt);
   RuntimeOptions ro;
   ro.device = f.rt.device;
   const Device device = select_device(ro);
-  const std::string identity = experiment_identity(cfg, world.size(), device.is_cuda() ? "cuda" : "cpu");
+  const std::string identity =
+      experiment_identity(cfg, LaunchInfo{world.size(), device.is_cuda() ? "cuda" : "cpu", omp_get_max_threads()});
   ExperimentState state;
   state.identity = identity;
   if (f.resume) state = resumable_state(f.out, identity, world);
@@ -172,7 +180,8 @@ void add_experiment_command(CLI::App& app, Action& action) {
                               "Replace the experiment already in --out (without it, such a folder is refused)");
   sub->add_flag("--resume", flags->resume,
                 "Continue the experiment in --out: runs (method x seed) it finished are kept, the others run; "
-                "the configuration must be the same except seeds, methods and runtime.*")
+                "the configuration, data and launch (ranks, device kind, threads) must be the same; seeds and "
+                "methods may be added")
       ->excludes(force);
   sub->add_option("--methods", flags->methods, "Run only these methods (baseline, mrt, mrmf1, mrmf2, concurrent)");
   add_runtime_flags(*sub, flags->rt);

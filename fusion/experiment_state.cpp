@@ -35,13 +35,16 @@ double number_or_nan(const nlohmann::json& v) {
 }
 }  // namespace
 
-std::string experiment_identity(const ExperimentConfig& cfg, int ranks, const std::string& device_kind) {
+std::string experiment_identity(const ExperimentConfig& cfg, const LaunchInfo& launch) {
   YAML::Node root;
   // The base run configuration with every override applied, as the runs see
   // it (their per-stage seed, reduction and stop keys are derived from the
   // experiment section below).
   const RunConfig rc = parse_run_config(cfg.run_yaml, cfg.run_sets, "experiment run configuration");
   root["run"] = YAML::Load(rc.text);
+  // Compared as the launch's effective values below (flags count too).
+  root["run"]["runtime"].remove("device");
+  root["run"]["runtime"].remove("threads");
   // The data behind the paths: a data set regenerated or replaced under the
   // same name must not be mixed with the runs measured on the old one.
   root["data"]["train"] = data::data_fingerprint(data_spec(rc, data::Split::Train));
@@ -75,16 +78,14 @@ std::string experiment_identity(const ExperimentConfig& cfg, int ranks, const st
   e["probe_steps"] = cfg.probe_steps;
   // Times measured on another number of ranks or another device do not
   // belong in the same table.
-  root["launch"]["ranks"] = ranks;
-  root["launch"]["device"] = device_kind;
+  root["launch"]["ranks"] = launch.ranks;
+  root["launch"]["device"] = launch.device_kind;
+  root["launch"]["threads"] = launch.threads;
   return YAML::Dump(root);
 }
 
 std::vector<std::string> identity_differences(const std::string& saved, const std::string& current) {
-  std::vector<std::string> out;
-  for (auto& d : config_differences(saved, current))
-    if (d.rfind("run.runtime.", 0) != 0) out.push_back(std::move(d));
-  return out;
+  return config_differences(saved, current);
 }
 
 const MethodRun* ExperimentState::find(const std::string& method, uint64_t seed) const {

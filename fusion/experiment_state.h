@@ -11,11 +11,13 @@
 // each other in memory.
 //
 // The identity is everything that decides what a run computes and how its
-// time compares with the others': the effective run configuration (less
-// runtime.*), the experiment's stop rules, ladder, target and fusion options,
-// and the number of ranks and the device kind. Seeds and methods are not
-// part of it: adding a seed or a method to a finished experiment is what
-// --resume is for.
+// time compares with the others': the effective run configuration, the
+// experiment's stop rules, ladder, target and fusion options, a fingerprint
+// of the training and validation data, and the launch: ranks, device kind and
+// OpenMP threads (runtime.device and runtime.threads are compared as these
+// effective values, so a --device or --threads flag counts too). Seeds and
+// methods are not part of it: adding a seed or a method to an experiment is
+// what --resume is for.
 #pragma once
 
 #include <string>
@@ -30,9 +32,14 @@
 namespace mrmf {
 
 // The identity as YAML text (comparable with config_differences).
-std::string experiment_identity(const ExperimentConfig& cfg, int ranks, const std::string& device_kind);
+struct LaunchInfo {
+  int ranks = 1;
+  std::string device_kind;  // "cpu" or "cuda"
+  int threads = 1;          // OpenMP threads per rank
+};
+std::string experiment_identity(const ExperimentConfig& cfg, const LaunchInfo& launch);
 
-// The identity keys that differ, "key: old -> new" (runtime.* ignored).
+// The identity keys that differ, "key: old -> new".
 std::vector<std::string> identity_differences(const std::string& saved, const std::string& current);
 
 struct ExperimentState {

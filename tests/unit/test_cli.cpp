@@ -488,11 +488,15 @@ TEST_CASE("cli: an experiment that dies part-way keeps the runs it finished, and
   // --resume keeps the finished baseline (its files untouched, its numbers
   // as measured) and continues MRT inside its coarse stage, from the
   // checkpoint of its epoch 0 (it died at step 12: epoch 1 of 8-step
-  // epochs); runtime keys may change.
+  // epochs). Other threads than the first command's would put times that
+  // do not compare in one table: refused.
   REQUIRE(fs::exists(fs::path(out) / "mrt/seed1/coarse/checkpoint.h5"));
   const std::string baseline_metrics = slurp(fs::path(out) / "baseline/seed1/baseline/metrics.jsonl");
   REQUIRE_FALSE(baseline_metrics.empty());
-  r = run(base + " --resume --set runtime.threads=1");
+  r = run(base + " --resume --threads 3");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("launch.threads:") && Catch::Contains("-> 3"));
+  r = run(base + " --resume");
   INFO(r.out);
   REQUIRE(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("method baseline seed 1: finished earlier"));

@@ -221,7 +221,7 @@ TEST_CASE("shared_init: the same seed gives coarse and dense models identical co
   }
 }
 
-TEST_CASE("experiment state: runs round-trip through JSON (NaN included), identity ignores seeds/methods/runtime",
+TEST_CASE("experiment state: runs round-trip through JSON (NaN included), identity ignores seeds and methods",
           "[fusion][config]") {
   MethodRun r;
   r.method = "mrmf1";
@@ -283,18 +283,22 @@ TEST_CASE("experiment state: runs round-trip through JSON (NaN included), identi
   make_data("ni.h5", 1, 32);
   const std::string run = "run: {data: {path: '" + (tmp / "ni.h5") + "'}}\n";
   auto identity = [&](const std::string& exp, const std::vector<std::string>& sets, int ranks = 1) {
-    return experiment_identity(parse_experiment_config(run + exp, sets, "exp.yaml"), ranks, "cpu");
+    return experiment_identity(parse_experiment_config(run + exp, sets, "exp.yaml"), LaunchInfo{ranks, "cpu", 2});
   };
   const std::string base = "experiment: {target_val_loss: 0.1, methods: [baseline, mrmf1], seeds: [1]}";
   const std::string a = identity(base, {});
+  // Seeds and methods may change; runtime.threads/device count as the
+  // launch's effective values (here both 2 threads, cpu).
   CHECK(identity_differences(a, identity(base, {"experiment.seeds=[1,2,3]", "experiment.methods=[mrt]",
-                                                "runtime.threads=3"}))
+                                                "runtime.threads=3", "runtime.device=cpu"}))
             .empty());
-  const auto d = identity_differences(a, identity(base, {"optimizer.lr=0.5", "experiment.shared_init=true"}, 2));
-  REQUIRE(d.size() == 3);
+  const auto d = identity_differences(
+      a, identity(base, {"optimizer.lr=0.5", "experiment.shared_init=true", "runtime.allow_tf32=false"}, 2));
+  REQUIRE(d.size() == 4);
   CHECK_THAT(d[0], Catch::Contains("experiment.shared_init: false -> true"));
   CHECK_THAT(d[1], Catch::Contains("launch.ranks: 1 -> 2"));
   CHECK_THAT(d[2], Catch::Contains("run.optimizer.lr") && Catch::Contains("-> 0.5"));
+  CHECK_THAT(d[3], Catch::Contains("run.runtime.allow_tf32: true -> false"));
 
   // The same path holding other data (regenerated with another seed, or more
   // samples) is another experiment; a copy of the same data is not.
