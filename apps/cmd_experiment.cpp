@@ -98,6 +98,10 @@ int run_experiment(const ExperimentFlags& f) {
   ExperimentState state;
   state.identity = identity;
   if (f.resume) state = resumable_state(f.out, identity, world);
+  // Only runs the saved plan holds continue from their stage checkpoints; a
+  // run this command adds starts clean (its folder may hold another
+  // experiment's leftovers).
+  const auto interrupted_runs = state.plan;
   // The plan: what a resumed experiment had planned, then what this command adds.
   for (uint64_t seed : cfg.seeds)
     for (const auto& m : cfg.methods)
@@ -144,7 +148,9 @@ int run_experiment(const ExperimentFlags& f) {
       continue;
     }
     log::info("=== [{}/{}] method {} seed {} ===", ++k, total, m, seed);
-    runs.push_back(orch.run(m, seed, f.resume));  // an interrupted run continues in its stages
+    const bool resume_stages = std::find(interrupted_runs.begin(), interrupted_runs.end(), std::make_pair(m, seed)) !=
+                               interrupted_runs.end();
+    runs.push_back(orch.run(m, seed, resume_stages));  // an interrupted run continues in its stages
     const auto& r = runs.back();
     log::info("=== {} seed {}: {:.1f} s, final val loss {:.5f}{}, epochs {} before / {} after fusion", m, seed,
               r.total_s, r.final_val_loss, r.reached_target ? "" : " (target NOT reached)", r.epochs_before_fusion,
@@ -157,6 +163,7 @@ int run_experiment(const ExperimentFlags& f) {
       save_experiment_state(f.out, state);
       write_report(f.out, runs, ctx);
     }
+    orch.drop_stage_checkpoints(m, seed);  // after the state holds the run
   }
   // Every run finished earlier: the report is rewritten all the same (with
   // this command's context).

@@ -18,7 +18,7 @@ namespace mrmf {
 namespace fs = std::filesystem;
 
 namespace {
-constexpr int kStateVersion = 1;
+constexpr int kStateVersion = 2;  // 2: plan and config_text
 
 YAML::Node stop_node(const StopRule& s) {
   YAML::Node n;

@@ -162,17 +162,16 @@ MethodRun Orchestrator::run(const std::string& method, uint64_t seed, bool resum
     fs::remove_all(dir, ec);
   }
   world_.barrier();
-  MethodRun mr = method == "concurrent" ? run_concurrent(seed) : run_sequential(method, seed);
-  // The run is finished: the pre-fusion stages' checkpoints were only there
-  // to resume it. The final stage's (the trained model) stays.
-  if (world_.is_root()) {
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(dir, ec)) {
-      const std::string stage = e.path().filename().string();
-      if (e.is_directory() && stage != "baseline" && stage != "finetune") fs::remove(e.path() / "checkpoint.h5", ec);
-    }
+  return method == "concurrent" ? run_concurrent(seed) : run_sequential(method, seed);
+}
+
+void Orchestrator::drop_stage_checkpoints(const std::string& method, uint64_t seed) const {
+  if (!world_.is_root()) return;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(fs::path(out_) / method / ("seed" + std::to_string(seed)), ec)) {
+    const std::string stage = e.path().filename().string();
+    if (e.is_directory() && stage != "baseline" && stage != "finetune") fs::remove(e.path() / "checkpoint.h5", ec);
   }
-  return mr;
 }
 
 MethodRun Orchestrator::run_sequential(const std::string& method, uint64_t seed, const std::string& label_in) {
@@ -332,7 +331,6 @@ MethodRun Orchestrator::run_concurrent(uint64_t seed) {
   Communicator group = world_.split(dense_rank ? 0 : 1, world_.rank());
   const StageStops stops = cfg_.stops_for_stage(0);
 
-  const auto t0 = Clock::now();
   Stage mine;
   {
     const log::Speaker speaker(group.rank() == 0);  // each group's root shows its progress
@@ -342,7 +340,6 @@ MethodRun Orchestrator::run_concurrent(uint64_t seed) {
                : train_stage("concurrent/coarse@" + resolution_key(ladder[0]), "coarse", ladder[0], seed, stops.coarse,
                              0, nullptr, group, (fs::path(dir) / "stage1_coarse").string());
   }
-  const double pretrain_s = world_.allreduce_max(since(t0));
 
   // Exchange: the dense group's root (world rank 0) and the coarse group's
   // root (world rank nd) broadcast their models' flat buffers to everyone.
@@ -368,7 +365,9 @@ MethodRun Orchestrator::run_concurrent(uint64_t seed) {
   mr.epochs_after_fusion = f.result.epochs;
   mr.final_val_loss = f.result.final_val_loss;
   mr.reached_target = f.result.stop_reason == "target";
-  mr.total_s = pretrain_s + mr.fusion_s + f.result.time_s;
+  // The groups trained at the same time: the slower one's stage is the
+  // pre-fusion time (its time_s includes epochs of an interrupted attempt).
+  mr.total_s = std::max(coarse_res.time_s, dense_res.time_s) + mr.fusion_s + f.result.time_s;
   return mr;
 }
 

@@ -77,6 +77,9 @@ class Orchestrator {
   // retrained) -- the result equals an uninterrupted run's in deterministic
   // CPU mode.
   MethodRun run(const std::string& method, uint64_t seed, bool resume = false);
+  // Once a finished run is recorded: its pre-fusion stages' checkpoints were
+  // only there to resume it (the final stage's, the trained model, stays).
+  void drop_stage_checkpoints(const std::string& method, uint64_t seed) const;
 
   // The run configuration of one stage (exposed for tests).
   RunConfig stage_config(const Resolution& r, uint64_t seed, const StopRule& stop, double target) const;

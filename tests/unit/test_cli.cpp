@@ -578,11 +578,16 @@ TEST_CASE("cli: an experiment that dies part-way keeps the runs it finished, and
   CHECK(r.code != 0);
   CHECK_FALSE(fs::exists(fs::path(out) / "report.md"));
   REQUIRE(fs::exists(fs::path(out) / "experiment_state.json"));
-  r = run(base + " --resume --methods baseline");
+  // Seed 2's baseline is added by this command: it starts clean, although
+  // its folder holds the finished checkpoint of the experiment --force
+  // replaced (that one must not be "resumed").
+  REQUIRE(fs::exists(fs::path(out) / "baseline/seed2/baseline/checkpoint.h5"));
+  r = run(base + " --resume --methods baseline --set experiment.seeds=[1,2]");
   INFO(r.out);
   REQUIRE(r.code == 0);
+  CHECK_FALSE(Catch::Contains("seed2/baseline/checkpoint.h5").match(r.out));
   const auto j4 = nlohmann::json::parse(std::ifstream(fs::path(out) / "summary.json"));
-  CHECK(j4["runs"].size() == 2);
+  CHECK(j4["runs"].size() == 3);
   CHECK(j4["partial"] == false);
   CHECK_THAT(slurp(fs::path(out) / "report.md"), Catch::Contains("# resumed (--resume) with:") &&
                                                      Catch::Contains("experiment.methods=[baseline]"));
