@@ -17,11 +17,19 @@ the question several ways:
 
 Time is the method's end-to-end wall time: every stage before the final one
 (coarse, dense, fusion) plus the final stage's epochs up to that point.
+On a shared or noisy machine, --epoch-cost replaces wall time with a fixed
+cost per epoch at each resolution (e.g. measured once, quietly, with
+`mrmf bench`): 1=1 2=0.53 4=0.28 counts time in full-resolution epochs,
+and fusion costs nothing.
 
-  scripts/time_to_target.py RUN_DIR --targets 0.14 0.12 [--consecutive 2] [--out FILE]
+  scripts/time_to_target.py RUN_DIR [RUN_DIR ...] --targets 0.14 0.12 [--consecutive 2]
+                            [--epoch-cost 1=1 2=0.53] [--out FILE]
 
 RUN_DIR is an `mrmf experiment --out` folder (summary.json and per-run
-metrics.jsonl files). Standard library only.
+metrics.jsonl files). With several, their runs are compared together (a
+baseline from one experiment, a variant from another); a method found in an
+earlier folder is renamed "<method>@<folder name>" in a later one.
+Standard library only.
 """
 import argparse
 import glob
@@ -32,13 +40,19 @@ import statistics
 import sys
 
 
-def load_curves(run_dir):
-    """{(method, seed): [(t_end_of_epoch_s, val_loss), ...]} for the final stage."""
+def load_curves(run_dir, cost=None, rename=None):
+    """{(method, seed): [(t_end_of_epoch, val_loss), ...]} for the final stage,
+    and the run order of the methods. `cost`: resolution -> cost of one epoch
+    (None: wall seconds). `rename`: method -> the name to report it under."""
     with open(os.path.join(run_dir, "summary.json")) as f:
         summary = json.load(f)
-    curves = {}
+    rename = rename or {}
+    curves, methods = {}, []
     for run in summary["runs"]:
         method, seed, stages = run["method"], run["seed"], run["stages"]
+        name = rename.get(method, method)
+        if name not in methods:
+            methods.append(name)
         final = stages[-1]["name"]
         run_dir_k = os.path.join(run_dir, method, "seed%d" % seed)
         recs = []
@@ -47,13 +61,38 @@ def load_curves(run_dir):
                 recs += [r for r in map(json.loads, f) if r["tag"] == final]
         if not recs:
             sys.exit("time_to_target: no metrics.jsonl with tag '%s' under %s" % (final, run_dir_k))
-        t = sum(s["time_s"] for s in stages[:-1]) + run.get("fusion_s", 0.0)
+
+        def epoch_cost(stage):
+            res = str(stage.get("resolution", "1"))
+            if res not in cost:
+                sys.exit("time_to_target: --epoch-cost has no cost for resolution %s (stage %s in %s)"
+                         % (res, stage["name"], run_dir))
+            return cost[res]
+
+        if cost is None:
+            t = sum(s["time_s"] for s in stages[:-1]) + run.get("fusion_s", 0.0)
+        else:
+            t = sum(s["epochs"] * epoch_cost(s) for s in stages[:-1])
         pts = []
         for r in sorted(recs, key=lambda x: x["epoch"]):
-            t += r["epoch_s"]
+            t += r["epoch_s"] if cost is None else epoch_cost(stages[-1])
             pts.append((t, r["val_loss"]))
-        curves[(method, seed)] = pts
-    return curves, summary
+        curves[(name, seed)] = pts
+    return curves, methods
+
+
+def parse_costs(items):
+    cost = {}
+    for it in items:
+        res, sep, c = it.partition("=")
+        try:
+            value = float(c)
+        except ValueError:
+            value = -1.0
+        if not sep or not res or value <= 0:
+            sys.exit("time_to_target: --epoch-cost expects RESOLUTION=COST with COST > 0 (e.g. 2=0.53), got '%s'" % it)
+        cost[res] = value
+    return cost
 
 
 def first_time(pts, target, k):
@@ -85,23 +124,32 @@ def mean_sd(xs):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("run_dir")
+    ap.add_argument("run_dirs", nargs="+", metavar="run_dir")
     ap.add_argument("--targets", type=float, nargs="+", required=True)
     ap.add_argument("--consecutive", type=int, default=2)
+    ap.add_argument("--epoch-cost", nargs="+", metavar="RES=COST",
+                    help="cost of one epoch per resolution (e.g. 1=1 2=0.53 4=0.28) instead of wall time")
     ap.add_argument("--out", help="also write the table to this file")
     a = ap.parse_args()
     if a.consecutive < 1:
         sys.exit("time_to_target: --consecutive must be >= 1")
-    curves, summary = load_curves(a.run_dir)
-    methods = []  # in the order the experiment ran them
-    for run in summary["runs"]:
-        if run["method"] not in methods:
-            methods.append(run["method"])
+    cost = parse_costs(a.epoch_cost) if a.epoch_cost else None
+    unit = "s" if cost is None else "epochs"
+    curves, methods = {}, []  # methods in the order the experiments ran them
+    for d in a.run_dirs:
+        with open(os.path.join(d, "summary.json")) as f:
+            names = [r["method"] for r in json.load(f)["runs"]]
+        label = os.path.basename(os.path.normpath(d))
+        rename = {m: "%s@%s" % (m, label) for m in names if m in methods}
+        c, ms = load_curves(d, cost, rename)
+        curves.update(c)
+        methods += [m for m in ms if m not in methods]
     seeds = sorted({k[1] for k in curves})
     base = [curves[("baseline", s)][-1][0] for s in seeds if ("baseline", s) in curves]
     budget = statistics.mean(base) if base else math.inf
 
-    lines = ["| method | target | first ≤ T (s) | %d in a row ≤ T (s) | vs baseline (first / in a row) |" % a.consecutive,
+    lines = ["| method | target | first ≤ T (%s) | %d in a row ≤ T (%s) | vs baseline (first / in a row) |"
+             % (unit, a.consecutive, unit),
              "|---|---|---|---|---|"]
     for target in a.targets:
         ref = {}
@@ -121,7 +169,7 @@ def main():
             rel = "–" if m == "baseline" or not ref else "%s / %s" % (ratio(f, ref["f"]), ratio(k, ref["k"]))
             lines.append("| %s | %.3f | %s | %s | %s |" % (m, target, mean_sd(list(f.values())),
                                                          mean_sd(list(k.values())), rel))
-    lines += ["", "Best validation loss within the baseline's mean total time (%.0f s):" % budget, "",
+    lines += ["", "Best validation loss within the baseline's mean total time (%.1f %s):" % (budget, unit), "",
               "| method | best val_loss | final val_loss (whole budget of epochs) |", "|---|---|---|"]
     for m in methods:
         b = [best_within(curves[(m, s)], budget) for s in seeds if (m, s) in curves]

@@ -22,7 +22,8 @@ def write_run(d, method, seed, stages, fusion_s):
             for e, (t, v) in enumerate(epochs):
                 f.write(json.dumps({"epoch": e, "epoch_s": t, "val_loss": v, "tag": name}) + "\n")
     return {"method": method, "seed": seed, "fusion_s": fusion_s,
-            "stages": [{"name": n, "time_s": sum(t for t, _ in ep)} for n, _, ep in stages]}
+            "stages": [{"name": n, "time_s": sum(t for t, _ in ep), "epochs": len(ep),
+                        "resolution": "2" if "coarse" in sub else "1"} for n, sub, ep in stages]}
 
 
 def run(args):
@@ -62,6 +63,33 @@ def main():
         assert out.index("| baseline |") < out.index("| mrmf1 |"), "methods not in run order"
         # equal-time budget = the baseline's 50 s: mrmf1's best by then is 0.11 (at 46 s)
         assert "| mrmf1 | 0.1100 ± 0.0000 |" in out, out
+
+        # Fixed epoch costs instead of wall time: the coarse epoch at
+        # resolution 2 costs 0.5, the dense and fine-tuning ones 1; fusion 0.
+        # mrmf1: 0.5 + 1 before fine-tuning, first <= 0.12 at 1.5 + 2 = 3.5.
+        code, out = run([d, "--targets", "0.12", "--epoch-cost", "1=1", "2=0.5"])
+        assert code == 0, out
+        b, m = row(out, "baseline", 0.12), row(out, "mrmf1", 0.12)
+        assert b[2] == "2.0" and m[2] == "3.5" and m[3] == "4.5", (b, m)
+        assert "first ≤ T (epochs)" in out, out
+        code, out = run([d, "--targets", "0.12", "--epoch-cost", "1=1"])
+        assert code != 0 and "no cost for resolution 2" in out, out
+        code, out = run([d, "--targets", "0.12", "--epoch-cost", "2=fast"])
+        assert code != 0 and "RESOLUTION=COST" in out, out
+
+        # Two experiment folders compared together: the second one's mrmf1 is
+        # reported as mrmf1@<folder>, against the first one's baseline.
+        with tempfile.TemporaryDirectory() as d2:
+            other = [write_run(d2, "mrmf1", 1, [("m/coarse", "stage1_coarse", [(5, 0.05)]),
+                                                ("m/dense", "stage1_dense", [(10, 0.5)]),
+                                                ("m/finetune", "finetune", [(10, 0.11), (10, 0.11)])], 1.0)]
+            with open(os.path.join(d2, "summary.json"), "w") as f:
+                json.dump({"runs": other}, f)
+            code, out = run([d, d2, "--targets", "0.12"])
+            assert code == 0, out
+            m2 = row(out, "mrmf1@" + os.path.basename(d2), 0.12)
+            assert m2[2] == "26.0" and m2[4] == "1.30 / 0.72", m2
+            assert row(out, "mrmf1", 0.12)[2] == "36.0", out
 
         os.remove(os.path.join(d, "mrmf1", "seed1", "finetune", "metrics.jsonl"))
         code, out = run([d, "--targets", "0.12"])
