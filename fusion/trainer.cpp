@@ -181,13 +181,18 @@ data::DataSpec data_spec(const RunConfig& cfg, data::Split split) {
 // MRMF_FAULT_EXIT=R:S makes rank R die abruptly -- no MPI_Finalize, no
 // unwinding, like a crash or an OOM kill -- when it reaches global step S.
 // The surviving ranks must then exit with an error instead of hanging.
-static void maybe_inject_fault(int rank, int64_t step) {
+// R is the rank in MPI_COMM_WORLD (not in a concurrent group's communicator);
+// S counts the steps of the trainer (stage) that reaches it.
+static void maybe_inject_fault(int64_t step) {
   static const std::pair<long, long> fault = [] {
     const char* env = std::getenv("MRMF_FAULT_EXIT");
     long r = -1, s = -1;
     if (env && std::sscanf(env, "%ld:%ld", &r, &s) != 2) r = s = -1;
     return std::make_pair(r, s);
   }();
+  if (fault.first < 0) return;
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (fault.first == rank && fault.second == step) {
     std::fprintf(stderr, "[rank %d] MRMF_FAULT_EXIT: dying at step %lld\n", rank, static_cast<long long>(step));
     std::fflush(stderr);
@@ -345,7 +350,7 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
       got = train_->next(b);
     }
     if (!got) break;
-    maybe_inject_fault(comm_.rank(), step_);
+    maybe_inject_fault(step_);
     const double lr = sched_->lr(epoch, step_);
     step_begin.record(ctx_->stream());
     Tensor pred;
