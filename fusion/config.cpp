@@ -485,8 +485,12 @@ void flatten(const YAML::Node& n, const std::string& prefix, std::map<std::strin
     for (const auto& kv : n) flatten(kv.second, (prefix.empty() ? "" : prefix + ".") + kv.first.as<std::string>(), out);
     return;
   }
+  // One line per value: `e << YAML::Flow << node` leaves a Node's own
+  // (block) style in place; the emitter's formats are what apply.
   YAML::Emitter e;
-  e << YAML::Flow << n;
+  e.SetSeqFormat(YAML::Flow);
+  e.SetMapFormat(YAML::Flow);
+  e << n;
   out[prefix] = e.c_str();
 }
 }  // namespace

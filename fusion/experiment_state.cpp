@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
 #include "core/error.h"
@@ -52,10 +53,10 @@ std::string experiment_identity(const ExperimentConfig& cfg, const LaunchInfo& l
   YAML::Node e = root["experiment"];
   e["target_val_loss"] = cfg.target_val_loss;
   e["max_epochs"] = cfg.max_epochs;
-  // Lists as one flow-style value each, so that a difference reads on one line.
-  std::string ladder;
-  for (const auto& r : cfg.ladder) ladder += (ladder.empty() ? "[" : ", [") + resolution_key(r) + "]";
-  e["ladder"] = "[" + ladder + "]";
+  // Lists as one flow-style string each (the form saved states hold).
+  std::vector<std::string> rungs;
+  for (const auto& r : cfg.ladder) rungs.push_back("[" + resolution_key(r) + "]");
+  e["ladder"] = fmt::format("[{}]", fmt::join(rungs, ", "));
   e["one_fusion_coarse"] = resolution_key(cfg.ladder_for("mrt").front());
   for (size_t st = 0; st + 1 < cfg.ladder.size(); ++st) {
     const StageStops s = cfg.stops_for_stage(st);
@@ -64,17 +65,12 @@ std::string experiment_identity(const ExperimentConfig& cfg, const LaunchInfo& l
     n["dense_stop"] = stop_node(s.dense);
     e["stages"].push_back(n);
   }
-  for (const auto& [res, sets] : cfg.resolution_overrides) {
-    std::string list;
-    for (const auto& s : sets) list += (list.empty() ? "" : ", ") + s;
-    e["resolution_overrides"][res] = "[" + list + "]";
-  }
+  for (const auto& [res, sets] : cfg.resolution_overrides)
+    e["resolution_overrides"][res] = fmt::format("[{}]", fmt::join(sets, ", "));
   e["optimizer_at_fusion"] = cfg.optimizer_at_fusion;
   e["shared_init"] = cfg.shared_init;
   e["bn_recalibration_batches"] = cfg.bn_recalibration_batches;
-  std::string times;
-  for (double t : cfg.concurrent_times) times += (times.empty() ? "" : ", ") + fmt::format("{}", t);
-  e["concurrent_times"] = "[" + times + "]";
+  e["concurrent_times"] = fmt::format("[{}]", fmt::join(cfg.concurrent_times, ", "));
   e["probe_steps"] = cfg.probe_steps;
   // Times measured on another number of ranks or another device do not
   // belong in the same table.

@@ -142,6 +142,10 @@ Orchestrator::Stage Orchestrator::train_stage(const std::string& name, const std
   return s;
 }
 
+std::string Orchestrator::run_dir(const std::string& label, uint64_t seed) const {
+  return (fs::path(out_) / label / ("seed" + std::to_string(seed))).string();
+}
+
 uint64_t Orchestrator::dense_seed(uint64_t seed, size_t stage) const {
   return cfg_.shared_init ? seed : seed + 1000 * (stage + 1);
 }
@@ -153,7 +157,7 @@ void Orchestrator::keep_optimizer_state(Trainer& fused, Trainer* coarse, Trainer
 }
 
 MethodRun Orchestrator::run(const std::string& method, uint64_t seed, bool resume) {
-  const fs::path dir = fs::path(out_) / method / ("seed" + std::to_string(seed));
+  const std::string dir = run_dir(method, seed);
   resume_ = resume && cfg_.stage_checkpoints;
   // A new run starts clean: stage folders of an earlier, interrupted attempt
   // must not mix with this one's.
@@ -168,7 +172,7 @@ MethodRun Orchestrator::run(const std::string& method, uint64_t seed, bool resum
 void Orchestrator::drop_stage_checkpoints(const std::string& method, uint64_t seed) const {
   if (!world_.is_root()) return;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(fs::path(out_) / method / ("seed" + std::to_string(seed)), ec)) {
+  for (const auto& e : fs::directory_iterator(run_dir(method, seed), ec)) {
     const std::string stage = e.path().filename().string();
     if (e.is_directory() && stage != "baseline" && stage != "finetune") fs::remove(e.path() / "checkpoint.h5", ec);
   }
@@ -179,7 +183,7 @@ MethodRun Orchestrator::run_sequential(const std::string& method, uint64_t seed,
   MethodRun mr;
   mr.method = label;
   mr.seed = seed;
-  const std::string dir = (fs::path(out_) / label / ("seed" + std::to_string(seed))).string();
+  const std::string dir = run_dir(label, seed);
   const auto ladder = cfg_.ladder_for(method);
   const double target = cfg_.target_val_loss;
   const StopRule final_rule{0, 0, cfg_.max_epochs};
@@ -324,7 +328,7 @@ MethodRun Orchestrator::run_concurrent(uint64_t seed) {
   mr.method = "concurrent";
   mr.concurrent_groups = true;
   mr.seed = seed;
-  const std::string dir = (fs::path(out_) / "concurrent" / ("seed" + std::to_string(seed))).string();
+  const std::string dir = run_dir("concurrent", seed);
   const auto ladder = cfg_.ladder_for("concurrent");
   const int nd = concurrent_split(dir, ladder[0], seed);
   const bool dense_rank = world_.rank() < nd;

@@ -104,6 +104,8 @@ class Orchestrator {
   // the recorded one when resuming.
   int concurrent_split(const std::string& dir, const Resolution& coarse, uint64_t seed);
   void check_before_training();
+  // <out>/<label>/seed<k>: a run's stage folders.
+  std::string run_dir(const std::string& label, uint64_t seed) const;
   // The initialisation (and shuffling) seed of stage `stage`'s dense model.
   uint64_t dense_seed(uint64_t seed, size_t stage) const;
 

@@ -6,12 +6,8 @@
 # that holds more files than the new data set must leave none of the old ones,
 # and a refused run must change nothing.
 #   data_tools_multirank.sh MPIEXEC MRMF_BINARY
-set -uo pipefail
 MPIEXEC=$1 MRMF=$2
-DIR=$(mktemp -d)
-trap 'rm -rf "$DIR"' EXIT
-export OMP_NUM_THREADS=1 MRMF_DEVICE=cpu HDF5_USE_FILE_LOCKING=FALSE
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/cli_test_setup.sh"
 command -v h5diff >/dev/null || fail "h5diff not found (Debian package hdf5-tools; scripts/install_deps.sh installs it)"
 same_tree() {  # every *.h5 of $1 equals its namesake in $2, and the sets of names match
   diff <(cd "$1" && find . -name '*.h5' | sort) <(cd "$2" && find . -name '*.h5' | sort) || fail "$1 and $2 hold different files"

@@ -6,12 +6,8 @@
 # the times equals an uninterrupted run's, stage by stage, with the same
 # per-epoch losses in every stage's metrics.jsonl.
 #   experiment_resume_multirank.sh MPIEXEC MRMF_BINARY
-set -uo pipefail
 MPIEXEC=$1 MRMF=$2
-DIR=$(mktemp -d)
-trap 'rm -rf "$DIR"' EXIT
-export OMP_NUM_THREADS=1 MRMF_DEVICE=cpu HDF5_USE_FILE_LOCKING=FALSE
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/cli_test_setup.sh"
 cd "$DIR" || exit 1
 "$MRMF" datagen neuron-inverter --out ni.h5 --train 768 --val 192 --test 64 --time-bins 64 --seed 3 >/dev/null \
   || fail "datagen"
