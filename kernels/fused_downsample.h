@@ -11,12 +11,15 @@
 // Multi-level design (why): one functor call owns one output position of the
 // COARSEST level (block B = per-axis max of the levels' factors, every level's
 // factor must divide B) for all channels, and writes every level's outputs
-// that lie inside that block, each averaged directly from the input (not from
-// a finer level, so each level equals a direct average bit-for-bit). The
-// block's input is fetched from memory once; the finer levels re-read it from
-// L1 / registers. So the input crosses the memory bus once whatever the
-// number of levels, and each output element is written once.
-//
+// that lie inside that block. The finest level is averaged from the input; a
+// level whose factors are multiples of an earlier level's (1/8 after 1/1 or
+// after 1/2 along x; 1/64 after 1/8) is averaged from that level's outputs,
+// which the same call has just written and which are still in L1/L2 (on the
+// GPU: the same thread's own stores, in L1/L2). So the input crosses the memory
+// bus and is converted once whatever the number of levels, and each output
+// element is written once; a derived level equals the direct average within
+// float rounding (an average of averages), and the CPU rows and the GPU
+// positions derive it in the same order, so the two give the same bits.
 // Granularity: a call handles `chunk` consecutive coarse positions along the
 // last spatial axis. The CPU backend uses whole rows (index arithmetic paid
 // once per row; contiguous streams), the GPU one position per thread
@@ -92,21 +95,30 @@ struct FusedGeom {
   int64_t block[3] = {1, 1, 1};                // coarsest factors B
   int64_t nblk[3] = {1, 1, 1};                 // in / B
   int64_t chunk = 1, nchunk = 1;               // coarse positions per call along slot 2
+  int64_t group1 = 1, ngrp1 = 1;               // coarse blocks per call along slot 1 (CPU slabs)
   int levels = 0;
   int64_t f[kFusedMaxLevels][3] = {};
   int64_t out[kFusedMaxLevels][3] = {};
   float inv[kFusedMaxLevels] = {};
+  // Derived levels (see above): levels run in order[], and level l is
+  // averaged from level src[l]'s outputs over r[l] blocks (scaled by inv_r[l]),
+  // or from the input when src[l] < 0.
+  int order[kFusedMaxLevels] = {};
+  int src[kFusedMaxLevels] = {-1, -1, -1, -1};
+  int64_t r[kFusedMaxLevels][3] = {};
+  float inv_r[kFusedMaxLevels] = {};
   FusedTransform transform = FusedTransform::None;
   float scale[kFusedMaxChannels] = {}, shift[kFusedMaxChannels] = {};
   FastDiv chunk_div, nblk1_div, nblk0_div;  // set by finalize() (host)
 
   void finalize() {
     nchunk = (nblk[2] + chunk - 1) / chunk;
+    ngrp1 = (nblk[1] + group1 - 1) / group1;
     chunk_div = FastDiv(nchunk);
-    nblk1_div = FastDiv(nblk[1]);
+    nblk1_div = FastDiv(ngrp1);
     nblk0_div = FastDiv(nblk[0]);
   }
-  int64_t calls() const { return n * nblk[0] * nblk[1] * nchunk; }
+  int64_t calls() const { return n * nblk[0] * ngrp1 * nchunk; }
 };
 
 struct FusedOutputs {
@@ -137,13 +149,56 @@ struct FusedDownsample {
   MRMF_HD void operator()(int64_t i) const {
     const int64_t j2 = i - g.chunk_div(i) * g.nchunk;
     int64_t q = g.chunk_div(i);
-    const int64_t p1 = q - g.nblk1_div(q) * g.nblk[1];
+    const int64_t j1 = q - g.nblk1_div(q) * g.ngrp1;
     q = g.nblk1_div(q);
     const int64_t p0 = q - g.nblk0_div(q) * g.nblk[0];
     const int64_t n = g.nblk0_div(q);
     const int64_t p2_begin = j2 * g.chunk;
     const int64_t p2_end = min_of(p2_begin + g.chunk, g.nblk[2]);
-    for (int l = 0; l < g.levels; ++l) level_outputs(l, n, p0, p1, p2_begin, p2_end);
+    const int64_t p1_end = min_of((j1 + 1) * g.group1, g.nblk[1]);
+    for (int64_t p1 = j1 * g.group1; p1 < p1_end; ++p1)  // group1 = 1 on the GPU
+      for (int k = 0; k < g.levels; ++k) {
+        const int l = g.order[k];
+        if (g.src[l] < 0)
+          level_outputs(l, n, p0, p1, p2_begin, p2_end);
+        else
+          derived_outputs(l, n, p0, p1, p2_begin, p2_end);
+      }
+  }
+
+  // Level l's outputs inside coarse block (n, p0, p1), [p2_begin, p2_end),
+  // averaged from level m = src[l]'s outputs: the same summation order as
+  // from the input (per z, the r0 x r1 values in (a, b) order from the first;
+  // the per-z sums added to 0 in z order), then scaled by inv_r.
+  MRMF_HD void derived_outputs(int l, int64_t n, int64_t p0, int64_t p1, int64_t p2_begin, int64_t p2_end) const {
+    const int m = g.src[l];
+    const int64_t q0 = g.r[l][0], q1 = g.r[l][1], q2 = g.r[l][2];
+    const int64_t r0 = g.block[0] / g.f[l][0], r1 = g.block[1] / g.f[l][1], r2 = g.block[2] / g.f[l][2];
+    const int64_t O0 = g.out[l][0], O1 = g.out[l][1], O2 = g.out[l][2];
+    const int64_t M0 = g.out[m][0], M1 = g.out[m][1], M2 = g.out[m][2];
+    const float inv = g.inv_r[l];
+    const float* const ym = o.y[m];
+    float* const yl = o.y[l];
+    for (int64_t u0 = 0; u0 < r0; ++u0)
+      for (int64_t u1 = 0; u1 < r1; ++u1) {
+        const int64_t o0 = p0 * r0 + u0, o1 = p1 * r1 + u1;
+        for (int64_t c = 0; c < g.c; ++c) {
+          float* const yrow = yl + (((n * g.c + c) * O0 + o0) * O1 + o1) * O2;
+          const float* const src = ym + (((n * g.c + c) * M0 + o0 * q0) * M1 + o1 * q1) * M2;
+          for (int64_t o2 = p2_begin * r2; o2 < p2_end * r2; ++o2) {
+            float acc = 0.f;
+            for (int64_t z = 0; z < q2; ++z) {
+              const float* const col = src + o2 * q2 + z;
+              float t = col[0];
+              for (int64_t a = 0; a < q0; ++a)
+                for (int64_t b = 0; b < q1; ++b)
+                  if (a != 0 || b != 0) t += col[(a * M1 + b) * M2];
+              acc += t;
+            }
+            yrow[o2] = acc * inv;
+          }
+        }
+      }
   }
 
   // Level l's outputs inside coarse block (n, p0, p1) for the coarse
@@ -281,50 +336,138 @@ struct FusedDownsample {
       block<kC, 0>(acc, x0, wn, f, C, c_fixed, y, ystride, inv);
   }
 
-  void row_cpu(int64_t i) const {
-    int64_t q = i;  // j2 == 0: one call per (n, p0, p1)
-    const int64_t p1 = q - g.nblk1_div(q) * g.nblk[1];
-    q = g.nblk1_div(q);
-    const int64_t p0 = q - g.nblk0_div(q) * g.nblk[0];
-    const int64_t n = g.nblk0_div(q);
+  // derived_outputs() over whole rows: per output row and segment, the
+  // q0 x q1 source rows summed into acc (unit stride, in (a, b) order from
+  // the first; up to four rows per pass over acc), then each output the sum
+  // from 0 of its q2 neighbours, scaled.
+  template <int kQ2>
+  static void derived_seg(float* acc, const float* src, int64_t rowstep0, int64_t rowstep1, int64_t q0, int64_t q1,
+                          int64_t q2_rt, int64_t wn, float* y, float inv) {
+    const int64_t q2 = kQ2 > 0 ? kQ2 : q2_rt, len = wn * q2, rows = q0 * q1;
+    const auto row = [&](int64_t k) { return src + (k / q1) * rowstep0 + (k % q1) * rowstep1; };
+    int64_t k = 0;
+    if (rows >= 4) {
+      const float *r0 = row(0), *r1 = row(1), *r2 = row(2), *r3 = row(3);
+      for (int64_t j = 0; j < len; ++j) acc[j] = r0[j] + r1[j] + r2[j] + r3[j];
+      k = 4;
+    } else if (rows >= 2) {
+      const float *r0 = row(0), *r1 = row(1);
+      for (int64_t j = 0; j < len; ++j) acc[j] = r0[j] + r1[j];
+      k = 2;
+    } else {
+      const float* r0 = row(0);
+      for (int64_t j = 0; j < len; ++j) acc[j] = r0[j];
+      k = 1;
+    }
+    for (; k < rows; ++k) {
+      const float* const rk = row(k);
+      for (int64_t j = 0; j < len; ++j) acc[j] += rk[j];
+    }
+    for (int64_t w = 0; w < wn; ++w) {
+      float s = 0.f;
+      for (int64_t z = 0; z < q2; ++z) s += acc[w * q2 + z];
+      y[w] = s * inv;
+    }
+  }
+
+  void derived_rows_cpu(float* acc, int l, int64_t n, int64_t p0, int64_t p1) const {
+    const int m = g.src[l];
+    const int64_t q0 = g.r[l][0], q1 = g.r[l][1], q2 = g.r[l][2];
+    const int64_t r0 = g.block[0] / g.f[l][0], r1 = g.block[1] / g.f[l][1];
+    const int64_t O0 = g.out[l][0], O1 = g.out[l][1], O2 = g.out[l][2];
+    const int64_t M0 = g.out[m][0], M1 = g.out[m][1], M2 = g.out[m][2];
+    if (q2 > kAcc) {  // one output's sources overflow the accumulator: plain loops
+      derived_outputs(l, n, p0, p1, 0, g.nblk[2]);
+      return;
+    }
+    const int64_t seg = kAcc / q2;  // outputs per segment
+    for (int64_t u0 = 0; u0 < r0; ++u0)
+      for (int64_t u1 = 0; u1 < r1; ++u1) {
+        const int64_t o0 = p0 * r0 + u0, o1 = p1 * r1 + u1;
+        for (int64_t c = 0; c < g.c; ++c) {
+          float* const yrow = o.y[l] + (((n * g.c + c) * O0 + o0) * O1 + o1) * O2;
+          const float* const src = o.y[m] + (((n * g.c + c) * M0 + o0 * q0) * M1 + o1 * q1) * M2;
+          for (int64_t w0 = 0; w0 < O2; w0 += seg) {
+            const int64_t wn = w0 + seg < O2 ? seg : O2 - w0;
+            const float* const s0 = src + w0 * q2;
+            if (q2 == 1)
+              derived_seg<1>(acc, s0, M1 * M2, M2, q0, q1, 1, wn, yrow + w0, g.inv_r[l]);
+            else if (q2 == 2)
+              derived_seg<2>(acc, s0, M1 * M2, M2, q0, q1, 2, wn, yrow + w0, g.inv_r[l]);
+            else if (q2 == 4)
+              derived_seg<4>(acc, s0, M1 * M2, M2, q0, q1, 4, wn, yrow + w0, g.inv_r[l]);
+            else
+              derived_seg<0>(acc, s0, M1 * M2, M2, q0, q1, q2, wn, yrow + w0, g.inv_r[l]);
+          }
+        }
+      }
+  }
+
+  // Level l's outputs at o0 = p0 * r0 + u0 (all u0) on output rows
+  // [o1, o1 + rows) of the last axis, read from the input. Consecutive rows
+  // form one stretch of rows * O2 outputs when f1 = 1 (their inputs are then
+  // consecutive too), so rows > 1 needs f1 = 1.
+  void direct_rows_cpu(float* acc, int l, int64_t n, int64_t p0, int64_t o1, int64_t rows) const {
+    const int64_t* f = g.f[l];
     const int64_t C = g.c;
     // Channels-last rows are [w][z][c] interleaved; channels-first ones (and a
     // single channel) are unit-stride per channel (g.s[2] == 1).
     const bool last = g.s_c == 1 && C > 1;
-    float acc[kAcc];
-    for (int l = 0; l < g.levels; ++l) {
-      const int64_t* f = g.f[l];
-      const int64_t r0 = g.block[0] / f[0], r1 = g.block[1] / f[1];
-      const int64_t O0 = g.out[l][0], O1 = g.out[l][1], O2 = g.out[l][2];
-      const int64_t ystride = O0 * O1 * O2;  // between channels
-      const float inv = g.inv[l];
-      const int64_t lanes = last ? C : 1;
-      if (lanes * f[2] > kAcc) {  // one output's inputs overflow the accumulator: plain loops
-        level_outputs(l, n, p0, p1, 0, g.nblk[2]);
-        continue;
-      }
-      const int64_t seg = kAcc / (lanes * f[2]);  // outputs per segment
-      for (int64_t u0 = 0; u0 < r0; ++u0)
-        for (int64_t u1 = 0; u1 < r1; ++u1) {
-          const int64_t o0 = p0 * r0 + u0, o1 = p1 * r1 + u1;
-          const int64_t x01 = n * g.s_n + o0 * f[0] * g.s[0] + o1 * f[1] * g.s[1];
-          float* const y0 = o.y[l] + ((n * C * O0 + o0) * O1 + o1) * O2;  // channel 0's row
-          for (int64_t w0 = 0; w0 < O2; w0 += seg) {
-            const int64_t wn = w0 + seg < O2 ? seg : O2 - w0;
-            if (last) {
-              const int64_t x0 = x01 + w0 * f[2] * C;
-              if (C == 4)
-                block_f2<4>(acc, x0, wn, f, C, 0, y0 + w0, ystride, inv);
-              else if (C == 3)
-                block_f2<3>(acc, x0, wn, f, C, 0, y0 + w0, ystride, inv);
-              else
-                block_f2<0>(acc, x0, wn, f, C, 0, y0 + w0, ystride, inv);
-            } else {
-              for (int64_t c = 0; c < C; ++c)
-                block_f2<1>(acc, x01 + c * g.s_c + w0 * f[2], wn, f, 1, c, y0 + c * ystride + w0, 0, inv);
-            }
-          }
+    const int64_t r0 = g.block[0] / f[0];
+    const int64_t O0 = g.out[l][0], O1 = g.out[l][1], O2 = g.out[l][2], len = rows * O2;
+    const int64_t ystride = O0 * O1 * O2;  // between channels
+    const float inv = g.inv[l];
+    const int64_t seg = kAcc / ((last ? C : 1) * f[2]);  // outputs per segment
+    for (int64_t u0 = 0; u0 < r0; ++u0) {
+      const int64_t o0 = p0 * r0 + u0;
+      const int64_t x01 = n * g.s_n + o0 * f[0] * g.s[0] + o1 * f[1] * g.s[1];
+      float* const y0 = o.y[l] + ((n * C * O0 + o0) * O1 + o1) * O2;  // channel 0's row
+      for (int64_t w0 = 0; w0 < len; w0 += seg) {
+        const int64_t wn = w0 + seg < len ? seg : len - w0;
+        if (last) {
+          const int64_t x0 = x01 + w0 * f[2] * C;
+          if (C == 4)
+            block_f2<4>(acc, x0, wn, f, C, 0, y0 + w0, ystride, inv);
+          else if (C == 3)
+            block_f2<3>(acc, x0, wn, f, C, 0, y0 + w0, ystride, inv);
+          else
+            block_f2<0>(acc, x0, wn, f, C, 0, y0 + w0, ystride, inv);
+        } else {
+          for (int64_t c = 0; c < C; ++c)
+            block_f2<1>(acc, x01 + c * g.s_c + w0 * f[2], wn, f, 1, c, y0 + c * ystride + w0, 0, inv);
         }
+      }
+    }
+  }
+
+  // One CPU call: the coarse blocks (n, p0, p1) for the p1 of group j1, as a
+  // slab. A level with f1 = 1 streams each of its input planes' rows for the
+  // whole group as one stretch (long contiguous reads, what the hardware
+  // prefetcher needs; block by block they were 1 KB bursts from planes 128 KB
+  // apart); the group is sized so that the outputs the derived levels read
+  // back are still in L2.
+  void row_cpu(int64_t i) const {
+    int64_t q = i;  // j2 == 0: whole rows per call
+    const int64_t j1 = q - g.nblk1_div(q) * g.ngrp1;
+    q = g.nblk1_div(q);
+    const int64_t p0 = q - g.nblk0_div(q) * g.nblk[0];
+    const int64_t n = g.nblk0_div(q);
+    const int64_t p1a = j1 * g.group1, p1b = p1a + g.group1 < g.nblk[1] ? p1a + g.group1 : g.nblk[1];
+    const bool last = g.s_c == 1 && g.c > 1;
+    float acc[kAcc];
+    for (int k = 0; k < g.levels; ++k) {
+      const int l = g.order[k];
+      const int64_t* f = g.f[l];
+      const int64_t r1 = g.block[1] / f[1];
+      if (g.src[l] >= 0) {
+        for (int64_t p1 = p1a; p1 < p1b; ++p1) derived_rows_cpu(acc, l, n, p0, p1);
+      } else if ((last ? g.c : 1) * f[2] > kAcc) {  // one output's inputs overflow the accumulator: plain loops
+        for (int64_t p1 = p1a; p1 < p1b; ++p1) level_outputs(l, n, p0, p1, 0, g.nblk[2]);
+      } else if (f[1] == 1) {
+        direct_rows_cpu(acc, l, n, p0, p1a * r1, (p1b - p1a) * r1);
+      } else {
+        for (int64_t o1 = p1a * r1; o1 < p1b * r1; ++o1) direct_rows_cpu(acc, l, n, p0, o1, 1);
+      }
     }
   }
 #endif

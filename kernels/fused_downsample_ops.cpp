@@ -4,6 +4,8 @@
 #include "kernels/launch_cpu.h"
 #include "kernels/fused_downsample_ops.inl"
 
+#include <algorithm>
+
 namespace mrmf::kernels {
 
 RawType raw_type_of(DType dt, const std::string& who) {
@@ -70,6 +72,26 @@ FusedGeom make_fused_geom(const Shape& x, const FusedDownsampleSpec& spec, const
   for (int l = 0; l < g.levels; ++l) {
     for (int d = 0; d < 3; ++d) g.out[l][d] = g.in[d] / g.f[l][d];
     g.inv[l] = 1.f / static_cast<float>(g.f[l][0] * g.f[l][1] * g.f[l][2]);
+  }
+  // Computation order: finer levels first (fewer inputs per output; stable
+  // among equals). A level is derived from the closest (largest block)
+  // earlier level whose factors divide its own on every axis.
+  for (int l = 0; l < g.levels; ++l) g.order[l] = l;
+  const auto cells = [&](int l) { return g.f[l][0] * g.f[l][1] * g.f[l][2]; };
+  std::stable_sort(g.order, g.order + g.levels, [&](int a, int b) { return cells(a) < cells(b); });
+  for (int k = 0; k < g.levels; ++k) {
+    const int l = g.order[k];
+    g.src[l] = -1;
+    for (int j = 0; j < k; ++j) {
+      const int m = g.order[j];
+      bool divides = true;
+      for (int d = 0; d < 3; ++d) divides = divides && g.f[l][d] % g.f[m][d] == 0;
+      if (divides && (g.src[l] < 0 || cells(m) > cells(g.src[l]))) g.src[l] = m;
+    }
+    if (g.src[l] >= 0) {
+      for (int d = 0; d < 3; ++d) g.r[l][d] = g.f[l][d] / g.f[g.src[l]][d];
+      g.inv_r[l] = 1.f / static_cast<float>(g.r[l][0] * g.r[l][1] * g.r[l][2]);
+    }
   }
   g.transform = spec.transform;
   if (spec.transform == FusedTransform::Scale) {

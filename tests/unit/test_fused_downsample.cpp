@@ -219,6 +219,11 @@ TEST_CASE("fused downsample: the CPU row traversal gives the functor's (GPU math
       {{2, 4, 6, 2}, true, {{2, 2}, {1, 6}}},
       {{2, 2, 4, 1}, true, {{2, 2}}},
       {{1, 4, 4, 10, 5}, true, {{2, 2, 2}, {2, 2, 1}}},
+      // Planes wide enough for several CPU slabs per plane, the last one
+      // partial (17 blocks along axis 1, slabs of 2 or 3 by element size); derived levels from
+      // a level with f1 = 1 and from one with f1 = 2; a level equal to another.
+      {{1, 2, 34, 2048, 4}, true, {{1, 1, 1}, {2, 2, 2}, {1, 1, 1}}},
+      {{1, 4, 34, 512, 3}, true, {{2, 1, 2}, {4, 2, 2}, {2, 2, 4}}},
       {{2, 3, 1600}, false, {{1}, {2}, {4}}},
       {{1, 4, 4, 4, 8}, false, {{1, 1, 1}, {2, 2, 2}, {4, 4, 2}}},
       {{1, 2, 2, 2, 4100}, false, {{1, 1, 1}, {1, 1, 2}}},
