@@ -15,10 +15,17 @@
 # .gpudeps/ (ignored by git); carry that folder along. They are unpacked into
 # a private prefix, never over /.
 #
-#   scripts/gpu_check.sh [--quick|--profile]
+#   scripts/gpu_check.sh [--quick|--profile|--mrmf]
 #     --quick:   gpu tests and the training step only
 #     --profile: build, then a per-kernel GPU time profile of the training step
 #                (Nsight Systems, or Nsight Compute where nsys is missing)
+#     --mrmf:    build, then issue 5's experiment in the paper's regime
+#                (configs/experiments/ni_gpu_scale.yaml: ~100-epoch baselines,
+#                out of reach of the CPU VM). Resumable: it stops before the
+#                call's time limit (MRMF_CALL_SECONDS, default 570, counted from
+#                the script's start) and the next --mrmf call on the same warm
+#                machine continues it (runs/gpu_mrmf, experiment --resume).
+#                Report, summary and time-to-target tables go to $OUT.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -81,6 +88,13 @@ stage build
 cmake --build $B -j "$(nproc)" >"$OUT_DIR/build.txt" 2>&1 || { grep -B2 -A12 "error" "$OUT_DIR/build.txt" | head -80; exit 1; }
 rm -f "$OUT_DIR/build.txt" "$OUT_DIR/configure.txt"
 $B/bin/mrmf info
+
+if [[ $MODE == --mrmf ]]; then
+  stage "MRMF experiment on the GPU (configs/experiments/ni_gpu_scale.yaml)"
+  MRMF_CALL_SECONDS=$((${MRMF_CALL_SECONDS:-570} - SECONDS)) bash scripts/gpu_mrmf_experiment.sh "$B/bin/mrmf" "$OUT_DIR/mrmf_ni"
+  stage "done (mrmf): results in $OUT_DIR/mrmf_ni"
+  exit 0
+fi
 
 if [[ $MODE == --profile ]]; then
   stage "profile of the training step"

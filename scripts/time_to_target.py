@@ -25,6 +25,11 @@ and fusion costs nothing.
   scripts/time_to_target.py RUN_DIR [RUN_DIR ...] --targets 0.14 0.12 [--consecutive 2]
                             [--epoch-cost 1=1 2=0.53] [--out FILE]
 
+--relative 1.05 1.02 1.0 instead of --targets sets the targets from the
+baseline itself: those multiples of its best validation loss (mean over
+seeds of each seed's lowest), for experiments run before the baseline's
+reach is known (the paper's target is its converged baseline's loss).
+
 RUN_DIR is an `mrmf experiment --out` folder (summary.json and per-run
 metrics.jsonl files). With several, their runs are compared together (a
 baseline from one experiment, a variant from another); a method found in an
@@ -125,7 +130,10 @@ def mean_sd(xs):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("run_dirs", nargs="+", metavar="run_dir")
-    ap.add_argument("--targets", type=float, nargs="+", required=True)
+    goal = ap.add_mutually_exclusive_group(required=True)
+    goal.add_argument("--targets", type=float, nargs="+")
+    goal.add_argument("--relative", type=float, nargs="+", metavar="F",
+                      help="targets at these multiples of the baseline's best validation loss")
     ap.add_argument("--consecutive", type=int, default=2)
     ap.add_argument("--epoch-cost", nargs="+", metavar="RES=COST",
                     help="cost of one epoch per resolution (e.g. 1=1 2=0.53 4=0.28) instead of wall time")
@@ -147,8 +155,19 @@ def main():
     seeds = sorted({k[1] for k in curves})
     base = [curves[("baseline", s)][-1][0] for s in seeds if ("baseline", s) in curves]
     budget = statistics.mean(base) if base else math.inf
+    if a.relative:
+        best = [min(v for _, v in curves[("baseline", s)]) for s in seeds if ("baseline", s) in curves]
+        if not best:
+            sys.exit("time_to_target: --relative needs a method named 'baseline' in the experiment folders")
+        if any(f <= 0 for f in a.relative):
+            sys.exit("time_to_target: --relative factors must be > 0")
+        a.targets = [f * statistics.mean(best) for f in a.relative]
 
-    lines = ["| method | target | first ≤ T (%s) | %d in a row ≤ T (%s) | vs baseline (first / in a row) |"
+    lines = []
+    if a.relative:
+        lines += ["Targets: %s x the baseline's best validation loss (%.4f, mean over seeds)."
+                  % (", ".join("%g" % f for f in a.relative), statistics.mean(best)), ""]
+    lines += ["| method | target | first ≤ T (%s) | %d in a row ≤ T (%s) | vs baseline (first / in a row) |"
              % (unit, a.consecutive, unit),
              "|---|---|---|---|---|"]
     for target in a.targets:
@@ -174,9 +193,10 @@ def main():
     for m in methods:
         b = [best_within(curves[(m, s)], budget) for s in seeds if (m, s) in curves]
         fin = [curves[(m, s)][-1][1] for s in seeds if (m, s) in curves]
-        lines.append("| %s | %.4f ± %.4f | %.4f ± %.4f |" % (
-            m, statistics.mean(b), statistics.stdev(b) if len(b) > 1 else 0.0,
-            statistics.mean(fin), statistics.stdev(fin) if len(fin) > 1 else 0.0))
+        b = [x for x in b if not math.isnan(x)]  # a seed with no epoch ending within the budget
+        best = "–" if not b else "%.4f ± %.4f" % (statistics.mean(b), statistics.stdev(b) if len(b) > 1 else 0.0)
+        lines.append("| %s | %s | %.4f ± %.4f |" % (
+            m, best, statistics.mean(fin), statistics.stdev(fin) if len(fin) > 1 else 0.0))
     text = "\n".join(lines) + "\n"
     sys.stdout.write(text)
     if a.out:

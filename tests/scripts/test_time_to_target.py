@@ -77,6 +77,15 @@ def main():
         code, out = run([d, "--targets", "0.12", "--epoch-cost", "2=fast"])
         assert code != 0 and "RESOLUTION=COST" in out, out
 
+        # Targets relative to the baseline's best (0.1): 1.2 x -> 0.12, as above.
+        code, out = run([d, "--relative", "1.2"])
+        assert code == 0, out
+        assert row(out, "mrmf1", 0.12)[2] == "36.0" and "1.2 x the baseline's best validation loss (0.1000" in out, out
+        code, out = run([d, "--relative", "1.2", "--targets", "0.1"])
+        assert code != 0 and "not allowed with" in out, out
+        code, out = run([d, "--relative", "0"])
+        assert code != 0 and "must be > 0" in out, out
+
         # Two experiment folders compared together: the second one's mrmf1 is
         # reported as mrmf1@<folder>, against the first one's baseline.
         with tempfile.TemporaryDirectory() as d2:

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Issue 5's experiment in the paper's regime (configs/experiments/ni_gpu_scale.yaml),
+# run by `scripts/gpu_check.sh --mrmf` on a GPU machine, in pieces: it stops
+# before MRMF_CALL_SECONDS (default 540) have passed, and the next call on the
+# same machine continues it (`mrmf experiment --resume` over runs/gpu_mrmf).
+# Each call copies the (partial) report, summary, chart and the
+# time-to-target tables (targets set by the baseline's best validation loss)
+# to OUT_DIR.
+#
+#   scripts/gpu_mrmf_experiment.sh MRMF_BINARY OUT_DIR [extra mrmf experiment arguments]
+#
+# Extra arguments go to every call (a resumed experiment refuses changes);
+# for a dry run on a CPU: --set runtime.device=cpu --set experiment.max_epochs=2 ...
+# MRMF_EXP_DATA / MRMF_EXP_DIR / MRMF_EXP_TRAIN override the data file, the
+# experiment folder and the number of training samples generated.
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+[[ $# -ge 2 ]] || { echo "usage: $0 MRMF_BINARY OUT_DIR [mrmf experiment arguments]" >&2; exit 2; }
+MRMF=$1
+OUT_DIR=$2
+shift 2
+D=${MRMF_EXP_DATA:-runs/data/ni64k.h5}
+X=${MRMF_EXP_DIR:-runs/gpu_mrmf}
+mkdir -p "$(dirname "$D")" "$OUT_DIR"
+if [[ ! -f $D ]]; then
+  "$MRMF" datagen neuron-inverter --out "$D" --train "${MRMF_EXP_TRAIN:-65536}" --val 4096 --test 2048 --seed 1 |
+    tail -1 || exit 1
+fi
+RESUME=()
+[[ -f $X/experiment_state.json ]] && RESUME=(--resume)
+LEFT=$((${MRMF_CALL_SECONDS:-540} - SECONDS - 20)) # 20 s for the tables and copies below
+if ((LEFT > 30)); then
+  # The per-epoch lines stay in the runs' metrics.jsonl; the log keeps the rest.
+  HDF5_USE_FILE_LOCKING=FALSE timeout "$LEFT" "$MRMF" experiment --config configs/experiments/ni_gpu_scale.yaml \
+    --out "$X" "${RESUME[@]}" --set data.path="$D" "$@" 2>&1 | grep -vE "\] [^ ]+ epoch +[0-9]+ +train" | tail -40
+  code=${PIPESTATUS[0]}
+  case $code in
+    0) echo "experiment finished" ;;
+    124) echo "experiment stopped at this call's time limit: run the same command again to continue it" ;;
+    *) echo "experiment failed (exit $code)" ;;
+  esac
+else
+  echo "no time left in this call for the experiment (${LEFT} s): run the same command again"
+fi
+for f in report.md summary.json chart.svg experiment_state.json; do
+  [[ -f $X/$f ]] && cp "$X/$f" "$OUT_DIR/"
+done
+if [[ -f $X/summary.json ]] && grep -q '"method": *"baseline"' "$X/summary.json"; then
+  python3 scripts/time_to_target.py "$X" --relative 1.10 1.05 1.02 1.0 --out "$OUT_DIR/time_to_target.md" || true
+fi
+exit 0
