@@ -25,7 +25,9 @@
 #                call's time limit (MRMF_CALL_SECONDS, default 570, counted from
 #                the script's start) and the next --mrmf call on the same warm
 #                machine continues it (runs/gpu_mrmf, experiment --resume).
-#                Report, summary and time-to-target tables go to $OUT.
+#                Report, summary and time-to-target tables go to $OUT. The
+#                experiment folder (stage checkpoints) lives on that machine
+#                only: issue the next call before it is released.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
