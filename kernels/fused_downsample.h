@@ -444,8 +444,8 @@ struct FusedDownsample {
   // slab. A level with f1 = 1 streams each of its input planes' rows for the
   // whole group as one stretch (long contiguous reads, what the hardware
   // prefetcher needs; block by block they were 1 KB bursts from planes 128 KB
-  // apart); the group is sized so that the outputs the derived levels read
-  // back are still in L2.
+  // apart); the group is sized by kSlabBytes (fused_downsample_ops.inl), so
+  // that the outputs the derived levels read back are still in L2/L3.
   void row_cpu(int64_t i) const {
     int64_t q = i;  // j2 == 0: whole rows per call
     const int64_t j1 = q - g.nblk1_div(q) * g.ngrp1;
