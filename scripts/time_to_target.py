@@ -193,8 +193,11 @@ def main():
     for m in methods:
         b = [best_within(curves[(m, s)], budget) for s in seeds if (m, s) in curves]
         fin = [curves[(m, s)][-1][1] for s in seeds if (m, s) in curves]
+        n = len(b)
         b = [x for x in b if not math.isnan(x)]  # a seed with no epoch ending within the budget
         best = "–" if not b else "%.4f ± %.4f" % (statistics.mean(b), statistics.stdev(b) if len(b) > 1 else 0.0)
+        if b and len(b) < n:
+            best += " (%d of %d seeds with an epoch inside the budget)" % (len(b), n)
         lines.append("| %s | %s | %.4f ± %.4f |" % (
             m, best, statistics.mean(fin), statistics.stdev(fin) if len(fin) > 1 else 0.0))
     text = "\n".join(lines) + "\n"
