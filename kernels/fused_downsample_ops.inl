@@ -107,6 +107,11 @@ void fused_downsample(Stream& s, const void* x, RawType r, const FusedOutputs& o
   double per_block = double(plane_row) * (r == RawType::F32 ? 4 : 2);
   for (int l = 0; l < g.levels; ++l) per_block += 4.0 * plane_row / double(g.f[l][0] * g.f[l][1] * g.f[l][2]);
   g.group1 = std::max<int64_t>(1, std::min<int64_t>(g.nblk[1], static_cast<int64_t>(kSlabBytes / per_block)));
+  // ... but no fewer calls than 4 per thread where the blocks allow it (one
+  // 2-D sample has a single block along axis 0: its slabs are all the work).
+  const int64_t outer = g.n * g.nblk[0], want = 4 * static_cast<int64_t>(omp_get_max_threads());
+  if (outer * ((g.nblk[1] + g.group1 - 1) / g.group1) < want)
+    g.group1 = std::max<int64_t>(1, std::min(g.group1, g.nblk[1] * outer / want));
 #endif
   g.finalize();
   switch (r) {
