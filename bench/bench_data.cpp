@@ -190,10 +190,14 @@ int main(int argc, char** argv) {
   };
   row("\n(a) %-44s %12s %10s %9s %6s   (paired with the plain read: median ratio, best/best)\n", "reader",
       "samples/s", "GB/s", "% plain", "best");
-  const auto cf_row = [&](const char* name, const Paired& pr) {
-    const double sps = double(L->samples_per_epoch()) / pr.a;
-    row("    %-44s %12.0f %10.2f %8.0f%% %5.0f%%\n", name, sps, sps * sample_bytes / 1e9, 100 * pr.ratio,
+  // One paired row: n samples of `bytes` each per timed call of the measured side.
+  const auto paired_row = [&](const char* name, const Paired& pr, int64_t n, int64_t bytes) {
+    const double sps = double(n) / pr.a;
+    row("    %-44s %12.0f %10.2f %8.0f%% %5.0f%%\n", name, sps, sps * bytes / 1e9, 100 * pr.ratio,
         100 * pr.b_best / pr.a_best);
+  };
+  const auto cf_row = [&](const char* name, const Paired& pr) {
+    paired_row(name, pr, L->samples_per_epoch(), sample_bytes);
   };
   {
     const double t_plain = best_of(3, plain_read);
@@ -247,11 +251,7 @@ int main(int argc, char** argv) {
     };
     const double read_sps = double(ni_n / NB * NB) / best_of(3, ni_read);
     row("    %-44s %12.0f %10.2f\n", "NI: plain HDF5 read, 128-sample hyperslabs", read_sps, read_sps * ni_bytes / 1e9);
-    const auto ni_row = [&](const char* name, const Paired& pr, int64_t n) {
-      const double sps = double(n) / pr.a;
-      row("    %-44s %12.0f %10.2f %8.0f%% %5.0f%%\n", name, sps, sps * ni_bytes / 1e9, 100 * pr.ratio,
-          100 * pr.b_best / pr.a_best);
-    };
+    const auto ni_row = [&](const char* name, const Paired& pr, int64_t n) { paired_row(name, pr, n, ni_bytes); };
     ni_row("NI: memcpy gather of the raw samples", paired(kPairs, ni_gather, ni_read), ni_n);
     // Full resolution: the preloaded shard was converted in place, a batch is a gather.
     for (int io : {1, 2}) {

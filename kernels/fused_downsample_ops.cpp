@@ -107,9 +107,9 @@ FusedGeom make_fused_geom(const Shape& x, const FusedDownsampleSpec& spec, const
   return g;
 }
 
-std::vector<Shape> fused_downsample_shapes(const Shape& x, const FusedDownsampleSpec& spec, const std::string& who) {
-  const FusedGeom g = make_fused_geom(x, spec, who);
-  const int k = x.ndim() - 2;
+namespace {
+// Level l's output [N, C, s1/f1, ...] for an input of k spatial axes.
+std::vector<Shape> level_shapes(const FusedGeom& g, int k) {
   std::vector<Shape> out;
   for (int l = 0; l < g.levels; ++l) {
     std::vector<int64_t> d{g.n, g.c};
@@ -118,12 +118,18 @@ std::vector<Shape> fused_downsample_shapes(const Shape& x, const FusedDownsample
   }
   return out;
 }
+}  // namespace
+
+std::vector<Shape> fused_downsample_shapes(const Shape& x, const FusedDownsampleSpec& spec, const std::string& who) {
+  return level_shapes(make_fused_geom(x, spec, who), x.ndim() - 2);
+}
 
 void fused_downsample(Stream& s, const Tensor& x, const std::vector<Tensor>& ys, const FusedDownsampleSpec& spec) {
   const char* op = "fused_downsample";
   MRMF_CHECK_KIND(Shape, x.is_contiguous(), op, ": expected a contiguous input, got ", x.str());
   const RawType r = raw_type_of(x.dtype(), op);
-  const std::vector<Shape> want = fused_downsample_shapes(x.shape(), spec, op);
+  const FusedGeom g = make_fused_geom(x.shape(), spec, op);  // checked once, used for the shapes and the run
+  const std::vector<Shape> want = level_shapes(g, x.ndim() - 2);
   MRMF_CHECK_KIND(Shape, ys.size() == want.size(), op, ": ", ys.size(), " output(s) for ", want.size(), " level(s)");
   FusedOutputs o;
   for (size_t l = 0; l < ys.size(); ++l) {
@@ -134,7 +140,7 @@ void fused_downsample(Stream& s, const Tensor& x, const std::vector<Tensor>& ys,
     o.y[l] = ys[l].data<float>();
   }
   if (x.numel() == 0) return;
-  MRMF_DISPATCH(s, fused_downsample(s, x.raw_data(), r, o, make_fused_geom(x.shape(), spec, op)));
+  MRMF_DISPATCH(s, fused_downsample(s, x.raw_data(), r, o, g));
 }
 
 FusedDownsamplePlan plan_fused_downsample(const Shape& x, DType dt, const FusedDownsampleSpec& spec,
