@@ -20,7 +20,7 @@
 //     than one batch's worth.
 // Pipeline: the process's single I/O thread (data/prefetch.h) reads and, on the
 // CPU, also converts/reduces (fused kernel, kernels/fused_downsample.h; or
-// hands that to a converter thread, io_threads = 2) up to
+// shares that with a converter thread, io_threads = 2) up to
 // `prefetch_depth` batches ahead -- past the end of the epoch into the next
 // one (prefetch_next_epoch), so that a new epoch starts without waiting for
 // its first reads; on a CUDA device it fills pinned staging
@@ -109,8 +109,10 @@ struct LoaderOptions {
   // Threads of the CPU path (with prefetch_depth > 0): 1 -- the I/O thread
   // reads and converts each sample; 2 -- a converter thread beside it turns
   // sample k into float32 while sample k + 1 is read (streamed formats), or
-  // converts half of each batch (a preloaded shard). 2 pays where the loader
-  // is the bottleneck; with compute-bound training it only takes a core.
+  // converts half of each batch (a preloaded shard, or raw samples in the
+  // cache). 2 pays
+  // where the loader is the bottleneck; with compute-bound training it only
+  // takes a core.
   int io_threads = 1;
 };
 
