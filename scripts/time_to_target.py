@@ -31,7 +31,8 @@ seeds of each seed's lowest), for experiments run before the baseline's
 reach is known (the paper's target is its converged baseline's loss).
 
 RUN_DIR is an `mrmf experiment --out` folder (summary.json and per-run
-metrics.jsonl files). With several, their runs are compared together (a
+metrics.jsonl files, or, for runs without them, the histories recorded in
+its experiment_state.json). With several, their runs are compared together (a
 baseline from one experiment, a variant from another); a method found in an
 earlier folder is renamed "<method>@<folder name>" in a later one.
 Standard library only.
@@ -43,6 +44,22 @@ import math
 import os
 import statistics
 import sys
+
+
+def state_history(run_dir, method, seed):
+    """The epoch records of a finished run kept in the folder's
+    experiment_state.json (`mrmf experiment` records each run's stages with
+    their histories there): enough when the run's own folders are gone, as
+    for an experiment resumed in a new checkout from its state alone."""
+    path = os.path.join(run_dir, "experiment_state.json")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        state = json.load(f)
+    for run in state.get("runs", []):
+        if run["method"] == method and run["seed"] == seed:
+            return [r for st in run["stages"] for r in st.get("history", [])]
+    return []
 
 
 def load_curves(run_dir, cost=None, rename=None):
@@ -64,8 +81,11 @@ def load_curves(run_dir, cost=None, rename=None):
         for path in glob.glob(os.path.join(run_dir_k, "*", "metrics.jsonl")):
             with open(path) as f:
                 recs += [r for r in map(json.loads, f) if r["tag"] == final]
+        if not recs:  # a run finished in another checkout: its record in the state
+            recs = [r for r in state_history(run_dir, method, seed) if r["tag"] == final]
         if not recs:
-            sys.exit("time_to_target: no metrics.jsonl with tag '%s' under %s" % (final, run_dir_k))
+            sys.exit("time_to_target: no metrics.jsonl with tag '%s' under %s (nor a history in %s)"
+                     % (final, run_dir_k, os.path.join(run_dir, "experiment_state.json")))
 
         def epoch_cost(stage):
             res = str(stage.get("resolution", "1"))

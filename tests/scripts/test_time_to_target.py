@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """scripts/time_to_target.py on a hand-made experiment folder whose answers
 are known: stage times add up before the final stage, 'first' and 'K in a
-row' find the right epochs, methods missing a target say so, and a missing
+row' find the right epochs, methods missing a target say so, a run without
+its folders is read from the experiment state's history, and a missing
 stage's metrics are an error naming the tag."""
 import json
 import os
@@ -100,9 +101,23 @@ def main():
             assert m2[2] == "26.0" and m2[4] == "1.30 / 0.72", m2
             assert row(out, "mrmf1", 0.12)[2] == "36.0", out
 
-        os.remove(os.path.join(d, "mrmf1", "seed1", "finetune", "metrics.jsonl"))
+        # A run whose folders are gone (finished in another checkout, the
+        # experiment resumed from its state): its history in the state counts.
+        ft = os.path.join(d, "mrmf1", "seed1", "finetune", "metrics.jsonl")
+        with open(ft) as f:
+            history = [json.loads(line) for line in f]
+        os.remove(ft)
+        state = {"runs": [{"method": "mrmf1", "seed": 1,
+                           "stages": [{"name": "m/finetune", "history": history}]}]}
+        with open(os.path.join(d, "experiment_state.json"), "w") as f:
+            json.dump(state, f)
         code, out = run([d, "--targets", "0.12"])
-        assert code != 0 and "m/finetune" in out, out
+        assert code == 0 and row(out, "mrmf1", 0.12)[2] == "36.0", out
+        state["runs"][0]["seed"] = 2  # another run's history does not stand in
+        with open(os.path.join(d, "experiment_state.json"), "w") as f:
+            json.dump(state, f)
+        code, out = run([d, "--targets", "0.12"])
+        assert code != 0 and "m/finetune" in out and "experiment_state.json" in out, out
     print("time_to_target: ok")
 
 
