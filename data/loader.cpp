@@ -391,11 +391,14 @@ class LoaderImpl final : public Loader {
     // Raw bytes kept in the cache need no read: converted by both threads,
     // half each, as a preloaded shard is (the later epochs of a full-
     // resolution cube; the read pipeline below would leave this thread
-    // idle). Declared before the futures: Drain waits for the jobs using them.
+    // idle). Declared before the futures: Drain waits for the jobs using them
+    // (the converter's job reads them when it starts, maybe after this
+    // thread is done with its own half).
     std::vector<int64_t> in_ram;
     if (!preloaded && raw_cache_host_)
       for (int64_t j = 0; j < B; ++j)
         if (cached_[static_cast<size_t>(sample(j))]) in_ram.push_back(j);
+    const size_t half = converter_ ? in_ram.size() / 2 : in_ram.size();  // [0, half) here, the rest there
     const auto convert_in_ram = [&](size_t lo, size_t hi) {
       for (size_t q = lo; q < hi; ++q) {
         const int64_t j = in_ram[q], i = sample(j);
@@ -416,7 +419,6 @@ class LoaderImpl final : public Loader {
       if (converter_) pending[0] = converter_->submit([&] { convert_range(B / 2, B); });
       convert_range(0, converter_ ? B / 2 : B);
     } else {
-      const size_t half = converter_ ? in_ram.size() / 2 : in_ram.size();
       if (half < in_ram.size()) pending[2] = converter_->submit([&] { convert_in_ram(half, in_ram.size()); });
       int reads = 0;
       for (int64_t j = 0; j < B; ++j) {
