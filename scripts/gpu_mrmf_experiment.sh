@@ -45,7 +45,7 @@ RESUME=()
 LEFT=$((${MRMF_CALL_SECONDS:-540} - SECONDS - 20)) # 20 s for the tables and copies below
 if ((LEFT > 30)); then
   # The per-epoch lines stay in the runs' metrics.jsonl; the log keeps the rest.
-  HDF5_USE_FILE_LOCKING=FALSE timeout "$LEFT" "$MRMF" experiment --config configs/experiments/ni_gpu_scale.yaml \
+  HDF5_USE_FILE_LOCKING=FALSE timeout "$LEFT" "$MRMF" experiment --config "${MRMF_EXP_CONFIG:-configs/experiments/ni_gpu_scale.yaml}" \
     --out "$X" "${RESUME[@]}" --set data.path="$D" "$@" 2>&1 | grep -vE "\] [^ ]+ epoch +[0-9]+ +train" | tail -40
   code=${PIPESTATUS[0]}
   case $code in

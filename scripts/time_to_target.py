@@ -34,7 +34,13 @@ RUN_DIR is an `mrmf experiment --out` folder (summary.json and per-run
 metrics.jsonl files, or, for runs without them, the histories recorded in
 its experiment_state.json). With several, their runs are compared together (a
 baseline from one experiment, a variant from another); a method found in an
-earlier folder is renamed "<method>@<folder name>" in a later one.
+earlier folder is renamed "<method>@<folder name>" in a later one. With
+--pool, same-named methods of all folders are pooled instead (each folder's
+seeds counted as runs of their own; ratios are then unpaired means), or
+with --pool baseline only those named: for repeats of one configuration, or
+baselines whose curves share their first epochs with another experiment's. --final-epochs N keeps only the first N
+epochs of every run's final stage (curves of different lengths compared on
+one budget; a plateau schedule does not depend on the length).
 Standard library only.
 """
 import argparse
@@ -62,10 +68,12 @@ def state_history(run_dir, method, seed):
     return []
 
 
-def load_curves(run_dir, cost=None, rename=None):
+def load_curves(run_dir, cost=None, rename=None, final_epochs=None, run_key=None):
     """{(method, seed): [(t_end_of_epoch, val_loss), ...]} for the final stage,
     and the run order of the methods. `cost`: resolution -> cost of one epoch
-    (None: wall seconds). `rename`: method -> the name to report it under."""
+    (None: wall seconds). `rename`: method -> the name to report it under.
+    `final_epochs`: keep that many epochs of the final stage. `run_key`:
+    seed -> the key a run is filed under (default: the seed)."""
     with open(os.path.join(run_dir, "summary.json")) as f:
         summary = json.load(f)
     rename = rename or {}
@@ -99,10 +107,11 @@ def load_curves(run_dir, cost=None, rename=None):
         else:
             t = sum(s["epochs"] * epoch_cost(s) for s in stages[:-1])
         pts = []
-        for r in sorted(recs, key=lambda x: x["epoch"]):
+        recs = sorted(recs, key=lambda x: x["epoch"])[:final_epochs]
+        for r in recs:
             t += r["epoch_s"] if cost is None else epoch_cost(stages[-1])
             pts.append((t, r["val_loss"]))
-        curves[(name, seed)] = pts
+        curves[(name, run_key(seed) if run_key else seed)] = pts
     return curves, methods
 
 
@@ -157,19 +166,27 @@ def main():
     ap.add_argument("--consecutive", type=int, default=2)
     ap.add_argument("--epoch-cost", nargs="+", metavar="RES=COST",
                     help="cost of one epoch per resolution (e.g. 1=1 2=0.53 4=0.28) instead of wall time")
+    ap.add_argument("--pool", nargs="*", metavar="METHOD",
+                    help="pool same-named methods (all, or those named) of all folders, their seeds as separate runs")
+    ap.add_argument("--final-epochs", type=int, metavar="N",
+                    help="only the first N epochs of each run's final stage")
     ap.add_argument("--out", help="also write the table to this file")
     a = ap.parse_args()
     if a.consecutive < 1:
         sys.exit("time_to_target: --consecutive must be >= 1")
+    if a.final_epochs is not None and a.final_epochs < 1:
+        sys.exit("time_to_target: --final-epochs must be >= 1")
     cost = parse_costs(a.epoch_cost) if a.epoch_cost else None
     unit = "s" if cost is None else "epochs"
     curves, methods = {}, []  # methods in the order the experiments ran them
-    for d in a.run_dirs:
+    for i, d in enumerate(a.run_dirs):
         with open(os.path.join(d, "summary.json")) as f:
             names = [r["method"] for r in json.load(f)["runs"]]
         label = os.path.basename(os.path.normpath(d))
-        rename = {m: "%s@%s" % (m, label) for m in names if m in methods}
-        c, ms = load_curves(d, cost, rename)
+        pooled = lambda m: a.pool is not None and (not a.pool or m in a.pool)
+        rename = {m: "%s@%s" % (m, label) for m in names if m in methods and not pooled(m)}
+        key = (lambda seed, i=i: (i, seed)) if a.pool is not None else None
+        c, ms = load_curves(d, cost, rename, a.final_epochs, key)
         curves.update(c)
         methods += [m for m in ms if m not in methods]
     seeds = sorted({k[1] for k in curves})
@@ -184,6 +201,9 @@ def main():
         a.targets = [f * statistics.mean(best) for f in a.relative]
 
     lines = []
+    if a.pool is not None or a.final_epochs:
+        lines += ["Runs: %s%s." % ("; ".join("%s %d" % (m, sum(1 for k in curves if k[0] == m)) for m in methods),
+                                   ", first %d epochs of each final stage" % a.final_epochs if a.final_epochs else ""), ""]
     if a.relative:
         lines += ["Targets: %s x the baseline's best validation loss (%.4f, mean over seeds)."
                   % (", ".join("%g" % f for f in a.relative), statistics.mean(best)), ""]
@@ -199,8 +219,12 @@ def main():
             if m == "baseline":
                 ref = {"f": f, "k": k}
 
-            def ratio(xs, ys):  # mean over the seeds both have, when every one reached T
+            def ratio(xs, ys):  # mean over the seeds both have (pooled: all runs), when every one reached T
                 common = [s for s in xs if s in ys]
+                if a.pool is not None:
+                    if not xs or not ys or any(math.isnan(v) for v in list(xs.values()) + list(ys.values())):
+                        return "–"
+                    return "%.2f" % (statistics.mean(xs.values()) / statistics.mean(ys.values()))
                 if not common or any(math.isnan(xs[s]) or math.isnan(ys[s]) for s in common):
                     return "–"
                 return "%.2f" % (statistics.mean(xs[s] for s in common) / statistics.mean(ys[s] for s in common))

@@ -101,6 +101,30 @@ def main():
             assert m2[2] == "26.0" and m2[4] == "1.30 / 0.72", m2
             assert row(out, "mrmf1", 0.12)[2] == "36.0", out
 
+            # The second folder's baseline pooled with the first's (--pool
+            # baseline): one baseline of two runs, the mrmf1s kept apart.
+            # Its curve reaches 0.12 at 10 s: the pooled first time is the
+            # mean of 20 and 10; mrmf1's ratio is unpaired: 36 / 15.
+            other.append(write_run(d2, "baseline", 1, [("baseline/baseline@1", "baseline",
+                                                        [(10, 0.1), (10, 0.1), (10, 0.3)])], 0.0))
+            with open(os.path.join(d2, "summary.json"), "w") as f:
+                json.dump({"runs": other}, f)
+            code, out = run([d, d2, "--targets", "0.12", "--pool", "baseline"])
+            assert code == 0, out
+            assert row(out, "baseline", 0.12)[2] == "15.0 ± 7.1" and "baseline 2;" in out, out
+            assert row(out, "mrmf1", 0.12)[4] == "2.40 / 1.31", out  # in a row: 46 / mean(50, 20)
+            assert row(out, "mrmf1@" + os.path.basename(d2), 0.12)[2] == "26.0", out
+            code, out = run([d, d2, "--targets", "0.12", "--pool"])  # all methods pooled
+            assert code == 0 and row(out, "mrmf1", 0.12)[2] == "31.0 ± 7.1" and "mrmf1@" not in out, out
+            # --final-epochs 1: only the first epoch of each final stage. The
+            # first folder's baseline (0.3 at 10 s) no longer reaches 0.12.
+            code, out = run([d, d2, "--targets", "0.12", "--pool", "baseline", "--final-epochs", "1"])
+            assert code == 0, out
+            assert row(out, "baseline", 0.12)[2] == "10.0 (1 of 2 not reached)", out
+            assert row(out, "mrmf1", 0.12)[2] == "not reached", out  # 0.15 in its first fine-tuning epoch
+            code, out = run([d, "--targets", "0.12", "--final-epochs", "0"])
+            assert code != 0 and "--final-epochs must be >= 1" in out, out
+
         # A run whose folders are gone (finished in another checkout, the
         # experiment resumed from its state): its history in the state counts.
         ft = os.path.join(d, "mrmf1", "seed1", "finetune", "metrics.jsonl")
