@@ -26,7 +26,10 @@
 #                call's time limit (MRMF_CALL_SECONDS, default 570, counted from
 #                the script's start) and the next --mrmf call on the same warm
 #                machine continues it (runs/gpu_mrmf, experiment --resume).
-#                Report, summary and time-to-target tables go to $OUT. The
+#                Report, summary and time-to-target tables go to $OUT.
+#                MRMF_EXP=cf: CosmoFlow 128^3 instead (configs/experiments/
+#                cf_gpu_scale.yaml, ~3 min per run); see gpu_mrmf_experiment.sh
+#                for the other overrides. The
 #                experiment folder (stage checkpoints) lives on that machine
 #                only: issue the next call before it is released.
 set -uo pipefail
@@ -94,9 +97,9 @@ rm -f "$OUT_DIR/build.txt" "$OUT_DIR/configure.txt"
 $B/bin/mrmf info
 
 run_mrmf() {
-  stage "MRMF experiment on the GPU (configs/experiments/ni_gpu_scale.yaml)"
-  MRMF_CALL_SECONDS=$((${MRMF_CALL_SECONDS:-570} - SECONDS)) bash scripts/gpu_mrmf_experiment.sh "$B/bin/mrmf" "$OUT_DIR/mrmf_ni"
-  stage "done (mrmf): results in $OUT_DIR/mrmf_ni"
+  stage "MRMF experiment on the GPU (MRMF_EXP=${MRMF_EXP:-ni}, ${MRMF_EXP_CONFIG:-its default experiment file})"
+  MRMF_CALL_SECONDS=$((${MRMF_CALL_SECONDS:-570} - SECONDS)) bash scripts/gpu_mrmf_experiment.sh "$B/bin/mrmf" "$OUT_DIR/mrmf_${MRMF_EXP:-ni}"
+  stage "done (mrmf): results in $OUT_DIR/mrmf_${MRMF_EXP:-ni}"
 }
 [[ $MODE == --mrmf ]] && { run_mrmf; exit 0; }
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 5's experiment in the paper's regime (configs/experiments/ni_gpu_scale.yaml),
+# Issue 5's experiment in the paper's regime (configs/experiments/ni_gpu_scale.yaml,
+# or cf_gpu_scale.yaml with MRMF_EXP=cf),
 # run by `scripts/gpu_check.sh --mrmf` on a GPU machine, in pieces: it stops
 # before MRMF_CALL_SECONDS (default 540) have passed, and the next call on the
 # same machine continues it (`mrmf experiment --resume` over runs/gpu_mrmf).
@@ -12,8 +13,10 @@
 #
 # Extra arguments go to every call (a resumed experiment refuses changes);
 # for a dry run on a CPU: --set runtime.device=cpu --set experiment.max_epochs=2 ...
-# MRMF_EXP_DATA / MRMF_EXP_DIR / MRMF_EXP_TRAIN override the data file, the
-# experiment folder and the number of training samples generated.
+# MRMF_EXP_DATA / MRMF_EXP_DIR / MRMF_EXP_CONFIG / MRMF_EXP_TRAIN /
+# MRMF_EXP_SIZE override the data file (folder for cf), the experiment
+# folder, the experiment file, the number of training samples generated and
+# the CosmoFlow cube side.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -21,12 +24,25 @@ cd "$ROOT"
 MRMF=$1
 OUT_DIR=$2
 shift 2
-D=${MRMF_EXP_DATA:-runs/data/ni64k.h5}
-X=${MRMF_EXP_DIR:-runs/gpu_mrmf}
+# MRMF_EXP picks the application: ni (Neuron Inverter, the default) or cf
+# (CosmoFlow 128^3, configs/experiments/cf_gpu_scale.yaml).
+case ${MRMF_EXP:-ni} in
+  ni)
+    D=${MRMF_EXP_DATA:-runs/data/ni64k.h5}
+    X=${MRMF_EXP_DIR:-runs/gpu_mrmf}
+    CONFIG=${MRMF_EXP_CONFIG:-configs/experiments/ni_gpu_scale.yaml}
+    GEN=(neuron-inverter --train "${MRMF_EXP_TRAIN:-65536}" --val 4096 --test 2048 --seed 1) ;;
+  cf)
+    D=${MRMF_EXP_DATA:-runs/data/cf128}
+    X=${MRMF_EXP_DIR:-runs/gpu_mrmf_cf}
+    CONFIG=${MRMF_EXP_CONFIG:-configs/experiments/cf_gpu_scale.yaml}
+    GEN=(cosmoflow --size "${MRMF_EXP_SIZE:-128}" --train "${MRMF_EXP_TRAIN:-1024}" --val 128 --test 128 --seed 1) ;;
+  *) echo "MRMF_EXP must be ni or cf, got '${MRMF_EXP}'" >&2; exit 2 ;;
+esac
 mkdir -p "$(dirname "$D")" "$OUT_DIR"
-if [[ ! -f $D ]]; then
-  "$MRMF" datagen neuron-inverter --out "$D" --train "${MRMF_EXP_TRAIN:-65536}" --val 4096 --test 2048 --seed 1 |
-    tail -1 || exit 1
+if [[ ! -e $D ]]; then
+  "$MRMF" datagen "${GEN[@]}" --out "$D" | tail -1
+  [[ ${PIPESTATUS[0]} == 0 ]] || { rm -rf "$D"; exit 1; }  # no half-written data set for the next call
 fi
 # What the experiment has so far, copied to OUT_DIR (also first: a call that
 # the device kills at its limit still returns the previous call's results).
@@ -45,7 +61,7 @@ RESUME=()
 LEFT=$((${MRMF_CALL_SECONDS:-540} - SECONDS - 20)) # 20 s for the tables and copies below
 if ((LEFT > 30)); then
   # The per-epoch lines stay in the runs' metrics.jsonl; the log keeps the rest.
-  HDF5_USE_FILE_LOCKING=FALSE timeout "$LEFT" "$MRMF" experiment --config "${MRMF_EXP_CONFIG:-configs/experiments/ni_gpu_scale.yaml}" \
+  HDF5_USE_FILE_LOCKING=FALSE timeout "$LEFT" "$MRMF" experiment --config "$CONFIG" \
     --out "$X" "${RESUME[@]}" --set data.path="$D" "$@" 2>&1 | grep -vE "\] [^ ]+ epoch +[0-9]+ +train" | tail -40
   code=${PIPESTATUS[0]}
   case $code in
