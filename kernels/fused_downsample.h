@@ -110,8 +110,14 @@ struct FusedGeom {
   FusedTransform transform = FusedTransform::None;
   float scale[kFusedMaxChannels] = {}, shift[kFusedMaxChannels] = {};
   FastDiv chunk_div, nblk1_div, nblk0_div;  // set by finalize() (host)
+  // block / f[l]: level l's outputs per coarse block along each axis. Set by
+  // finalize(): on the GPU a 64-bit division is a software routine of ~100
+  // instructions, and the traversal needed three per level per position.
+  int64_t per[kFusedMaxLevels][3] = {};
 
   void finalize() {
+    for (int l = 0; l < levels; ++l)
+      for (int d = 0; d < 3; ++d) per[l][d] = block[d] / f[l][d];
     nchunk = (nblk[2] + chunk - 1) / chunk;
     ngrp1 = (nblk[1] + group1 - 1) / group1;
     chunk_div = FastDiv(nchunk);
@@ -173,7 +179,7 @@ struct FusedDownsample {
   MRMF_HD void derived_outputs(int l, int64_t n, int64_t p0, int64_t p1, int64_t p2_begin, int64_t p2_end) const {
     const int m = g.src[l];
     const int64_t q0 = g.r[l][0], q1 = g.r[l][1], q2 = g.r[l][2];
-    const int64_t r0 = g.block[0] / g.f[l][0], r1 = g.block[1] / g.f[l][1], r2 = g.block[2] / g.f[l][2];
+    const int64_t r0 = g.per[l][0], r1 = g.per[l][1], r2 = g.per[l][2];
     const int64_t O0 = g.out[l][0], O1 = g.out[l][1], O2 = g.out[l][2];
     const int64_t M0 = g.out[m][0], M1 = g.out[m][1], M2 = g.out[m][2];
     const float inv = g.inv_r[l];
@@ -205,7 +211,7 @@ struct FusedDownsample {
   // positions [p2_begin, p2_end) along the last axis, one output at a time.
   MRMF_HD void level_outputs(int l, int64_t n, int64_t p0, int64_t p1, int64_t p2_begin, int64_t p2_end) const {
     const int64_t f0 = g.f[l][0], f1 = g.f[l][1], f2 = g.f[l][2];
-    const int64_t r0 = g.block[0] / f0, r1 = g.block[1] / f1, r2 = g.block[2] / f2;
+    const int64_t r0 = g.per[l][0], r1 = g.per[l][1], r2 = g.per[l][2];
     const int64_t O0 = g.out[l][0], O1 = g.out[l][1], O2 = g.out[l][2];
     const float inv = g.inv[l];
     float* const yl = o.y[l];
@@ -373,7 +379,7 @@ struct FusedDownsample {
   void derived_rows_cpu(float* acc, int l, int64_t n, int64_t p0, int64_t p1) const {
     const int m = g.src[l];
     const int64_t q0 = g.r[l][0], q1 = g.r[l][1], q2 = g.r[l][2];
-    const int64_t r0 = g.block[0] / g.f[l][0], r1 = g.block[1] / g.f[l][1];
+    const int64_t r0 = g.per[l][0], r1 = g.per[l][1];
     const int64_t O0 = g.out[l][0], O1 = g.out[l][1], O2 = g.out[l][2];
     const int64_t M0 = g.out[m][0], M1 = g.out[m][1], M2 = g.out[m][2];
     if (q2 > kAcc) {  // one output's sources overflow the accumulator: plain loops
@@ -413,7 +419,7 @@ struct FusedDownsample {
     // Channels-last rows are [w][z][c] interleaved; channels-first ones (and a
     // single channel) are unit-stride per channel (g.s[2] == 1).
     const bool last = g.s_c == 1 && C > 1;
-    const int64_t r0 = g.block[0] / f[0];
+    const int64_t r0 = g.per[l][0];
     const int64_t O0 = g.out[l][0], O1 = g.out[l][1], O2 = g.out[l][2], len = rows * O2;
     const int64_t ystride = O0 * O1 * O2;  // between channels
     const float inv = g.inv[l];
@@ -458,7 +464,7 @@ struct FusedDownsample {
     for (int k = 0; k < g.levels; ++k) {
       const int l = g.order[k];
       const int64_t* f = g.f[l];
-      const int64_t r1 = g.block[1] / f[1];
+      const int64_t r1 = g.per[l][1];
       if (g.src[l] >= 0) {
         for (int64_t p1 = p1a; p1 < p1b; ++p1) derived_rows_cpu(acc, l, n, p0, p1);
       } else if ((last ? g.c : 1) * f[2] > kAcc) {  // one output's inputs overflow the accumulator: plain loops
