@@ -13,6 +13,7 @@
 #include "support/temp_dir.h"
 #include "fusion/fuse.h"
 #include "fusion/orchestrator.h"
+#include "fusion/report.h"
 #include "fusion/stop_rules.h"
 #include "kernels/philox.h"
 
@@ -313,4 +314,43 @@ TEST_CASE("experiment state: runs round-trip through JSON (NaN included), identi
   CHECK_THAT(regenerated[0], Catch::Contains("-> \"48 samples"));
   make_data("ni.h5", 1, 32);
   CHECK(identity_differences(a, identity(base, {})).empty());
+}
+
+TEST_CASE("report: improvements in time only where every run of both methods reached the target",
+          "[fusion][report]") {
+  const auto run = [](const char* method, uint64_t seed, double total_s, bool reached) {
+    MethodRun r;
+    r.method = method;
+    r.seed = seed;
+    r.total_s = total_s;
+    r.final_val_loss = 0.1;
+    r.reached_target = reached;
+    return r;
+  };
+  const auto cells = [](const std::string& table, const std::string& name) {
+    const auto at = table.find("| " + name + " |");
+    REQUIRE(at != std::string::npos);
+    return table.substr(at, table.find('\n', at) - at);
+  };
+  std::vector<MethodRun> runs = {run("baseline", 1, 100, true), run("baseline", 2, 100, true),
+                                 run("mrt", 1, 90, true),       run("mrt", 2, 90, true),
+                                 run("mrmf1", 1, 60, true),     run("mrmf1", 2, 80, true)};
+  std::string t = summary_table(runs);
+  // mrmf1: mean 70 s against 100 s and 90 s.
+  CHECK(cells(t, "Improvement over baseline") == "| Improvement over baseline | - | +10.0 % | +30.0 % | ");
+  CHECK_THAT(cells(t, "Improvement over MRT"), Catch::EndsWith("| +22.2 % | "));
+  // One mrmf1 run stopped by its guard: its time is a budget, not a time to the target.
+  runs[5].reached_target = false;
+  t = summary_table(runs);
+  CHECK(cells(t, "Improvement over baseline") ==
+        "| Improvement over baseline | - | +10.0 % | n/a (target not reached) | ");
+  CHECK_THAT(cells(t, "Improvement over MRT"), Catch::EndsWith("| n/a (target not reached) | "));
+  CHECK(cells(t, "Reached target") == "| Reached target | 2/2 | 2/2 | 1/2 | ");
+  // ... and a baseline that missed it leaves nothing to compare against.
+  runs[5].reached_target = true;
+  runs[0].reached_target = false;
+  t = summary_table(runs);
+  CHECK(cells(t, "Improvement over baseline") ==
+        "| Improvement over baseline | - | n/a (target not reached) | n/a (target not reached) | ");
+  CHECK_THAT(cells(t, "Improvement over MRT"), Catch::EndsWith("| +22.2 % | "));
 }
