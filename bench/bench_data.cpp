@@ -166,8 +166,9 @@ int main(int argc, char** argv) {
   // warm-up epoch fills it, so the timed ones are later epochs.
   std::unique_ptr<data::Loader> L;
   auto loader_vs = [&](const std::function<void()>& reference, data::DataFormat fmt, const std::string& path, int io,
-                       int64_t batch, std::vector<int64_t> reduce, bool cache = false) {
+                       int64_t batch, std::vector<int64_t> reduce, bool cache = false, int64_t depth = -1) {
     data::LoaderOptions lo = o;
+    if (depth >= 0) lo.prefetch_depth = depth;
     // No prefetching across the epoch boundary here: the I/O thread would
     // produce the next epoch's first batches while the reference read is
     // being timed -- slowing the read and lending the loader free time (a
@@ -259,6 +260,15 @@ int main(int argc, char** argv) {
       std::snprintf(name, sizeof name, "NI loader (T 1600, io_threads %d)", io);
       const Paired pr = loader_vs(ni_read, data::DataFormat::NeuronInverter, ni, io, NB, {});
       ni_row(name, pr, L->samples_per_epoch());
+    }
+    // The same without the I/O thread (prefetch depth 0): batches made in
+    // next(). Against io_threads 1 it shows what the hand-over to the I/O
+    // thread costs when nothing else runs (this benchmark's consumer does no
+    // work, a trainer computes meanwhile); against the memcpy gather, the
+    // per-batch cost of the loader's own bookkeeping.
+    {
+      const Paired pr = loader_vs(ni_read, data::DataFormat::NeuronInverter, ni, 1, NB, {}, false, 0);
+      ni_row("NI loader (T 1600, synchronous: no I/O thread)", pr, L->samples_per_epoch());
     }
     for (int io : {1, 2}) {
       char name[64];
