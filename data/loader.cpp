@@ -14,6 +14,7 @@
 #include <mutex>
 #include <vector>
 
+#include "core/device.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "data/cache_budget.h"
@@ -58,6 +59,7 @@ using Order = std::shared_ptr<const std::vector<int64_t>>;
 struct Produced {
   Tensor x, y;    // CPU device: final float32 batch; CUDA: pinned staging (raw, or reduced on the host) + labels
   int slot = -1;  // pinned slot to give back (CUDA path)
+  bool on_device = false;  // CUDA with overlap_h2d: x, y already on the device (a ring slot)
 };
 
 // One batch handed to the I/O thread. `key` names the sample order it was
@@ -139,6 +141,18 @@ class LoaderImpl final : public Loader {
         free_slots_.push_back(i);
       }
       if (dev_reduce_) dev_raw_ = Tensor::empty(in_shape(o_.batch_size), s.dtype, o_.device);
+      // The device batches of overlap_h2d: allocated once and owned here --
+      // the caching allocator is not stream-aware, so a block the trainer
+      // freed mid-step (still read by its queued kernels) must never be
+      // handed to this thread's copies. The I/O thread runs at most
+      // prefetch_depth batches ahead of the one in use, so a slot is written
+      // again only after that batch's step (and the one before) ended.
+      if (o_.overlap_h2d && o_.prefetch_depth > 0) {
+        for (int i = 0; i < o_.prefetch_depth + 2; ++i) {
+          ring_x_.push_back(Tensor::empty(batch_shape(), DType::F32, o_.device));
+          ring_y_.push_back(Tensor::empty({o_.batch_size, s.params}, DType::F32, o_.device));
+        }
+      }
     }
     if (!dev_reduce_ && o_.io_threads >= 2 && o_.prefetch_depth > 0) converter_ = std::make_unique<Worker>();
   }
@@ -175,7 +189,7 @@ class LoaderImpl final : public Loader {
       }
       fill();  // keep the I/O thread busy while this batch is finished and used
     }
-    if (o_.device.is_cuda()) {
+    if (o_.device.is_cuda() && !p.on_device) {
       // To the device on the loader's stream: raw samples reduced there, or
       // the host-reduced batch as it is.
       Tensor x = Tensor::empty(batch_shape(), DType::F32, o_.device);
@@ -335,8 +349,42 @@ class LoaderImpl final : public Loader {
     free_slots_.push_back(s);
   }
 
-  // Batch b of `order` (I/O thread, or the caller when synchronous).
+  // Batch b of `order` (I/O thread, or the caller when synchronous); with
+  // overlap_h2d on the device already, copied by the I/O thread while the
+  // trainer computes the batches before it.
   Produced produce(const std::vector<int64_t>& order, int64_t b) {
+    Produced p = produce_host(order, b);
+    if (!ring_x_.empty() && p.slot >= 0) to_ring(p);
+    return p;
+  }
+
+  // The staged batch to the next ring slot on the loader's stream (reduced
+  // there when the device reduces), waited for here, in the I/O thread; the
+  // pinned slot is free again at once.
+  void to_ring(Produced& p) {
+    try {
+      set_current_device(o_.device);  // this thread's current device (a rank may use cuda:N, N > 0)
+      const size_t r = static_cast<size_t>(ring_next_++ % static_cast<int64_t>(ring_x_.size()));
+      if (dev_reduce_) {
+        dev_raw_.copy_from(p.x, stream_);
+        kernels::fused_downsample(stream_, dev_raw_, std::vector<Tensor>{ring_x_[r]}, spec_);
+      } else {
+        ring_x_[r].copy_from(p.x, stream_);
+      }
+      ring_y_[r].copy_from(p.y, stream_);
+      stream_.synchronize();
+      release_slot(p.slot);
+      p.slot = -1;
+      p.x = ring_x_[r];
+      p.y = ring_y_[r];
+      p.on_device = true;
+    } catch (...) {
+      release_slot(p.slot);
+      throw;
+    }
+  }
+
+  Produced produce_host(const std::vector<int64_t>& order, int64_t b) {
     Source& s = *src_;
     const int64_t B = o_.batch_size, P = s.params;
     const bool cuda = o_.device.is_cuda();
@@ -540,6 +588,8 @@ class LoaderImpl final : public Loader {
   std::deque<int> free_slots_;
   std::mutex slot_mu_;
   Tensor dev_raw_;
+  std::vector<Tensor> ring_x_, ring_y_;  // overlap_h2d: device batches, written by produce() in turn
+  int64_t ring_next_ = 0;                // the next ring slot (only produce() touches it)
 };
 
 }  // namespace

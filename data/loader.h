@@ -114,6 +114,12 @@ struct LoaderOptions {
   // where the loader is the bottleneck; with compute-bound training it only
   // takes a core.
   int io_threads = 1;
+  // CUDA, with prefetch_depth > 0: the I/O thread also copies each batch to
+  // the GPU (and reduces it there with reduce_on device), into device
+  // buffers the loader owns, so that the copy overlaps the steps before it
+  // instead of being waited for in next(). Experimental: not yet run on a
+  // GPU (the trainer sets it from MRMF_OVERLAP_H2D=1).
+  bool overlap_h2d = false;
 };
 
 struct LoaderBatch {

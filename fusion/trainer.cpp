@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <filesystem>
 #include <tuple>
 #include <fstream>
@@ -78,6 +79,13 @@ data::LoaderOptions loader_options(const RunConfig& cfg, const Communicator& com
   o.reduce_on = data::parse_reduce_on(cfg.data.reduce_on);
   o.prefetch_depth = static_cast<int>(cfg.data.prefetch);
   o.io_threads = static_cast<int>(cfg.data.io_threads);
+  // Experimental, not yet a config key (data/loader.h): batches copied to the
+  // GPU by the I/O thread, overlapping the steps before them.
+  if (const char* v = std::getenv("MRMF_OVERLAP_H2D"); v && std::string(v) == "1" && device.is_cuda()) {
+    o.overlap_h2d = true;
+    static std::once_flag noted;
+    std::call_once(noted, [] { log::info("MRMF_OVERLAP_H2D=1: batches go to the GPU from the I/O thread (experimental)"); });
+  }
   if (cfg.data.transform == "log1p") o.transform.kind = kernels::FusedTransform::Log1p;
   if (cfg.data.transform == "scale") {
     o.transform.kind = kernels::FusedTransform::Scale;

@@ -15,9 +15,11 @@
 # .gpudeps/ (ignored by git); carry that folder along. They are unpacked into
 # a private prefix, never over /.
 #
-#   scripts/gpu_check.sh [--quick|--profile|--mrmf|--all-mrmf]
+#   scripts/gpu_check.sh [--quick|--profile|--mrmf|--all-mrmf|--overlap-ab]
 #     --quick:   gpu tests and the training step only
 #     --all-mrmf: the whole check, then --mrmf for what is left of the call
+#     --overlap-ab: gpu tests, then Neuron Inverter training with the batch copy
+#                waited for in next() against the copy from the I/O thread
 #     --profile: build, then a per-kernel GPU time profile of the training step
 #                (Nsight Systems, or Nsight Compute where nsys is missing)
 #     --mrmf:    build, then issue 5's experiment in the paper's regime
@@ -101,7 +103,32 @@ run_mrmf() {
   MRMF_CALL_SECONDS=$((${MRMF_CALL_SECONDS:-570} - SECONDS)) bash scripts/gpu_mrmf_experiment.sh "$B/bin/mrmf" "$OUT_DIR/mrmf_${MRMF_EXP:-ni}"
   stage "done (mrmf): results in $OUT_DIR/mrmf_${MRMF_EXP:-ni}"
 }
-[[ $MODE == --mrmf ]] && { run_mrmf; exit 0; }
+run_gpu_tests() {
+  stage "gpu tests"
+  (cd $B && timeout 180 ctest -L gpu --output-on-failure) >"$OUT_DIR/gpu_tests.txt" 2>&1
+  grep -E "assertions|test cases|passed|failed|FAILED|Error|error" "$OUT_DIR/gpu_tests.txt" | head -60
+}
+# The gpu tests first (a few seconds): code written since the last GPU
+# session runs there before the experiment relies on it.
+[[ $MODE == --mrmf ]] && { run_gpu_tests; run_mrmf; exit 0; }
+
+if [[ $MODE == --overlap-ab ]]; then
+  # The batch's host-to-device copy waited for in next() (0) or made by the
+  # I/O thread, overlapping the steps before it (1; data/loader.h
+  # overlap_h2d), alternated twice on the same data: compare io and epoch.
+  run_gpu_tests
+  stage "batch copy in next() vs from the I/O thread (MRMF_OVERLAP_H2D)"
+  E=/tmp/mrmf-ab
+  mkdir -p $E
+  [[ -f $E/ni.h5 ]] || $B/bin/mrmf datagen neuron-inverter --out $E/ni.h5 --train 32768 --val 2048 --test 512 --seed 1 | tail -1
+  for ov in 0 1 0 1; do
+    echo "-- MRMF_OVERLAP_H2D=$ov"
+    MRMF_OVERLAP_H2D=$ov timeout 120 $B/bin/mrmf train --config configs/neuron_inverter_gpu.yaml --out $E/run$ov --force \
+      --set data.path=$E/ni.h5 --set stop.max_epochs=4 2>&1 | grep -E "epoch +[0-9]|error|MRMF_OVERLAP"
+  done
+  stage "done (overlap-ab)"
+  exit 0
+fi
 
 if [[ $MODE == --profile ]]; then
   stage "profile of the training step"
@@ -138,9 +165,7 @@ PY
   stage "done (profile)"; exit 0
 fi
 
-stage "gpu tests"
-(cd $B && timeout 180 ctest -L gpu --output-on-failure) >"$OUT_DIR/gpu_tests.txt" 2>&1
-grep -E "assertions|test cases|passed|failed|FAILED|Error|error" "$OUT_DIR/gpu_tests.txt" | head -60
+run_gpu_tests
 
 stage "training step vs PyTorch on the same GPU"
 WL=(--workload ni1600 --workload ni800 --workload cf32 --workload cf64 --workload cf128)

@@ -3,6 +3,7 @@
 // cached (reduce_on host, float32 staging) give the CPU loader's batches.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include "data/formats.h"
@@ -52,5 +53,54 @@ TEST_CASE("gpu: loader batches reduced on the device or on the host equal the CP
     INFO("reduce_on " << (where == ReduceOn::Host ? "host" : "device"));
     // host: the same kernel on the same CPU, so the same bits; device: float tolerance
     CHECK(worst <= (where == ReduceOn::Host ? 0.0 : 1e-5));
+  }
+}
+
+TEST_CASE("gpu: batches copied to the device by the I/O thread (overlap_h2d) equal those copied in next()",
+          "[gpu][loader]") {
+  test::TempDir d("mrmf_ld_gpu_overlap");
+  const std::string dir = (d.dir / "cf").string();
+  std::filesystem::create_directories(dir);
+  for (int f = 0; f < 3; ++f) {
+    Tensor x = Tensor::empty({4, 8, 8, 8, 4});
+    for (int64_t e = 0; e < x.numel(); ++e) x.data<float>()[e] = float((f * 5 + e * 11) % 89);
+    Tensor l = Tensor::full({4, 4}, float(f));
+    write_cosmoflow_file(dir + "/c" + std::to_string(f) + ".h5", from_float32(x, DType::U16), l);
+  }
+  LoaderOptions o;
+  o.device = Device::cuda(0);
+  o.batch_size = 2;
+  o.prefetch_depth = 2;
+  o.reduce = {2, 1, 2};
+  // Several epochs (the ring wraps many times, next-epoch prefetch included),
+  // then a restore into the middle of an epoch (prefetched jobs cancelled).
+  auto batches = [&](ReduceOn where, bool overlap) {
+    LoaderOptions p = o;
+    p.reduce_on = where;
+    p.overlap_h2d = overlap;
+    auto L = open_loader({DataFormat::CosmoFlow, dir, Split::Train}, p);
+    std::vector<Tensor> xs;
+    for (int epoch = 0; epoch < 3; ++epoch) {
+      L->start_epoch(epoch);
+      LoaderBatch b;
+      while (L->next(b)) {
+        REQUIRE(b.x.device() == o.device);
+        xs.push_back(b.x.to(Device::cpu()));
+        xs.push_back(b.y.to(Device::cpu()));
+      }
+    }
+    L->restore({1, 2, o.seed});
+    LoaderBatch b;
+    while (L->next(b)) xs.push_back(b.x.to(Device::cpu()));
+    return xs;
+  };
+  for (ReduceOn where : {ReduceOn::Device, ReduceOn::Host}) {
+    INFO("reduce_on " << (where == ReduceOn::Host ? "host" : "device"));
+    const auto in_next = batches(where, false), by_io = batches(where, true);
+    REQUIRE(by_io.size() == in_next.size());
+    for (size_t i = 0; i < in_next.size(); ++i) {
+      REQUIRE(by_io[i].shape() == in_next[i].shape());
+      REQUIRE(std::memcmp(by_io[i].raw_data(), in_next[i].raw_data(), in_next[i].nbytes()) == 0);
+    }
   }
 }
