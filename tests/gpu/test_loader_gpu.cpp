@@ -13,16 +13,24 @@
 using namespace mrmf;
 using namespace mrmf::data;
 
-TEST_CASE("gpu: loader batches reduced on the device or on the host equal the CPU loader's", "[gpu][loader]") {
-  test::TempDir d("mrmf_ld_gpu");
+namespace {
+// `files` CosmoFlow files of four 8^3 x 4 uint16 cubes under <d>/cf; returns that folder.
+std::string write_cubes(const test::TempDir& d, int files) {
   const std::string dir = (d.dir / "cf").string();
   std::filesystem::create_directories(dir);
-  for (int f = 0; f < 2; ++f) {
+  for (int f = 0; f < files; ++f) {
     Tensor x = Tensor::empty({4, 8, 8, 8, 4});
     for (int64_t e = 0; e < x.numel(); ++e) x.data<float>()[e] = float((f * 7 + e * 13) % 97);
     Tensor l = Tensor::full({4, 4}, float(f));
     write_cosmoflow_file(dir + "/c" + std::to_string(f) + ".h5", from_float32(x, DType::U16), l);
   }
+  return dir;
+}
+}  // namespace
+
+TEST_CASE("gpu: loader batches reduced on the device or on the host equal the CPU loader's", "[gpu][loader]") {
+  test::TempDir d("mrmf_ld_gpu");
+  const std::string dir = write_cubes(d, 2);
   LoaderOptions o;
   o.batch_size = 2;
   o.reduce = {2, 2, 1};
@@ -59,14 +67,7 @@ TEST_CASE("gpu: loader batches reduced on the device or on the host equal the CP
 TEST_CASE("gpu: batches copied to the device by the I/O thread (overlap_h2d) equal those copied in next()",
           "[gpu][loader]") {
   test::TempDir d("mrmf_ld_gpu_overlap");
-  const std::string dir = (d.dir / "cf").string();
-  std::filesystem::create_directories(dir);
-  for (int f = 0; f < 3; ++f) {
-    Tensor x = Tensor::empty({4, 8, 8, 8, 4});
-    for (int64_t e = 0; e < x.numel(); ++e) x.data<float>()[e] = float((f * 5 + e * 11) % 89);
-    Tensor l = Tensor::full({4, 4}, float(f));
-    write_cosmoflow_file(dir + "/c" + std::to_string(f) + ".h5", from_float32(x, DType::U16), l);
-  }
+  const std::string dir = write_cubes(d, 3);
   LoaderOptions o;
   o.device = Device::cuda(0);
   o.batch_size = 2;
