@@ -72,6 +72,9 @@ class Tensor {
   bool is_pinned() const { return storage_ && storage_->kind() == MemoryKind::Pinned; }
   MemoryKind memory_kind() const { return storage_ ? storage_->kind() : MemoryKind::Cpu; }
   bool shares_storage_with(const Tensor& o) const { return storage_ && storage_ == o.storage_; }
+  // Tensors (views included) holding this storage; 1: this one alone (a
+  // loader reusing its own buffers hands out only those nobody else holds).
+  long storage_holders() const { return storage_.use_count(); }
 
   // Raw pointer to the first element; checks the element type.
   template <class T>

@@ -144,9 +144,11 @@ class LoaderImpl final : public Loader {
       // The device batches of overlap_h2d: allocated once and owned here --
       // the caching allocator is not stream-aware, so a block the trainer
       // freed mid-step (still read by its queued kernels) must never be
-      // handed to this thread's copies. The I/O thread runs at most
-      // prefetch_depth batches ahead of the one in use, so a slot is written
-      // again only after that batch's step (and the one before) ended.
+      // handed to this thread's copies. A slot is written only when nobody
+      // else holds it (to_ring()); as with any tensor, a caller releases a
+      // batch only once its GPU work on it is done (the trainer synchronizes
+      // every step). Depth + 2: the queued batches, the one in use, and the
+      // one before it, which the trainer's LoaderBatch still holds.
       if (o_.overlap_h2d && o_.prefetch_depth > 0) {
         for (int i = 0; i < o_.prefetch_depth + 2; ++i) {
           ring_x_.push_back(Tensor::empty(batch_shape(), DType::F32, o_.device));
@@ -353,18 +355,35 @@ class LoaderImpl final : public Loader {
   // overlap_h2d on the device already, copied by the I/O thread while the
   // trainer computes the batches before it.
   Produced produce(const std::vector<int64_t>& order, int64_t b) {
-    Produced p = produce_host(order, b);
-    if (!ring_x_.empty() && p.slot >= 0) to_ring(p);
+    const int slot = o_.device.is_cuda() ? acquire_slot() : -1;
+    Produced p;
+    try {
+      p = produce_host(order, b, slot);
+    } catch (...) {  // a failed read must not keep its pinned slot (next() goes on after errors)
+      release_slot(slot);
+      throw;
+    }
+    if (!ring_x_.empty()) to_ring(p);
     return p;
   }
 
-  // The staged batch to the next ring slot on the loader's stream (reduced
+  // The staged batch to a free ring slot on the loader's stream (reduced
   // there when the device reduces), waited for here, in the I/O thread; the
-  // pinned slot is free again at once.
+  // pinned slot is free again at once. A slot is free when nobody else holds
+  // its tensors: not a batch in the prefetch queue, not one the caller kept
+  // (Loader's contract lets it keep batches). None free: the batch stays
+  // staged and next() copies it, as without overlap_h2d.
   void to_ring(Produced& p) {
+    const size_t n = ring_x_.size();
+    size_t r = n;
+    for (size_t k = 0; k < n && r == n; ++k) {
+      const size_t c = (ring_next_ + k) % n;
+      if (ring_x_[c].storage_holders() == 1 && ring_y_[c].storage_holders() == 1) r = c;
+    }
+    if (r == n) return;
+    ring_next_ = (r + 1) % n;
     try {
       set_current_device(o_.device);  // this thread's current device (a rank may use cuda:N, N > 0)
-      const size_t r = static_cast<size_t>(ring_next_++ % static_cast<int64_t>(ring_x_.size()));
       if (dev_reduce_) {
         dev_raw_.copy_from(p.x, stream_);
         kernels::fused_downsample(stream_, dev_raw_, std::vector<Tensor>{ring_x_[r]}, spec_);
@@ -379,18 +398,24 @@ class LoaderImpl final : public Loader {
       p.y = ring_y_[r];
       p.on_device = true;
     } catch (...) {
+      // Copies queued before the error may still read the pinned slot.
+      try {
+        stream_.synchronize();
+      } catch (...) {
+      }
       release_slot(p.slot);
       throw;
     }
   }
 
-  Produced produce_host(const std::vector<int64_t>& order, int64_t b) {
+  // `slot`: the pinned staging slot (CUDA), acquired and released on error by produce().
+  Produced produce_host(const std::vector<int64_t>& order, int64_t b, int slot) {
     Source& s = *src_;
     const int64_t B = o_.batch_size, P = s.params;
     const bool cuda = o_.device.is_cuda();
     Produced p;
     if (cuda) {
-      p.slot = acquire_slot();
+      p.slot = slot;
       p.x = slot_x_[static_cast<size_t>(p.slot)];
       p.y = slot_y_[static_cast<size_t>(p.slot)];
     } else {
@@ -588,8 +613,8 @@ class LoaderImpl final : public Loader {
   std::deque<int> free_slots_;
   std::mutex slot_mu_;
   Tensor dev_raw_;
-  std::vector<Tensor> ring_x_, ring_y_;  // overlap_h2d: device batches, written by produce() in turn
-  int64_t ring_next_ = 0;                // the next ring slot (only produce() touches it)
+  std::vector<Tensor> ring_x_, ring_y_;  // overlap_h2d: device batches, written by produce() when free
+  size_t ring_next_ = 0;                 // where the search for a free slot starts (only produce() touches it)
 };
 
 }  // namespace

@@ -139,8 +139,10 @@ class Loader {
   virtual ~Loader() = default;
   // Starts epoch `epoch` at its first batch (cancels an unfinished epoch).
   virtual void start_epoch(int64_t epoch) = 0;
-  // Next batch of the epoch; false when the epoch is over. Tensors are freshly
-  // allocated per batch, so the caller may keep them.
+  // Next batch of the epoch; false when the epoch is over. The caller may keep
+  // the tensors: they are allocated per batch, or (overlap_h2d) device
+  // buffers the loader reuses only once nobody else holds them. As with any
+  // device tensor, release a batch only after the GPU work on it is done.
   virtual bool next(LoaderBatch& out) = 0;
   virtual int64_t batches_per_epoch() const = 0;
   int64_t samples_per_epoch() const { return batches_per_epoch() * batch_size(); }  // local

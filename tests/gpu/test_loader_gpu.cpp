@@ -75,33 +75,41 @@ TEST_CASE("gpu: batches copied to the device by the I/O thread (overlap_h2d) equ
   o.reduce = {2, 1, 2};
   // Several epochs (the ring wraps many times, next-epoch prefetch included),
   // then a restore into the middle of an epoch (prefetched jobs cancelled).
-  auto batches = [&](ReduceOn where, bool overlap) {
+  // keep: the caller holds every device batch until the end (the loader must
+  // not reuse a buffer someone holds); otherwise each is copied out and
+  // released at once, as the trainer does, and the ring is reused.
+  auto batches = [&](ReduceOn where, bool overlap, bool keep) {
     LoaderOptions p = o;
     p.reduce_on = where;
     p.overlap_h2d = overlap;
     auto L = open_loader({DataFormat::CosmoFlow, dir, Split::Train}, p);
     std::vector<Tensor> xs;
+    const auto take = [&](const LoaderBatch& b) {
+      REQUIRE(b.x.device() == o.device);
+      xs.push_back(keep ? b.x : b.x.to(Device::cpu()));
+      xs.push_back(keep ? b.y : b.y.to(Device::cpu()));
+    };
     for (int epoch = 0; epoch < 3; ++epoch) {
       L->start_epoch(epoch);
       LoaderBatch b;
-      while (L->next(b)) {
-        REQUIRE(b.x.device() == o.device);
-        xs.push_back(b.x.to(Device::cpu()));
-        xs.push_back(b.y.to(Device::cpu()));
-      }
+      while (L->next(b)) take(b);
     }
     L->restore({1, 2, o.seed});
     LoaderBatch b;
-    while (L->next(b)) xs.push_back(b.x.to(Device::cpu()));
+    while (L->next(b)) take(b);
+    for (Tensor& t : xs) t = t.to(Device::cpu());
     return xs;
   };
   for (ReduceOn where : {ReduceOn::Device, ReduceOn::Host}) {
-    INFO("reduce_on " << (where == ReduceOn::Host ? "host" : "device"));
-    const auto in_next = batches(where, false), by_io = batches(where, true);
-    REQUIRE(by_io.size() == in_next.size());
-    for (size_t i = 0; i < in_next.size(); ++i) {
-      REQUIRE(by_io[i].shape() == in_next[i].shape());
-      REQUIRE(std::memcmp(by_io[i].raw_data(), in_next[i].raw_data(), in_next[i].nbytes()) == 0);
+    const auto in_next = batches(where, false, false);
+    for (bool keep : {false, true}) {
+      INFO("reduce_on " << (where == ReduceOn::Host ? "host" : "device") << (keep ? ", batches kept" : ""));
+      const auto by_io = batches(where, true, keep);
+      REQUIRE(by_io.size() == in_next.size());
+      for (size_t i = 0; i < in_next.size(); ++i) {
+        REQUIRE(by_io[i].shape() == in_next[i].shape());
+        REQUIRE(std::memcmp(by_io[i].raw_data(), in_next[i].raw_data(), in_next[i].nbytes()) == 0);
+      }
     }
   }
 }
