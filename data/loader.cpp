@@ -150,6 +150,10 @@ class LoaderImpl final : public Loader {
       // every step). Depth + 2: the queued batches, the one in use, and the
       // one before it, which the trainer's LoaderBatch still holds.
       if (o_.overlap_h2d && o_.prefetch_depth > 0) {
+        // Its own stream and raw buffer: next() may still copy a batch that
+        // found no free slot, on stream_ through dev_raw_, meanwhile.
+        io_stream_ = Stream::create(o_.device);
+        if (dev_reduce_) io_raw_ = Tensor::empty(in_shape(o_.batch_size), s.dtype, o_.device);
         for (int i = 0; i < o_.prefetch_depth + 2; ++i) {
           ring_x_.push_back(Tensor::empty(batch_shape(), DType::F32, o_.device));
           ring_y_.push_back(Tensor::empty({o_.batch_size, s.params}, DType::F32, o_.device));
@@ -385,13 +389,13 @@ class LoaderImpl final : public Loader {
     try {
       set_current_device(o_.device);  // this thread's current device (a rank may use cuda:N, N > 0)
       if (dev_reduce_) {
-        dev_raw_.copy_from(p.x, stream_);
-        kernels::fused_downsample(stream_, dev_raw_, std::vector<Tensor>{ring_x_[r]}, spec_);
+        io_raw_.copy_from(p.x, io_stream_);
+        kernels::fused_downsample(io_stream_, io_raw_, std::vector<Tensor>{ring_x_[r]}, spec_);
       } else {
-        ring_x_[r].copy_from(p.x, stream_);
+        ring_x_[r].copy_from(p.x, io_stream_);
       }
-      ring_y_[r].copy_from(p.y, stream_);
-      stream_.synchronize();
+      ring_y_[r].copy_from(p.y, io_stream_);
+      io_stream_.synchronize();
       release_slot(p.slot);
       p.slot = -1;
       p.x = ring_x_[r];
@@ -400,7 +404,7 @@ class LoaderImpl final : public Loader {
     } catch (...) {
       // Copies queued before the error may still read the pinned slot.
       try {
-        stream_.synchronize();
+        io_stream_.synchronize();
       } catch (...) {
       }
       release_slot(p.slot);
@@ -613,6 +617,8 @@ class LoaderImpl final : public Loader {
   std::deque<int> free_slots_;
   std::mutex slot_mu_;
   Tensor dev_raw_;
+  Stream io_stream_;                      // overlap_h2d: the I/O thread's copies and reductions
+  Tensor io_raw_;                         // ... and its raw batch on the device (reduce_on device)
   std::vector<Tensor> ring_x_, ring_y_;  // overlap_h2d: device batches, written by produce() when free
   size_t ring_next_ = 0;                 // where the search for a free slot starts (only produce() touches it)
 };
