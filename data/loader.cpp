@@ -371,7 +371,7 @@ class LoaderImpl final : public Loader {
     return p;
   }
 
-  // The staged batch to a free ring slot on the loader's stream (reduced
+  // The staged batch to a free ring slot on the I/O thread's stream (reduced
   // there when the device reduces), waited for here, in the I/O thread; the
   // pinned slot is free again at once. A slot is free when nobody else holds
   // its tensors: not a batch in the prefetch queue, not one the caller kept
