@@ -58,8 +58,7 @@ using Order = std::shared_ptr<const std::vector<int64_t>>;
 // ---------------------------------------------------------------- the loader
 struct Produced {
   Tensor x, y;    // CPU device: final float32 batch; CUDA: pinned staging (raw, or reduced on the host) + labels
-  int slot = -1;  // pinned slot to give back (CUDA path)
-  bool on_device = false;  // CUDA with overlap_h2d: x, y already on the device (a ring slot)
+  int slot = -1;  // pinned slot to give back (CUDA path); with overlap_h2d, x and y may be on the device already
 };
 
 // One batch handed to the I/O thread. `key` names the sample order it was
@@ -195,19 +194,10 @@ class LoaderImpl final : public Loader {
       }
       fill();  // keep the I/O thread busy while this batch is finished and used
     }
-    if (o_.device.is_cuda() && !p.on_device) {
-      // To the device on the loader's stream: raw samples reduced there, or
-      // the host-reduced batch as it is.
+    if (o_.device.is_cuda() && !p.x.device().is_cuda()) {  // not copied by the I/O thread (overlap_h2d)
       Tensor x = Tensor::empty(batch_shape(), DType::F32, o_.device);
-      if (dev_reduce_) {
-        dev_raw_.copy_from(p.x, stream_);
-        kernels::fused_downsample(stream_, dev_raw_, std::vector<Tensor>{x}, spec_);
-      } else {
-        x.copy_from(p.x, stream_);
-      }
       Tensor y = Tensor::empty({o_.batch_size, src_->params}, DType::F32, o_.device);
-      y.copy_from(p.y, stream_);
-      stream_.synchronize();
+      upload(p, stream_, dev_raw_, x, y);
       release_slot(p.slot);
       p.x = x;
       p.y = y;
@@ -388,19 +378,11 @@ class LoaderImpl final : public Loader {
     ring_next_ = (r + 1) % n;
     try {
       set_current_device(o_.device);  // this thread's current device (a rank may use cuda:N, N > 0)
-      if (dev_reduce_) {
-        io_raw_.copy_from(p.x, io_stream_);
-        kernels::fused_downsample(io_stream_, io_raw_, std::vector<Tensor>{ring_x_[r]}, spec_);
-      } else {
-        ring_x_[r].copy_from(p.x, io_stream_);
-      }
-      ring_y_[r].copy_from(p.y, io_stream_);
-      io_stream_.synchronize();
+      upload(p, io_stream_, io_raw_, ring_x_[r], ring_y_[r]);
       release_slot(p.slot);
       p.slot = -1;
       p.x = ring_x_[r];
       p.y = ring_y_[r];
-      p.on_device = true;
     } catch (...) {
       // Copies queued before the error may still read the pinned slot.
       try {
@@ -410,6 +392,20 @@ class LoaderImpl final : public Loader {
       release_slot(p.slot);
       throw;
     }
+  }
+
+  // A staged batch to the device batch x, y on `s`, waited for: raw samples
+  // through the device buffer `raw` and reduced there, or the host-reduced
+  // batch as it is.
+  void upload(const Produced& p, Stream& s, Tensor& raw, Tensor x, Tensor y) {
+    if (dev_reduce_) {
+      raw.copy_from(p.x, s);
+      kernels::fused_downsample(s, raw, std::vector<Tensor>{x}, spec_);
+    } else {
+      x.copy_from(p.x, s);
+    }
+    y.copy_from(p.y, s);
+    s.synchronize();
   }
 
   // `slot`: the pinned staging slot (CUDA), acquired and released on error by produce().

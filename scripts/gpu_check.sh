@@ -208,7 +208,7 @@ for b in "bench_kernels" "bench_optim 20 cuda" "bench_conv" "bench_data"; do
   set -- $b
   [[ -x $B/bin/$1 ]] || continue
   echo "-- $b"
-  HDF5_USE_FILE_LOCKING=FALSE timeout 150 $B/bin/$b 2>&1
+  timeout 150 $B/bin/$b 2>&1
 done
 echo "-- mrmf bench --device cuda"
 timeout 60 $B/bin/mrmf bench --device cuda --workload ni1600 cf32 --steps 5

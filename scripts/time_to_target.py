@@ -38,9 +38,10 @@ earlier folder is renamed "<method>@<folder name>" in a later one. With
 --pool, same-named methods of all folders are pooled instead (each folder's
 seeds counted as runs of their own; ratios are then unpaired means), or
 with --pool baseline only those named: for repeats of one configuration, or
-baselines whose curves share their first epochs with another experiment's. --final-epochs N keeps only the first N
-epochs of every run's final stage (curves of different lengths compared on
-one budget; a plateau schedule does not depend on the length).
+baselines run with another experiment's settings. --final-epochs N keeps
+only the first N epochs of every run's final stage (curves of different
+lengths compared on one budget; a plateau schedule does not depend on the
+length).
 Standard library only.
 """
 import argparse
@@ -179,11 +180,11 @@ def main():
     cost = parse_costs(a.epoch_cost) if a.epoch_cost else None
     unit = "s" if cost is None else "epochs"
     curves, methods = {}, []  # methods in the order the experiments ran them
+    pooled = lambda m: a.pool is not None and (not a.pool or m in a.pool)
     for i, d in enumerate(a.run_dirs):
         with open(os.path.join(d, "summary.json")) as f:
             names = [r["method"] for r in json.load(f)["runs"]]
         label = os.path.basename(os.path.normpath(d))
-        pooled = lambda m: a.pool is not None and (not a.pool or m in a.pool)
         rename = {m: "%s@%s" % (m, label) for m in names if m in methods and not pooled(m)}
         key = (lambda seed, i=i: (i, seed)) if a.pool is not None else None
         c, ms = load_curves(d, cost, rename, a.final_epochs, key)
