@@ -14,7 +14,8 @@
 //      waits for its first batch; later ones are prefetched across the epoch
 //      boundary).
 //
-//   bench_data [--small] [--out results.txt]     (--small: 32^3 samples everywhere, CI speed)
+//   bench_data [--small] [--only cf|ni|kernel|prefetch] [--out results.txt]
+//     --small: 32^3 samples everywhere, CI speed; --only: one section (A/B runs of two builds)
 #include <omp.h>
 #include <unistd.h>
 
@@ -120,11 +121,21 @@ void row(const char* fmt, ...) {
 
 int main(int argc, char** argv) {
   bool small = false;
-  std::string out;
+  std::string out, only;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--small")) small = true;
     else if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
+    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: bench_data [--small] [--only cf|ni|kernel|prefetch] [--out FILE]\n");
+      return 2;
+    }
   }
+  if (!only.empty() && only != "cf" && only != "ni" && only != "kernel" && only != "prefetch") {
+    std::fprintf(stderr, "bench_data: --only must be cf, ni, kernel or prefetch, got '%s'\n", only.c_str());
+    return 2;
+  }
+  const auto section = [&](const char* name) { return only.empty() || only == name; };
   const int side = small ? 32 : 64, per_file = 16, files = small ? 2 : 4, B = 8;
   const int side_b = small ? 32 : 128;  // (b): production CosmoFlow cubes
   const fs::path dir = fs::temp_directory_path() / ("mrmf_bench_data_" + std::to_string(::getpid()));
@@ -200,13 +211,14 @@ int main(int argc, char** argv) {
   const auto cf_row = [&](const char* name, const Paired& pr) {
     paired_row(name, pr, L->samples_per_epoch(), sample_bytes);
   };
-  {
+  if (section("cf") || section("prefetch")) {
     const double t_plain = best_of(3, plain_read);
     const double plain_sps = total / t_plain;
     row("    %-44s %12.0f %10.2f\n", "plain HDF5 read, 1-sample hyperslabs", plain_sps, plain_sps * sample_bytes / 1e9);
   }
   double t_sample = 0;  // the 1-thread loader's time per sample, for (c)
   for (int io : {1, 2}) {
+    if (!section("cf") && !(section("prefetch") && io == 1)) break;  // (c) needs t_sample
     const Paired pr = loader_vs(plain_read, data::DataFormat::CosmoFlow, dir.string(), io, B, {});
     if (io == 1) t_sample = pr.a / double(L->samples_per_epoch());
     char name[64];
@@ -216,6 +228,7 @@ int main(int argc, char** argv) {
   // Later epochs: the cache keeps the uint16 samples (half the float32
   // size), converted from RAM every epoch.
   for (int io : {1, 2}) {
+    if (!section("cf")) break;
     char name[64];
     std::snprintf(name, sizeof name, "loader, later epochs (cached, io_threads %d)", io);
     cf_row(name, loader_vs(plain_read, data::DataFormat::CosmoFlow, dir.string(), io, B, {}, /*cache=*/true));
@@ -226,7 +239,7 @@ int main(int argc, char** argv) {
   // the same page-cached file (batch-sized hyperslabs), the issue's
   // yardstick; a memcpy gather of the same raw samples (a preloaded loader's
   // floor) is shown against the same read.
-  {
+  if (section("ni")) {
     const int64_t ni_n = small ? 1024 : 4096, T = 1600, NB = 128;
     const std::string ni = (dir / "ni.h5").string();
     {
@@ -290,90 +303,94 @@ int main(int argc, char** argv) {
   // short strided bursts do not, so the paired median swings between ~60 %
   // and ~110 % from one run to the next; the best times are each code's own
   // cost with the least interference.
-  row("\n(b) fused downsample [%d, %d^3, 4] uint16 (%.0f MB)  %9s %9s %9s %7s %6s  (ms, GB/s: medians of 21)\n", B,
-      side_b, double(B) * side_b * side_b * side_b * 8 / 1e6, "ms", "GB/s", "copyGB/s", "paired", "best");
-  Tensor raw = Tensor::empty({B, side_b, side_b, side_b, 4}, DType::U16);
-  {
-    auto* p = static_cast<uint16_t*>(raw.raw_data());
-    for (int64_t i = 0; i < raw.numel(); ++i) p[i] = static_cast<uint16_t>((i * 2654435761u) >> 22);
-  }
-  struct Case {
-    const char* name;
-    std::vector<std::vector<int64_t>> levels;
-  };
-  const std::vector<Case> cases = {{"1/1 (convert + NDHWC->NCDHW)", {{1, 1, 1}}},
-                                   {"1/8 (2x2x2)", {{2, 2, 2}}},
-                                   {"1/2 along x", {{2, 1, 1}}},
-                                   {"1/1 + 1/8 + 1/64 in one pass", {{1, 1, 1}, {2, 2, 2}, {4, 4, 4}}},
-                                   {"1/2 + 1/8 in one pass (a CosmoFlow ladder)", {{2, 1, 1}, {2, 2, 2}}}};
-  for (const Case& c : cases) {
-    kernels::FusedDownsampleSpec spec;
-    spec.levels = c.levels;
-    std::vector<Tensor> ys;
-    int64_t bytes = static_cast<int64_t>(raw.nbytes());
-    for (const Shape& s : kernels::fused_downsample_shapes(raw.shape(), spec, "bench")) {
-      ys.push_back(Tensor::empty(s));
-      bytes += s.numel() * 4;
+  if (section("kernel")) {
+    row("\n(b) fused downsample [%d, %d^3, 4] uint16 (%.0f MB)  %9s %9s %9s %7s %6s  (ms, GB/s: medians of 21)\n", B,
+        side_b, double(B) * side_b * side_b * side_b * 8 / 1e6, "ms", "GB/s", "copyGB/s", "paired", "best");
+    Tensor raw = Tensor::empty({B, side_b, side_b, side_b, 4}, DType::U16);
+    {
+      auto* p = static_cast<uint16_t*>(raw.raw_data());
+      for (int64_t i = 0; i < raw.numel(); ++i) p[i] = static_cast<uint16_t>((i * 2654435761u) >> 22);
     }
-    std::vector<char> a(static_cast<size_t>(bytes / 2), 1), b2(static_cast<size_t>(bytes / 2));
-    // Kernel and copy alternate, and the ratio is taken per pair: on a
-    // shared VM the bandwidth drifts by 2x within seconds, so best-of-N
-    // times taken apart do not compare.
-    const Paired pr = paired(
-        21, [&] { kernels::fused_downsample(cpu_stream(), raw, ys, spec); },
-        [&] { par_memcpy(b2.data(), a.data(), a.size()); });
-    row("    cpu  %-39s %9.3f %9.2f %9.2f %6.0f%% %5.0f%%\n", c.name, pr.a * 1e3, bytes / pr.a / 1e9,
-        bytes / pr.b / 1e9, 100 * pr.ratio, 100 * pr.b_best / pr.a_best);
-    if (cuda_device_count() > 0) {
-      Stream s = Stream::create(Device::cuda(0));
-      Tensor draw = raw.to(Device::cuda(0), s);
-      std::vector<Tensor> dys;
-      for (const Tensor& y : ys) dys.push_back(Tensor::empty(y.shape(), DType::F32, Device::cuda(0)));
-      Tensor da = Tensor::empty({bytes / 8}, DType::F32, Device::cuda(0)), db = Tensor::empty({bytes / 8}, DType::F32, Device::cuda(0));
-      const double tg = time_dev(s, 10, [&] { kernels::fused_downsample(s, draw, dys, spec); });
-      const double tgc = time_dev(s, 10, [&] { db.copy_from(da, s); });
-      row("    cuda %-39s %9.3f %9.2f %9.2f %6.0f%%\n", c.name, tg * 1e3, bytes / tg / 1e9, bytes / tgc / 1e9,
-          100 * tgc / tg);
+    struct Case {
+      const char* name;
+      std::vector<std::vector<int64_t>> levels;
+    };
+    const std::vector<Case> cases = {{"1/1 (convert + NDHWC->NCDHW)", {{1, 1, 1}}},
+                                     {"1/8 (2x2x2)", {{2, 2, 2}}},
+                                     {"1/2 along x", {{2, 1, 1}}},
+                                     {"1/1 + 1/8 + 1/64 in one pass", {{1, 1, 1}, {2, 2, 2}, {4, 4, 4}}},
+                                     {"1/2 + 1/8 in one pass (a CosmoFlow ladder)", {{2, 1, 1}, {2, 2, 2}}}};
+    for (const Case& c : cases) {
+      kernels::FusedDownsampleSpec spec;
+      spec.levels = c.levels;
+      std::vector<Tensor> ys;
+      int64_t bytes = static_cast<int64_t>(raw.nbytes());
+      for (const Shape& s : kernels::fused_downsample_shapes(raw.shape(), spec, "bench")) {
+        ys.push_back(Tensor::empty(s));
+        bytes += s.numel() * 4;
+      }
+      std::vector<char> a(static_cast<size_t>(bytes / 2), 1), b2(static_cast<size_t>(bytes / 2));
+      // Kernel and copy alternate, and the ratio is taken per pair: on a
+      // shared VM the bandwidth drifts by 2x within seconds, so best-of-N
+      // times taken apart do not compare.
+      const Paired pr = paired(
+          21, [&] { kernels::fused_downsample(cpu_stream(), raw, ys, spec); },
+          [&] { par_memcpy(b2.data(), a.data(), a.size()); });
+      row("    cpu  %-39s %9.3f %9.2f %9.2f %6.0f%% %5.0f%%\n", c.name, pr.a * 1e3, bytes / pr.a / 1e9,
+          bytes / pr.b / 1e9, 100 * pr.ratio, 100 * pr.b_best / pr.a_best);
+      if (cuda_device_count() > 0) {
+        Stream s = Stream::create(Device::cuda(0));
+        Tensor draw = raw.to(Device::cuda(0), s);
+        std::vector<Tensor> dys;
+        for (const Tensor& y : ys) dys.push_back(Tensor::empty(y.shape(), DType::F32, Device::cuda(0)));
+        Tensor da = Tensor::empty({bytes / 8}, DType::F32, Device::cuda(0)),
+               db = Tensor::empty({bytes / 8}, DType::F32, Device::cuda(0));
+        const double tg = time_dev(s, 10, [&] { kernels::fused_downsample(s, draw, dys, spec); });
+        const double tgc = time_dev(s, 10, [&] { db.copy_from(da, s); });
+        row("    cuda %-39s %9.3f %9.2f %9.2f %6.0f%%\n", c.name, tg * 1e3, bytes / tg / 1e9, bytes / tgc / 1e9,
+            100 * tgc / tg);
+      }
     }
   }
-  raw = Tensor();
 
   // (c) prefetch under a simulated compute step of 1.5x the I/O time per
   // batch, 4 epochs of one loader each, with and without prefetching across
   // the epoch boundary.
-  const double io_per_batch = t_sample * B;
-  const auto compute = std::chrono::duration<double>(1.5 * io_per_batch);
-  o.cache_in_memory = false;
-  o.io_threads = 1;
-  row("\n(c) prefetch vs simulated compute of %.1f ms/batch   %9s %9s %9s %9s\n", compute.count() * 1e3, "epoch s",
-      "wait s", "wait %", "ep1-3 %");
   std::unique_ptr<data::Loader> P;
-  struct Mode {
-    int depth;
-    bool next_epoch;
-  };
-  for (const Mode m : {Mode{0, false}, Mode{2, false}, Mode{2, true}}) {
-    o.prefetch_depth = m.depth;
-    o.prefetch_next_epoch = m.next_epoch;
-    P = data::open_loader({data::DataFormat::CosmoFlow, dir.string(), data::Split::Train}, o);
-    double ep_all = 0, wait_all = 0, ep_later = 0, wait_later = 0;
-    for (int e = 0; e < 4; ++e) {
-      const auto t0 = Clock::now();
-      P->start_epoch(e);
-      data::LoaderBatch b;
-      while (P->next(b)) std::this_thread::sleep_for(compute);
-      const double ep = secs(t0);
-      ep_all += ep;
-      wait_all += P->wait_seconds();
-      if (e > 0) {
-        ep_later += ep;
-        wait_later += P->wait_seconds();
+  if (section("prefetch")) {
+    const double io_per_batch = t_sample * B;
+    const auto compute = std::chrono::duration<double>(1.5 * io_per_batch);
+    o.cache_in_memory = false;
+    o.io_threads = 1;
+    row("\n(c) prefetch vs simulated compute of %.1f ms/batch   %9s %9s %9s %9s\n", compute.count() * 1e3, "epoch s",
+        "wait s", "wait %", "ep1-3 %");
+    struct Mode {
+      int depth;
+      bool next_epoch;
+    };
+    for (const Mode m : {Mode{0, false}, Mode{2, false}, Mode{2, true}}) {
+      o.prefetch_depth = m.depth;
+      o.prefetch_next_epoch = m.next_epoch;
+      P = data::open_loader({data::DataFormat::CosmoFlow, dir.string(), data::Split::Train}, o);
+      double ep_all = 0, wait_all = 0, ep_later = 0, wait_later = 0;
+      for (int e = 0; e < 4; ++e) {
+        const auto t0 = Clock::now();
+        P->start_epoch(e);
+        data::LoaderBatch b;
+        while (P->next(b)) std::this_thread::sleep_for(compute);
+        const double ep = secs(t0);
+        ep_all += ep;
+        wait_all += P->wait_seconds();
+        if (e > 0) {
+          ep_later += ep;
+          wait_later += P->wait_seconds();
+        }
       }
+      char name[64];
+      std::snprintf(name, sizeof name, "depth %d%s, 4 epochs", m.depth, m.next_epoch ? " + next epoch" : "");
+      row("    %-48s %9.3f %9.3f %8.1f%% %8.1f%%\n", name, ep_all, wait_all, 100 * wait_all / ep_all,
+          100 * wait_later / ep_later);
     }
-    char name[64];
-    std::snprintf(name, sizeof name, "depth %d%s, 4 epochs", m.depth, m.next_epoch ? " + next epoch" : "");
-    row("    %-48s %9.3f %9.3f %8.1f%% %8.1f%%\n", name, ep_all, wait_all, 100 * wait_all / ep_all,
-        100 * wait_later / ep_later);
   }
   L.reset();
   P.reset();

@@ -172,6 +172,64 @@ struct FusedDownsample {
       }
   }
 
+  // The per-position traversals below (the GPU's: one coarse position per
+  // thread) keep every channel's values of one block element in flight at
+  // once -- channel innermost, C independent loads -- instead of one load
+  // whose use waits for it before the next is issued. On an H100 the
+  // one-load-at-a-time version moved 18-25 % of a device copy's bandwidth
+  // (session 13): about what one outstanding 2-byte load per thread at the
+  // occupancy its 116-126 registers allowed (two 256-thread blocks per SM)
+  // can sustain by Little's law. Each channel's additions keep their order
+  // (the bits are unchanged); C <= kFusedMaxChannels, the per-channel
+  // arrays unrolled into registers.
+
+  // A single level read from the input (every loader's case): one output
+  // position, all channels, per call -- the same sums in the same order as
+  // level_outputs() -- without the multi-level traversal's loop nest, so
+  // that the GPU can run it as its own kernel (FusedDownsampleOne) with few
+  // registers (see fused_downsample_ops.inl). Requires levels == 1 and the
+  // GPU geometry (chunk == group1 == 1: calls() counts output positions,
+  // and the block is f[0]).
+  MRMF_HD void one_level(int64_t i) const {
+    int64_t q = g.chunk_div(i);
+    const int64_t o2 = i - q * g.nchunk;
+    const int64_t q1 = g.nblk1_div(q);
+    const int64_t o1 = q - q1 * g.ngrp1;
+    const int64_t n = g.nblk0_div(q1);
+    const int64_t o0 = q1 - n * g.nblk[0];
+    const int64_t f0 = g.f[0][0], f1 = g.f[0][1], f2 = g.f[0][2];
+    const int64_t C = g.c, plane = g.out[0][0] * g.out[0][1] * g.out[0][2];
+    const int64_t col0 = n * g.s_n + o0 * f0 * g.s[0] + o1 * f1 * g.s[1] + o2 * f2 * g.s[2];
+    float acc[kFusedMaxChannels];
+    MRMF_UNROLL
+    for (int c = 0; c < kFusedMaxChannels; ++c) acc[c] = 0.f;
+    MRMF_NO_UNROLL
+    for (int64_t z = 0; z < f2; ++z) {
+      const int64_t col = col0 + z * g.s[2];
+      float t[kFusedMaxChannels];
+      MRMF_UNROLL
+      for (int c = 0; c < kFusedMaxChannels; ++c) t[c] = c < C ? value(col + c * g.s_c, c) : 0.f;
+      MRMF_NO_UNROLL
+      for (int64_t a = 0; a < f0; ++a) {
+        MRMF_NO_UNROLL
+        for (int64_t b = 0; b < f1; ++b)
+          if (a != 0 || b != 0) {
+            const int64_t e = col + a * g.s[0] + b * g.s[1];
+            MRMF_UNROLL
+            for (int c = 0; c < kFusedMaxChannels; ++c)
+              if (c < C) t[c] += value(e + c * g.s_c, c);
+          }
+      }
+      MRMF_UNROLL
+      for (int c = 0; c < kFusedMaxChannels; ++c)
+        if (c < C) acc[c] += t[c];
+    }
+    float* const y = o.y[0] + n * C * plane + (o0 * g.out[0][1] + o1) * g.out[0][2] + o2;
+    MRMF_UNROLL
+    for (int c = 0; c < kFusedMaxChannels; ++c)
+      if (c < C) y[c * plane] = acc[c] * g.inv[0];
+  }
+
   // Level l's outputs inside coarse block (n, p0, p1), [p2_begin, p2_end),
   // averaged from level m = src[l]'s outputs: the same summation order as
   // from the input (per z, the r0 x r1 values in (a, b) order from the first;
@@ -182,59 +240,79 @@ struct FusedDownsample {
     const int64_t r0 = g.per[l][0], r1 = g.per[l][1], r2 = g.per[l][2];
     const int64_t O0 = g.out[l][0], O1 = g.out[l][1], O2 = g.out[l][2];
     const int64_t M0 = g.out[m][0], M1 = g.out[m][1], M2 = g.out[m][2];
+    const int64_t C = g.c, ystride = O0 * O1 * O2, mstride = M0 * M1 * M2;  // between channels
     const float inv = g.inv_r[l];
-    const float* const ym = o.y[m];
-    float* const yl = o.y[l];
     for (int64_t u0 = 0; u0 < r0; ++u0)
       for (int64_t u1 = 0; u1 < r1; ++u1) {
         const int64_t o0 = p0 * r0 + u0, o1 = p1 * r1 + u1;
-        for (int64_t c = 0; c < g.c; ++c) {
-          float* const yrow = yl + (((n * g.c + c) * O0 + o0) * O1 + o1) * O2;
-          const float* const src = ym + (((n * g.c + c) * M0 + o0 * q0) * M1 + o1 * q1) * M2;
-          for (int64_t o2 = p2_begin * r2; o2 < p2_end * r2; ++o2) {
-            float acc = 0.f;
-            for (int64_t z = 0; z < q2; ++z) {
-              const float* const col = src + o2 * q2 + z;
-              float t = col[0];
-              for (int64_t a = 0; a < q0; ++a)
-                for (int64_t b = 0; b < q1; ++b)
-                  if (a != 0 || b != 0) t += col[(a * M1 + b) * M2];
-              acc += t;
-            }
-            yrow[o2] = acc * inv;
+        float* const yrow = o.y[l] + ((n * C * O0 + o0) * O1 + o1) * O2;  // channel 0's
+        const float* const src = o.y[m] + ((n * C * M0 + o0 * q0) * M1 + o1 * q1) * M2;
+        for (int64_t o2 = p2_begin * r2; o2 < p2_end * r2; ++o2) {
+          float acc[kFusedMaxChannels];
+          MRMF_UNROLL
+          for (int c = 0; c < kFusedMaxChannels; ++c) acc[c] = 0.f;
+          for (int64_t z = 0; z < q2; ++z) {
+            const float* const col = src + o2 * q2 + z;
+            float t[kFusedMaxChannels];
+            MRMF_UNROLL
+            for (int c = 0; c < kFusedMaxChannels; ++c) t[c] = c < C ? col[c * mstride] : 0.f;
+            for (int64_t a = 0; a < q0; ++a)
+              for (int64_t b = 0; b < q1; ++b)
+                if (a != 0 || b != 0) {
+                  const float* const v = col + (a * M1 + b) * M2;
+                  MRMF_UNROLL
+                  for (int c = 0; c < kFusedMaxChannels; ++c)
+                    if (c < C) t[c] += v[c * mstride];
+                }
+            MRMF_UNROLL
+            for (int c = 0; c < kFusedMaxChannels; ++c)
+              if (c < C) acc[c] += t[c];
           }
+          MRMF_UNROLL
+          for (int c = 0; c < kFusedMaxChannels; ++c)
+            if (c < C) yrow[c * ystride + o2] = acc[c] * inv;
         }
       }
   }
 
   // Level l's outputs inside coarse block (n, p0, p1) for the coarse
-  // positions [p2_begin, p2_end) along the last axis, one output at a time.
+  // positions [p2_begin, p2_end) along the last axis, one output position
+  // (all channels) at a time; along o2 the writes are contiguous.
   MRMF_HD void level_outputs(int l, int64_t n, int64_t p0, int64_t p1, int64_t p2_begin, int64_t p2_end) const {
     const int64_t f0 = g.f[l][0], f1 = g.f[l][1], f2 = g.f[l][2];
     const int64_t r0 = g.per[l][0], r1 = g.per[l][1], r2 = g.per[l][2];
     const int64_t O0 = g.out[l][0], O1 = g.out[l][1], O2 = g.out[l][2];
+    const int64_t C = g.c, ystride = O0 * O1 * O2;  // between channels
     const float inv = g.inv[l];
-    float* const yl = o.y[l];
     for (int64_t u0 = 0; u0 < r0; ++u0)
       for (int64_t u1 = 0; u1 < r1; ++u1) {
         const int64_t o0 = p0 * r0 + u0, o1 = p1 * r1 + u1;
         const int64_t x01 = n * g.s_n + o0 * f0 * g.s[0] + o1 * f1 * g.s[1];
-        for (int64_t c = 0; c < g.c; ++c) {
-          float* const yrow = yl + (((n * g.c + c) * O0 + o0) * O1 + o1) * O2;
-          const int64_t xc = x01 + c * g.s_c;
-          // o2 runs over the chunk's outputs of this level: contiguous writes.
-          for (int64_t o2 = p2_begin * r2; o2 < p2_end * r2; ++o2) {
-            float acc = 0.f;
-            for (int64_t z = 0; z < f2; ++z) {
-              const int64_t col = xc + (o2 * f2 + z) * g.s[2];
-              float t = value(col, c);
-              for (int64_t a = 0; a < f0; ++a)
-                for (int64_t b = 0; b < f1; ++b)
-                  if (a != 0 || b != 0) t += value(col + a * g.s[0] + b * g.s[1], c);
-              acc += t;
-            }
-            yrow[o2] = acc * inv;
+        float* const yrow = o.y[l] + ((n * C * O0 + o0) * O1 + o1) * O2;  // channel 0's
+        for (int64_t o2 = p2_begin * r2; o2 < p2_end * r2; ++o2) {
+          float acc[kFusedMaxChannels];
+          MRMF_UNROLL
+          for (int c = 0; c < kFusedMaxChannels; ++c) acc[c] = 0.f;
+          for (int64_t z = 0; z < f2; ++z) {
+            const int64_t col = x01 + (o2 * f2 + z) * g.s[2];
+            float t[kFusedMaxChannels];
+            MRMF_UNROLL
+            for (int c = 0; c < kFusedMaxChannels; ++c) t[c] = c < C ? value(col + c * g.s_c, c) : 0.f;
+            for (int64_t a = 0; a < f0; ++a)
+              for (int64_t b = 0; b < f1; ++b)
+                if (a != 0 || b != 0) {
+                  const int64_t e = col + a * g.s[0] + b * g.s[1];
+                  MRMF_UNROLL
+                  for (int c = 0; c < kFusedMaxChannels; ++c)
+                    if (c < C) t[c] += value(e + c * g.s_c, c);
+                }
+            MRMF_UNROLL
+            for (int c = 0; c < kFusedMaxChannels; ++c)
+              if (c < C) acc[c] += t[c];
           }
+          MRMF_UNROLL
+          for (int c = 0; c < kFusedMaxChannels; ++c)
+            if (c < C) yrow[c * ystride + o2] = acc[c] * inv;
         }
       }
   }
@@ -477,6 +555,13 @@ struct FusedDownsample {
     }
   }
 #endif
+};
+
+// The single-level kernel (see one_level()).
+template <RawType R, FusedTransform TF>
+struct FusedDownsampleOne {
+  FusedDownsample<R, TF> f;
+  MRMF_HD void operator()(int64_t i) const { f.one_level(i); }
 };
 
 }  // namespace mrmf::kernels

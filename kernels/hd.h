@@ -17,6 +17,26 @@
 #define MRMF_INLINE inline
 #endif
 
+// Fully unrolls the next loop (constant trip count): keeps small per-thread
+// arrays indexed by its counter in registers on the GPU.
+#if defined(__CUDACC__)
+#define MRMF_UNROLL _Pragma("unroll")
+#elif defined(__clang__)
+#define MRMF_UNROLL _Pragma("clang loop unroll(full)")
+#elif defined(__GNUC__)
+#define MRMF_UNROLL _Pragma("GCC unroll 16")
+#else
+#define MRMF_UNROLL
+#endif
+// Keeps the next loop rolled on the GPU, where nvcc would otherwise unroll a
+// run-time-bounded loop and hoist its loads, trading occupancy (registers)
+// for in-flight loads that the loop body already has.
+#if defined(__CUDACC__)
+#define MRMF_NO_UNROLL _Pragma("unroll 1")
+#else
+#define MRMF_NO_UNROLL
+#endif
+
 namespace mrmf::kernels {
 
 template <class T>

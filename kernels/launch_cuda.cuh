@@ -11,6 +11,8 @@
 
 namespace mrmf::kernels::cuda {
 
+constexpr int kLaunchThreads = 256;  // per block, every grid-stride launch
+
 template <class F>
 __global__ void grid_stride_kernel(int64_t n, F f) {
   const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
@@ -19,14 +21,32 @@ __global__ void grid_stride_kernel(int64_t n, F f) {
 
 int max_grid_blocks();  // 32 x SM count of the current device (cached)
 
+// The same, for functors heavy enough that nvcc would give them more
+// registers than kMinBlocks resident blocks per SM allow (occupancy: the
+// loads in flight are what a memory-bound kernel runs on).
+template <int kMinBlocks, class F>
+__global__ void __launch_bounds__(kLaunchThreads, kMinBlocks) grid_stride_kernel_bounded(int64_t n, F f) {
+  const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) f(i);
+}
+
+inline unsigned grid_blocks(int64_t n) {
+  const int64_t blocks = (n + kLaunchThreads - 1) / kLaunchThreads, cap = max_grid_blocks();
+  return static_cast<unsigned>(blocks < cap ? blocks : cap);
+}
+
 template <class F>
 void launch(void* stream, int64_t n, const F& f) {
   if (n <= 0) return;
-  constexpr int kThreads = 256;
-  int64_t blocks = (n + kThreads - 1) / kThreads;
-  const int cap = max_grid_blocks();
-  if (blocks > cap) blocks = cap;
-  grid_stride_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(n, f);
+  grid_stride_kernel<<<grid_blocks(n), kLaunchThreads, 0, static_cast<cudaStream_t>(stream)>>>(n, f);
+  MRMF_CUDA_CHECK(cudaGetLastError());
+}
+
+template <int kMinBlocks, class F>
+void launch_bounded(void* stream, int64_t n, const F& f) {
+  if (n <= 0) return;
+  grid_stride_kernel_bounded<kMinBlocks>
+      <<<grid_blocks(n), kLaunchThreads, 0, static_cast<cudaStream_t>(stream)>>>(n, f);
   MRMF_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -175,23 +175,43 @@ TEST_CASE("fused downsample equals the offline reducer's files", "[fused_downsam
 
 namespace {
 // The GPU path's math on the CPU: operator() over one coarse position per call.
+// one: the GPU's single-level kernel (FusedDownsampleOne; one level only).
 template <RawType R, FusedTransform TF>
-void by_functor(const Tensor& x, const FusedDownsampleSpec& spec, const std::vector<Tensor>& ys) {
+void by_functor(const Tensor& x, const FusedDownsampleSpec& spec, const std::vector<Tensor>& ys, bool one) {
   FusedGeom g = make_fused_geom(x.shape(), spec, "test");
   g.chunk = 1;
   g.finalize();
   FusedDownsample<R, TF> f{static_cast<const typename RawLoad<R>::T*>(x.raw_data()), {}, g};
   for (size_t l = 0; l < ys.size(); ++l) f.o.y[l] = ys[l].data<float>();
-  for (int64_t i = 0; i < g.calls(); ++i) f(i);
+  const FusedDownsampleOne<R, TF> f1{f};
+  for (int64_t i = 0; i < g.calls(); ++i)
+    if (one)
+      f1(i);
+    else
+      f(i);
 }
 
 template <RawType R>
-void by_functor_tf(const Tensor& x, const FusedDownsampleSpec& spec, const std::vector<Tensor>& ys) {
+void by_functor_tf(const Tensor& x, const FusedDownsampleSpec& spec, const std::vector<Tensor>& ys, bool one) {
   switch (spec.transform) {
-    case FusedTransform::None: by_functor<R, FusedTransform::None>(x, spec, ys); break;
-    case FusedTransform::Log1p: by_functor<R, FusedTransform::Log1p>(x, spec, ys); break;
-    case FusedTransform::Scale: by_functor<R, FusedTransform::Scale>(x, spec, ys); break;
+    case FusedTransform::None: by_functor<R, FusedTransform::None>(x, spec, ys, one); break;
+    case FusedTransform::Log1p: by_functor<R, FusedTransform::Log1p>(x, spec, ys, one); break;
+    case FusedTransform::Scale: by_functor<R, FusedTransform::Scale>(x, spec, ys, one); break;
   }
+}
+
+// The functor traversal (the GPU's math) on the CPU, outputs shaped like `like`.
+std::vector<Tensor> by_functor_any(const Tensor& raw, const FusedDownsampleSpec& spec,
+                                   const std::vector<Tensor>& like, bool one) {
+  std::vector<Tensor> ys;
+  for (const Tensor& y : like) ys.push_back(Tensor::full(y.shape(), 7.f));
+  switch (raw_type_of(raw.dtype(), "test")) {
+    case RawType::U16: by_functor_tf<RawType::U16>(raw, spec, ys, one); break;
+    case RawType::I16: by_functor_tf<RawType::I16>(raw, spec, ys, one); break;
+    case RawType::F16: by_functor_tf<RawType::F16>(raw, spec, ys, one); break;
+    case RawType::F32: by_functor_tf<RawType::F32>(raw, spec, ys, one); break;
+  }
+  return ys;
 }
 
 bool bit_equal(const Tensor& a, const Tensor& b) {
@@ -199,7 +219,7 @@ bool bit_equal(const Tensor& a, const Tensor& b) {
 }
 }  // namespace
 
-TEST_CASE("fused downsample: the CPU row traversal gives the functor's (GPU math's) bits", "[fused_downsample]") {
+TEST_CASE("fused downsample: the CPU row traversal gives the functors' (GPU math's) bits", "[fused_downsample]") {
   // Specialised paths (C = 3, 4; f2 = 1, 2), the runtime ones (C = 1, 2, 5; f2 = 3, 4),
   // both layouts, several segments per row (W / f2 outputs > 2048 / C), factors too
   // large for the row accumulator, and -0.0 inputs.
@@ -248,15 +268,17 @@ TEST_CASE("fused downsample: the CPU row traversal gives the functor's (GPU math
         spec.levels = c.levels;
         INFO(dtype_name(dt) << " transform " << static_cast<int>(tf) << " case " << k);
         const auto rows = fused_downsample(cpu_stream(), raw, spec);
-        std::vector<Tensor> ref;
-        for (const Tensor& y : rows) ref.push_back(Tensor::full(y.shape(), 7.f));
-        switch (raw_type_of(dt, "test")) {
-          case RawType::U16: by_functor_tf<RawType::U16>(raw, spec, ref); break;
-          case RawType::I16: by_functor_tf<RawType::I16>(raw, spec, ref); break;
-          case RawType::F16: by_functor_tf<RawType::F16>(raw, spec, ref); break;
-          case RawType::F32: by_functor_tf<RawType::F32>(raw, spec, ref); break;
-        }
+        const auto ref = by_functor_any(raw, spec, rows, false);
         for (size_t l = 0; l < rows.size(); ++l) REQUIRE(bit_equal(rows[l], ref[l]));
+        // Each level alone (read from the input, none derived): the GPU's
+        // single-level kernel.
+        for (const auto& level : c.levels) {
+          FusedDownsampleSpec one = spec;
+          one.levels = {level};
+          const auto rows1 = fused_downsample(cpu_stream(), raw, one);
+          INFO("single-level kernel");
+          REQUIRE(bit_equal(rows1[0], by_functor_any(raw, one, rows1, true)[0]));
+        }
       }
 }
 
