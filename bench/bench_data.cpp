@@ -29,6 +29,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "core/device.h"
 #include "data/formats.h"
@@ -167,13 +168,17 @@ int main(int argc, char** argv) {
     }
   };
   const int kPairs = small ? 3 : 9;
+  // I/O thread counts timed: 1, 2, and up to 4 where the machine has the
+  // cores (more threads than cores only measure the oversubscription).
+  std::vector<int> ios{1, 2};
+  for (int io = 3; io <= std::min(4, static_cast<int>(std::thread::hardware_concurrency())); ++io) ios.push_back(io);
   data::LoaderOptions o;
   o.batch_size = B;
   o.cache_in_memory = false;
   // One epoch of a fresh loader per call, epochs counting up (so that the
   // batches prefetched across the epoch boundary are used, as in training).
-  // io_threads = 1: the I/O thread reads and converts; 2: a converter thread
-  // beside it. cache: the in-memory cache on (the training default); the
+  // io_threads = 1: the I/O thread reads and converts; n > 1: n - 1
+  // converter threads beside it. cache: the in-memory cache on (the training default); the
   // warm-up epoch fills it, so the timed ones are later epochs.
   std::unique_ptr<data::Loader> L;
   auto loader_vs = [&](const std::function<void()>& reference, data::DataFormat fmt, const std::string& path, int io,
@@ -217,7 +222,7 @@ int main(int argc, char** argv) {
     row("    %-44s %12.0f %10.2f\n", "plain HDF5 read, 1-sample hyperslabs", plain_sps, plain_sps * sample_bytes / 1e9);
   }
   double t_sample = 0;  // the 1-thread loader's time per sample, for (c)
-  for (int io : {1, 2}) {
+  for (int io : ios) {
     if (!section("cf") && !(section("prefetch") && io == 1)) break;  // (c) needs t_sample
     const Paired pr = loader_vs(plain_read, data::DataFormat::CosmoFlow, dir.string(), io, B, {});
     if (io == 1) t_sample = pr.a / double(L->samples_per_epoch());
@@ -227,7 +232,7 @@ int main(int argc, char** argv) {
   }
   // Later epochs: the cache keeps the uint16 samples (half the float32
   // size), converted from RAM every epoch.
-  for (int io : {1, 2}) {
+  for (int io : ios) {
     if (!section("cf")) break;
     char name[64];
     std::snprintf(name, sizeof name, "loader, later epochs (cached, io_threads %d)", io);
@@ -268,7 +273,7 @@ int main(int argc, char** argv) {
     const auto ni_row = [&](const char* name, const Paired& pr, int64_t n) { paired_row(name, pr, n, ni_bytes); };
     ni_row("NI: memcpy gather of the raw samples", paired(kPairs, ni_gather, ni_read), ni_n);
     // Full resolution: the preloaded shard was converted in place, a batch is a gather.
-    for (int io : {1, 2}) {
+    for (int io : ios) {
       char name[64];
       std::snprintf(name, sizeof name, "NI loader (T 1600, io_threads %d)", io);
       const Paired pr = loader_vs(ni_read, data::DataFormat::NeuronInverter, ni, io, NB, {});
@@ -283,7 +288,7 @@ int main(int argc, char** argv) {
       const Paired pr = loader_vs(ni_read, data::DataFormat::NeuronInverter, ni, 1, NB, {}, false, 0);
       ni_row("NI loader (T 1600, synchronous: no I/O thread)", pr, L->samples_per_epoch());
     }
-    for (int io : {1, 2}) {
+    for (int io : ios) {
       char name[64];
       std::snprintf(name, sizeof name, "NI loader (T 1600 -> 800, io_threads %d)", io);
       const Paired pr = loader_vs(ni_read, data::DataFormat::NeuronInverter, ni, io, NB, {2});

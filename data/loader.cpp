@@ -159,7 +159,8 @@ class LoaderImpl final : public Loader {
         }
       }
     }
-    if (!dev_reduce_ && o_.io_threads >= 2 && o_.prefetch_depth > 0) converter_ = std::make_unique<Worker>();
+    if (!dev_reduce_ && o_.prefetch_depth > 0)
+      for (int k = 1; k < o_.io_threads; ++k) converters_.push_back(std::make_unique<Worker>());
   }
 
   ~LoaderImpl() override {
@@ -449,67 +450,81 @@ class LoaderImpl final : public Loader {
         else if (!from_cache(sample(j), xb + j * ob))
           convert(s.raw_ptr(sample(j)), sample(j), xb + j * ob);
     };
-    if (!preloaded)  // the second buffer only feeds the converter's pipeline
-      for (int k = 0; k < (converter_ ? 2 : 1); ++k) staging_[k].resize(static_cast<size_t>(rb));
-    // Without the converter thread everything runs here; with it, a
-    // preloaded shard (or a batch's raw samples in the cache) is converted
-    // half here, half there, and samples to be read form a two-stage
-    // pipeline -- this thread reads sample k + 1 (HDF5 stays on the I/O
-    // thread) while the converter turns sample k into float32 -- over two
-    // staging buffers. (This thread converting too whenever the converter
-    // was still busy gained only ~10 %: it then leaves the converter idle
-    // while it converts; not kept.) Alone, a sample is converted right after
-    // its read while it is still in cache (a whole staged batch would go to
-    // memory and back first).
-    // Raw bytes kept in the cache need no read: converted by both threads,
-    // half each, as a preloaded shard is (the later epochs of a full-
-    // resolution cube; the read pipeline below would leave this thread
-    // idle). Declared before the futures: Drain waits for the jobs using them
-    // (the converter's job reads them when it starts, maybe after this
-    // thread is done with its own half).
+    // M converter threads (io_threads - 1) beside this one. Without them
+    // everything runs here. With them, a preloaded shard (or a batch's raw
+    // samples in the cache) is converted in M + 1 equal parts, one here,
+    // and samples to be read form a pipeline -- this thread reads sample
+    // k + 1 (HDF5 stays on the I/O thread) while the converters turn the
+    // samples before it into float32, sample k on converter k mod M, over
+    // M + 1 staging buffers. (This thread converting too whenever the
+    // converters were busy gained only ~10 % with M = 1: it then leaves the
+    // converter idle while it converts; not kept.) Alone, a sample is
+    // converted right after its read while it is still in cache (a whole
+    // staged batch would go to memory and back first).
+    // Raw bytes kept in the cache need no read: converted in parts as a
+    // preloaded shard is (the later epochs of a full-resolution cube; the
+    // read pipeline would leave this thread idle). Declared before the
+    // futures: Drain waits for the jobs using them (a converter's job reads
+    // them when it starts, maybe after this thread is done with its part).
+    const size_t M = converters_.size(), stages = M + 1;
+    if (!preloaded)
+      for (size_t k = 0; k < stages; ++k) staging_[k].resize(static_cast<size_t>(rb));
     std::vector<int64_t> in_ram;
     if (!preloaded && raw_cache_host_)
       for (int64_t j = 0; j < B; ++j)
         if (cached_[static_cast<size_t>(sample(j))]) in_ram.push_back(j);
-    const size_t half = converter_ ? in_ram.size() / 2 : in_ram.size();  // [0, half) here, the rest there
+    const auto part = [&](size_t n, size_t k) { return n * k / (M + 1); };  // [part(k), part(k + 1)): part k
     const auto convert_in_ram = [&](size_t lo, size_t hi) {
       for (size_t q = lo; q < hi; ++q) {
         const int64_t j = in_ram[q], i = sample(j);
         convert(cache_.get() + i * cache_sample_bytes_, i, xb + j * ob);
       }
     };
-    // pending[0..1]: conversions of the two staging buffers; [2]: the
-    // converter's half of in_ram.
-    std::future<void> pending[3];
+    // pending[0, stages): conversions of the staging buffers; then one per
+    // converter's part of a preloaded batch or of in_ram.
+    std::vector<std::future<void>> pending(stages + M);
     struct Drain {  // a read that throws must not unwind under running conversions
-      std::future<void>* f;
+      std::vector<std::future<void>>& f;
       ~Drain() {
-        for (int k = 0; k < 3; ++k)
-          if (f[k].valid()) f[k].wait();
+        for (auto& x : f)
+          if (x.valid()) x.wait();
       }
     } drain{pending};
+    // The jobs capture their ranges by value: they may start after the block
+    // that submitted them has ended (only the lambdas they call, declared
+    // above, must outlive them -- Drain sees to that).
     if (preloaded) {
-      if (converter_) pending[0] = converter_->submit([&] { convert_range(B / 2, B); });
-      convert_range(0, converter_ ? B / 2 : B);
+      const size_t nb = static_cast<size_t>(B);
+      for (size_t k = 1; k <= M; ++k) {
+        const int64_t lo = static_cast<int64_t>(part(nb, k)), hi = static_cast<int64_t>(part(nb, k + 1));
+        pending[stages + k - 1] = converters_[k - 1]->submit([&convert_range, lo, hi] { convert_range(lo, hi); });
+      }
+      convert_range(0, static_cast<int64_t>(part(nb, 1)));
     } else {
-      if (half < in_ram.size()) pending[2] = converter_->submit([&] { convert_in_ram(half, in_ram.size()); });
-      int reads = 0;
+      for (size_t k = 1; k <= M; ++k) {
+        const size_t lo = part(in_ram.size(), k), hi = part(in_ram.size(), k + 1);
+        if (lo < hi)
+          pending[stages + k - 1] =
+              converters_[k - 1]->submit([&convert_in_ram, lo, hi] { convert_in_ram(lo, hi); });
+      }
+      size_t reads = 0;
       for (int64_t j = 0; j < B; ++j) {
         const int64_t i = sample(j);
         if (raw_cache_host_ && cached_[static_cast<size_t>(i)]) continue;  // in_ram
         if (from_cache(i, xb + j * ob)) continue;
-        const int k = converter_ ? reads++ % 2 : 0;
+        const size_t k = reads % stages;
         if (pending[k].valid()) pending[k].get();  // its staging buffer is free again
         // Raw bytes kept in the cache: read straight into their slot once,
         // converted from there every epoch.
         char* raw = raw_cache_host_ ? cache_.get() + i * cache_sample_bytes_ : staging_[k].data();
         s.read_raw(i, raw);
-        if (converter_)
-          pending[k] = converter_->submit([this, raw, i, dst = xb + j * ob] { convert(raw, i, dst); });
+        if (M > 0)
+          pending[k] = converters_[reads % M]->submit([this, raw, i, dst = xb + j * ob] { convert(raw, i, dst); });
         else
           convert(raw, i, xb + j * ob);
+        ++reads;
       }
-      convert_in_ram(0, half);
+      convert_in_ram(0, part(in_ram.size(), 1));
       // Marked cached only now: in_ram was fixed before this batch's reads.
       if (raw_cache_host_)
         for (int64_t j = 0; j < B; ++j) cached_[static_cast<size_t>(sample(j))] = 1;
@@ -604,8 +619,8 @@ class LoaderImpl final : public Loader {
   std::unique_ptr<char[]> cache_;
   CacheReservation cache_reservation_;  // this loader's share of the process's cache budget
   std::vector<uint8_t> cached_;
-  std::vector<char> staging_[2];        // raw samples of a streamed source (CPU)
-  std::unique_ptr<Worker> converter_;  // io_threads == 2 on the CPU
+  std::vector<char> staging_[kMaxIoThreads];          // raw samples of a streamed source (CPU)
+  std::vector<std::unique_ptr<Worker>> converters_;  // io_threads - 1 of them on the CPU
   // CUDA path
   bool dev_reduce_ = false;  // raw samples to the device, reduced there
   Stream stream_;
@@ -626,8 +641,8 @@ std::unique_ptr<Loader> open_loader(const DataSpec& spec, LoaderOptions opts) {
   MRMF_CHECK_KIND(Usage, opts.world >= 1 && opts.rank >= 0 && opts.rank < opts.world, "loader: rank ", opts.rank,
                   " outside a world of ", opts.world);
   MRMF_CHECK_KIND(Usage, !spec.path.empty(), "loader: no data path given");
-  MRMF_CHECK_KIND(Usage, opts.io_threads == 1 || opts.io_threads == 2, "loader: io_threads must be 1 or 2, got ",
-                  opts.io_threads);
+  MRMF_CHECK_KIND(Usage, opts.io_threads >= 1 && opts.io_threads <= kMaxIoThreads, "loader: io_threads must be 1 to ",
+                  kMaxIoThreads, ", got ", opts.io_threads);
   std::unique_ptr<LoaderImpl> loader;
   {
     std::lock_guard<std::recursive_mutex> h(hdf5_mutex());  // the I/O thread may be serving another loader

@@ -20,7 +20,7 @@
 //     than one batch's worth.
 // Pipeline: the process's single I/O thread (data/prefetch.h) reads and, on the
 // CPU, also converts/reduces (fused kernel, kernels/fused_downsample.h; or
-// shares that with a converter thread, io_threads = 2) up to
+// shares that with io_threads - 1 converter threads) up to
 // `prefetch_depth` batches ahead -- past the end of the epoch into the next
 // one (prefetch_next_epoch), so that a new epoch starts without waiting for
 // its first reads; on a CUDA device it fills pinned staging
@@ -83,6 +83,8 @@ struct Transform {
 enum class ReduceOn { Auto, Host, Device };
 ReduceOn parse_reduce_on(const std::string& s);  // auto | host | device (Usage error)
 
+constexpr int kMaxIoThreads = 8;  // LoaderOptions::io_threads
+
 struct LoaderOptions {
   int64_t batch_size = 1;  // local (per rank)
   bool shuffle = true;
@@ -106,13 +108,16 @@ struct LoaderOptions {
   // validation loader). start_epoch()/restore() use them when they are the
   // batches due and discard them otherwise, so the batches never change.
   bool prefetch_next_epoch = true;
-  // Threads of the CPU path (with prefetch_depth > 0): 1 -- the I/O thread
-  // reads and converts each sample; 2 -- a converter thread beside it turns
-  // sample k into float32 while sample k + 1 is read (streamed formats), or
-  // converts half of each batch (a preloaded shard, or raw samples in the
-  // cache). 2 pays
-  // where the loader is the bottleneck; with compute-bound training it only
-  // takes a core.
+  // Threads of the CPU path (with prefetch_depth > 0), 1 to kMaxIoThreads:
+  // 1 -- the I/O thread reads and converts each sample; n > 1 -- n - 1
+  // converter threads beside it turn the samples already read into float32
+  // while the next is read (streamed formats; sample k on converter
+  // k mod (n - 1)), or convert equal parts of each batch with it (a
+  // preloaded shard, or raw samples in the cache). The reads stay on the
+  // one I/O thread (HDF5), so past the point where it reads as fast as the
+  // converters convert, more threads only take cores. More than 1 pays
+  // where the loader is the bottleneck; with compute-bound training it
+  // takes cores from the step.
   int io_threads = 1;
   // CUDA, with prefetch_depth > 0: the I/O thread also copies each batch to
   // the GPU (and reduces it there with reduce_on device), into device

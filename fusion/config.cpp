@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "data/loader.h"
 
 namespace mrmf {
 namespace {
@@ -324,8 +325,8 @@ void validate(const RunConfig& c) {
     MRMF_CHECK_KIND(Config, c.data.reduce[i] >= 1, "config key 'data.reduce[", i, "]': factors must be >= 1, got ",
                     c.data.reduce[i]);
   MRMF_CHECK_KIND(Config, c.data.prefetch >= 1, "config key 'data.prefetch': must be at least 1");
-  MRMF_CHECK_KIND(Config, c.data.io_threads == 1 || c.data.io_threads == 2,
-                  "config key 'data.io_threads': must be 1 or 2, got ", c.data.io_threads);
+  MRMF_CHECK_KIND(Config, c.data.io_threads >= 1 && c.data.io_threads <= data::kMaxIoThreads,
+                  "config key 'data.io_threads': must be 1 to ", data::kMaxIoThreads, ", got ", c.data.io_threads);
   MRMF_CHECK_KIND(Config, c.data.transform != "scale" || !c.data.scale.empty(),
                   "config key 'data.scale': transform 'scale' needs per-channel factors");
   MRMF_CHECK_KIND(Config, c.train.checkpoint_every >= 0, "config key 'train.checkpoint_every': must be >= 0");

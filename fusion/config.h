@@ -70,7 +70,7 @@ struct DataConfig {
   // device on a GPU, host on the CPU (the only choice there).
   std::string reduce_on = "auto";
   int64_t prefetch = 2;                    // batches buffered by the I/O thread
-  int64_t io_threads = 1;                  // 2: a converter thread beside the I/O thread (CPU; data/loader.h)
+  int64_t io_threads = 1;                  // > 1: converter threads beside the I/O thread (CPU; data/loader.h)
   int64_t max_train_samples = 0;           // 0: all
   int64_t cache_max_mb = 0;                // the process's sample-cache budget; 0: RAM / 4 / ranks on the node
 };

@@ -81,6 +81,8 @@ TEST_CASE("config: bad input names the key before any compute", "[config]") {
   fails_with("", {"schedule.power=0"}, "'schedule.power'");
   fails_with("", {"data.max_train_samples=-5"}, "'data.max_train_samples': must be >= 0");
   fails_with("", {"data.cache_max_mb=-1"}, "'data.cache_max_mb': must be >= 0");
+  fails_with("", {"data.io_threads=0"}, "'data.io_threads': must be 1 to 8, got 0");
+  fails_with("", {"data.io_threads=9"}, "'data.io_threads': must be 1 to 8, got 9");
   fails_with("", {"train.max_steps_per_epoch=-1"}, "'train.max_steps_per_epoch': must be >= 0");
   fails_with("", {"stop.target_val_loss=.inf"}, "'stop.target_val_loss': must be finite");
   fails_with("", {"data.scale=[1, .nan]"}, "'data.scale[1]': must be finite");

@@ -181,14 +181,14 @@ TEST_CASE("loader: resume mid-epoch, prefetch == synchronous, cache == uncached"
     REQUIRE(want[0][0].at({0, 1, 1, 0, 1}) == Approx(s / 8).epsilon(1e-5));
   }
   // Loaders with options `lo` at every prefetch depth in `depths`, cache on
-  // and off, one and two I/O threads, all deliver the batches `expected` of
+  // and off, one to three I/O threads, all deliver the batches `expected` of
   // the epochs' samples `order`.
   const auto all_give = [&](LoaderOptions lo, std::vector<int> depths, std::vector<bool> caches,
                             const std::vector<std::vector<Tensor>>& expected,
                             const std::vector<std::vector<int64_t>>& order) {
     for (int depth : depths)
       for (bool cache : caches)
-        for (int io : {1, 2}) {
+        for (int io : {1, 2, 3}) {
           lo.prefetch_depth = depth;
           lo.cache_in_memory = cache;
           lo.io_threads = io;
@@ -204,14 +204,15 @@ TEST_CASE("loader: resume mid-epoch, prefetch == synchronous, cache == uncached"
         }
   };
   SECTION("synchronous and uncached give the same batches") {
-    // io_threads 2: reads of sample k + 1 overlap the conversion of sample k.
+    // io_threads 2, 3: reads of sample k + 1 overlap the conversion of the
+    // samples before it (on one converter, or alternately on two).
     all_give(o, {0, 1, 3}, {false, true}, want, ids);
   }
-  SECTION("full resolution: the cache keeps raw samples, converted by both threads later") {
+  SECTION("full resolution: the cache keeps raw samples, converted by every thread later") {
     // Batch 4: 16 of the 18 samples per epoch, so a later epoch's batches mix
     // samples converted from the cache with samples read for the first time.
-    // Batch 1: a lone cached sample goes to the converter, this thread has
-    // nothing left to convert.
+    // Batch 1: a lone cached sample goes to the (last) converter, this
+    // thread (and with 3 threads the first converter) has nothing to convert.
     for (int64_t batch : {4, 1}) {
       o.reduce = {};
       o.batch_size = batch;
@@ -272,7 +273,7 @@ TEST_CASE("loader: the cache keeps the smaller of the stored and the converted s
       {ni, {2}, 40 / 8 * 8 * 3 * 16 * 4},  // preloaded, halved: the reduced samples (the shard: 5 batches of 8)
   };
   for (const Case& c : cases) {
-    for (int io : {1, 2}) {
+    for (int io : {1, 2, 3}) {
       INFO(c.spec.path << " reduce " << c.reduce.size() << " io_threads " << io);
       LoaderOptions o;
       o.batch_size = 8;
@@ -422,11 +423,11 @@ TEST_CASE("loader: prefetching across epochs never changes the batches", "[loade
 TEST_CASE("loader: Neuron Inverter batches equal the checked kernel on each sample", "[loader]") {
   Tmp d;
   write_ni(d / "ni.h5", 40, 32);
-  // io_threads 2: the converter thread takes half of each (odd) batch.
-  for (int io : {1, 2})
+  // io_threads 2, 3: the converter threads take equal parts of each (odd) batch.
+  for (int io : {1, 2, 3})
   for (NiLayout lay : {NiLayout::Transpose, NiLayout::Reinterpret})
     for (int64_t f : {1, 2, 4}) {
-      const int64_t B = io == 1 ? 8 : 7;
+      const int64_t B = io == 1 ? 8 : 7;  // 7 over 3 threads: parts of 2, 2, 3
       LoaderOptions o;
       o.batch_size = B;
       o.io_threads = io;
@@ -524,9 +525,9 @@ TEST_CASE("loader: bad input is reported with file, dataset and expectation", "[
   REQUIRE_THAT(err([&] { ni(d / "missing.h5"); }), Catch::Contains("missing.h5"));
   {
     LoaderOptions bad = o;
-    bad.io_threads = 3;
+    bad.io_threads = 9;
     REQUIRE_THAT(err([&] { open_loader({DataFormat::NeuronInverter, d / "missing.h5", Split::Train}, bad); }),
-                 Catch::Contains("io_threads must be 1 or 2, got 3"));
+                 Catch::Contains("io_threads must be 1 to 8, got 9"));
   }
   {  // missing labels dataset
     H5File f = H5File::create(d / "nolab.h5");
