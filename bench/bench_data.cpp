@@ -182,8 +182,11 @@ int main(int argc, char** argv) {
   // warm-up epoch fills it, so the timed ones are later epochs.
   std::unique_ptr<data::Loader> L;
   auto loader_vs = [&](const std::function<void()>& reference, data::DataFormat fmt, const std::string& path, int io,
-                       int64_t batch, std::vector<int64_t> reduce, bool cache = false, int64_t depth = -1) {
+                       int64_t batch, std::vector<int64_t> reduce, bool cache = false, int64_t depth = -1,
+                       Device dev = Device::cpu(), bool overlap_h2d = false) {
     data::LoaderOptions lo = o;
+    lo.device = dev;
+    lo.overlap_h2d = overlap_h2d;
     if (depth >= 0) lo.prefetch_depth = depth;
     // No prefetching across the epoch boundary here: the I/O thread would
     // produce the next epoch's first batches while the reference read is
@@ -238,6 +241,15 @@ int main(int argc, char** argv) {
     std::snprintf(name, sizeof name, "loader, later epochs (cached, io_threads %d)", io);
     cf_row(name, loader_vs(plain_read, data::DataFormat::CosmoFlow, dir.string(), io, B, {}, /*cache=*/true));
   }
+  // The GPU's path (the training default there): raw uint16 samples read
+  // into pinned memory, copied to the device and converted by the fused
+  // kernel on it -- the host moves what the plain read moves. The copy and
+  // kernel are waited for in next(), or (overlap) issued by the I/O thread.
+  if (section("cf") && cuda_device_count() > 0)
+    for (bool overlap : {false, true})
+      cf_row(overlap ? "loader -> GPU (copy + kernel on the I/O thread)" : "loader -> GPU (copy + kernel in next())",
+             loader_vs(plain_read, data::DataFormat::CosmoFlow, dir.string(), 1, B, {}, false, -1, Device::cuda(0),
+                       overlap));
 
   // (a2) Neuron Inverter: preloaded shard, batch 128 of (T = 1600, C = 3) float32
   // samples of 19 KB -> [C, T] or [C, T / 2]; each paired with a plain read of
@@ -294,6 +306,13 @@ int main(int argc, char** argv) {
       const Paired pr = loader_vs(ni_read, data::DataFormat::NeuronInverter, ni, io, NB, {2});
       ni_row(name, pr, L->samples_per_epoch());
     }
+    if (cuda_device_count() > 0)
+      for (bool overlap : {false, true}) {
+        const Paired pr = loader_vs(ni_read, data::DataFormat::NeuronInverter, ni, 1, NB, {}, false, -1,
+                                    Device::cuda(0), overlap);
+        ni_row(overlap ? "NI loader -> GPU (copy on the I/O thread)" : "NI loader -> GPU (copy in next())", pr,
+               L->samples_per_epoch());
+      }
     // Training's steady state: from the second epoch on, the reduced
     // samples come from the in-memory cache (a gather of 9.6 KB samples,
     // half the bytes of the read it is compared with).
