@@ -577,7 +577,7 @@ class LoaderImpl final : public Loader {
   void to_cache(int64_t i, const char* src) {
     if (!cache_on_ || raw_cache_host_) return;
     std::memcpy(cache_.get() + i * cache_sample_bytes_, src, static_cast<size_t>(cache_sample_bytes_));
-    cached_[static_cast<size_t>(i)] = 1;  // distinct samples: the two threads never share an entry
+    cached_[static_cast<size_t>(i)] = 1;  // distinct samples: no two threads share an entry
   }
   // Raw sample i -> float32 channels-first at dst (host side), then cached.
   void convert(const void* raw, int64_t i, char* dst) {

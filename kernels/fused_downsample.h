@@ -19,7 +19,8 @@
 // bus and is converted once whatever the number of levels, and each output
 // element is written once; a derived level equals the direct average within
 // float rounding (an average of averages), and the CPU rows and the GPU
-// positions derive it in the same order, so the two give the same bits.
+// positions derive it in the same order, so the two give the same bits
+// (with log1p within its ulps: CUDA's log1pf is not glibc's).
 // Granularity: a call handles `chunk` consecutive coarse positions along the
 // last spatial axis. The CPU backend uses whole rows (index arithmetic paid
 // once per row; contiguous streams), the GPU one position per thread
@@ -143,7 +144,13 @@ struct FusedDownsample {
   MRMF_HD MRMF_INLINE float value(int64_t idx, int64_t c) const {
     const float v = RawLoad<R>::get(x, idx);
     if (TF == FusedTransform::Log1p) return log1pf(v);
-    if (TF == FusedTransform::Scale) return v * g.scale[c] + g.shift[c];
+    if (TF == FusedTransform::Scale) {
+#if defined(__CUDA_ARCH__)
+      return __fadd_rn(__fmul_rn(v, g.scale[c]), g.shift[c]);  // never contracted into an FMA: the CPU's bits
+#else
+      return v * g.scale[c] + g.shift[c];
+#endif
+    }
     return v;
   }
 

@@ -1,7 +1,10 @@
 // The fused raw-data downsample on cuda:0 against the CPU backend, for every
-// dtype and layout and a multi-level request. Compiles in every build.
+// dtype and layout, a multi-level request and single levels (the GPU's
+// single-level kernel). Compiles in every build.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "data/h5file.h"
 #include "kernels/fused_downsample_ops.h"
@@ -35,4 +38,57 @@ TEST_CASE("gpu: fused downsample matches the CPU backend", "[gpu][fused_downsamp
         REQUIRE(worst < 1e-5);
       }
     }
+}
+
+TEST_CASE("gpu: the single-level kernel gives the CPU backend's bits (within log1pf's ulps)",
+          "[gpu][fused_downsample]") {
+  // One level per call: what every GPU loader runs. Without a transform and
+  // with Scale (no FMA contraction on the device) the sums are the CPU's in
+  // the CPU's order: bit-equal; log1p goes through CUDA's log1pf.
+  Stream gs = Stream::create(Device::cuda(0));
+  struct Case {
+    std::vector<int64_t> shape;
+    InputLayout layout;
+    std::vector<int64_t> level;
+  };
+  const std::vector<Case> cases = {
+      {{2, 8, 8, 16, 4}, InputLayout::ChannelsLast, {1, 1, 1}},   // CosmoFlow: convert + layout
+      {{2, 8, 8, 16, 4}, InputLayout::ChannelsLast, {2, 2, 2}},   // 1/8
+      {{2, 8, 8, 16, 4}, InputLayout::ChannelsLast, {2, 1, 1}},   // 1/2 along x
+      {{2, 4, 6, 10, 7}, InputLayout::ChannelsLast, {2, 3, 5}},   // odd factors, 7 channels
+      {{3, 8, 6, 6, 8}, InputLayout::ChannelsFirst, {2, 3, 2}},   // 8 channels, channels-first
+      {{5, 64, 3}, InputLayout::ChannelsLast, {4}},               // Neuron Inverter (N, T, C)
+      {{5, 3, 64}, InputLayout::ChannelsFirst, {2}},              // its x.view(-1, C, T) reading
+  };
+  for (DType dt : {DType::U16, DType::I16, DType::F16, DType::F32})
+    for (FusedTransform tf : {FusedTransform::None, FusedTransform::Scale, FusedTransform::Log1p})
+      for (const Case& c : cases) {
+        if (dt == DType::I16 && tf == FusedTransform::Log1p) continue;
+        Tensor f = Tensor::empty(Shape(c.shape));
+        for (int64_t i = 0; i < f.numel(); ++i) f.data<float>()[i] = static_cast<float>((i * 7919) % 300) * 0.5f;
+        const Tensor raw = data::from_float32(f, dt);
+        FusedDownsampleSpec spec;
+        spec.layout = c.layout;
+        spec.transform = tf;
+        const int64_t C = c.layout == InputLayout::ChannelsLast ? c.shape.back() : c.shape[1];
+        for (int64_t k = 0; k < C; ++k) {
+          spec.scale.push_back(0.37f + 0.11f * k);
+          spec.shift.push_back(-1.3f + 0.7f * k);
+        }
+        spec.levels = {c.level};
+        INFO(dtype_name(dt) << " transform " << static_cast<int>(tf) << " shape " << Shape(c.shape).str());
+        const Tensor cpu = fused_downsample(cpu_stream(), raw, spec)[0];
+        const Tensor gpu = fused_downsample(gs, raw.to(Device::cuda(0), gs), spec)[0].to(Device::cpu(), gs);
+        gs.synchronize();
+        REQUIRE(gpu.shape() == cpu.shape());
+        if (tf != FusedTransform::Log1p) {
+          REQUIRE(std::memcmp(gpu.raw_data(), cpu.raw_data(), cpu.nbytes()) == 0);
+        } else {
+          double worst = 0;
+          for (int64_t i = 0; i < cpu.numel(); ++i)
+            worst = std::max(worst, std::fabs(double(gpu.data<float>()[i]) - cpu.data<float>()[i]) /
+                                        (1 + std::fabs(double(cpu.data<float>()[i]))));
+          REQUIRE(worst < 1e-6);
+        }
+      }
 }

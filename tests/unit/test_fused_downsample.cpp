@@ -249,8 +249,13 @@ TEST_CASE("fused downsample: the CPU row traversal gives the functors' (GPU math
       {{1, 2, 2, 2, 4100}, false, {{1, 1, 1}, {1, 1, 2}}},
       // Factors whose inputs per output overflow the row accumulator (2048 floats).
       {{1, 4096, 3}, true, {{1}, {4096}, {2}}},
-      {{1, 2, 1, 2, 4100}, false, {{1, 1, 4100}, {1, 1, 2}}}};
-  const std::vector<float> scale{0.5f, 2.f, -1.f, 3.f, 0.25f}, shift{1.f, 0.f, 3.f, -2.f, 0.5f};
+      {{1, 2, 1, 2, 4100}, false, {{1, 1, 4100}, {1, 1, 2}}},
+      // Six to eight channels: the per-position traversals' unrolled channel arrays filled to the end.
+      {{1, 2, 4, 6, 8}, true, {{1, 1, 1}, {2, 2, 3}}},
+      {{2, 4, 4, 14, 7}, true, {{2, 2, 7}, {1, 2, 1}}},
+      {{1, 6, 4, 4, 6}, false, {{2, 2, 2}, {1, 1, 1}}}};
+  const std::vector<float> scale{0.5f, 2.f, -1.f, 3.f, 0.25f, 1.5f, -0.75f, 4.f},
+      shift{1.f, 0.f, 3.f, -2.f, 0.5f, -1.f, 0.125f, 2.f};
   for (DType dt : {DType::U16, DType::I16, DType::F16, DType::F32})
     for (FusedTransform tf : {FusedTransform::None, FusedTransform::Log1p, FusedTransform::Scale})
       for (size_t k = 0; k < cases.size(); ++k) {
