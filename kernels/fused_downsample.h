@@ -206,8 +206,19 @@ struct FusedDownsample {
     const int64_t o0 = q1 - n * g.nblk[0];
     const int64_t f0 = g.f[0][0], f1 = g.f[0][1], f2 = g.f[0][2];
     const int64_t C = g.c, plane = g.out[0][0] * g.out[0][1] * g.out[0][2];
-    const int64_t col0 = n * g.s_n + o0 * f0 * g.s[0] + o1 * f1 * g.s[1] + o2 * f2 * g.s[2];
     float acc[kFusedMaxChannels];
+    block_sums(n * g.s_n + o0 * f0 * g.s[0] + o1 * f1 * g.s[1] + o2 * f2 * g.s[2], f0, f1, f2, acc);
+    float* const y = o.y[0] + n * C * plane + (o0 * g.out[0][1] + o1) * g.out[0][2] + o2;
+    MRMF_UNROLL
+    for (int c = 0; c < kFusedMaxChannels; ++c)
+      if (c < C) y[c * plane] = acc[c] * g.inv[0];
+  }
+
+  // acc[c] = channel c's sum over the f0 x f1 x f2 input block at `col0`,
+  // in the order of the header's summation rule (per z, the f0 x f1 values
+  // in (a, b) order from the first; the per-z sums added to 0 in z order).
+  MRMF_HD MRMF_INLINE void block_sums(int64_t col0, int64_t f0, int64_t f1, int64_t f2, float* acc) const {
+    const int64_t C = g.c;
     MRMF_UNROLL
     for (int c = 0; c < kFusedMaxChannels; ++c) acc[c] = 0.f;
     MRMF_NO_UNROLL
@@ -231,10 +242,6 @@ struct FusedDownsample {
       for (int c = 0; c < kFusedMaxChannels; ++c)
         if (c < C) acc[c] += t[c];
     }
-    float* const y = o.y[0] + n * C * plane + (o0 * g.out[0][1] + o1) * g.out[0][2] + o2;
-    MRMF_UNROLL
-    for (int c = 0; c < kFusedMaxChannels; ++c)
-      if (c < C) y[c * plane] = acc[c] * g.inv[0];
   }
 
   // Level l's outputs inside coarse block (n, p0, p1), [p2_begin, p2_end),
@@ -298,25 +305,7 @@ struct FusedDownsample {
         float* const yrow = o.y[l] + ((n * C * O0 + o0) * O1 + o1) * O2;  // channel 0's
         for (int64_t o2 = p2_begin * r2; o2 < p2_end * r2; ++o2) {
           float acc[kFusedMaxChannels];
-          MRMF_UNROLL
-          for (int c = 0; c < kFusedMaxChannels; ++c) acc[c] = 0.f;
-          for (int64_t z = 0; z < f2; ++z) {
-            const int64_t col = x01 + (o2 * f2 + z) * g.s[2];
-            float t[kFusedMaxChannels];
-            MRMF_UNROLL
-            for (int c = 0; c < kFusedMaxChannels; ++c) t[c] = c < C ? value(col + c * g.s_c, c) : 0.f;
-            for (int64_t a = 0; a < f0; ++a)
-              for (int64_t b = 0; b < f1; ++b)
-                if (a != 0 || b != 0) {
-                  const int64_t e = col + a * g.s[0] + b * g.s[1];
-                  MRMF_UNROLL
-                  for (int c = 0; c < kFusedMaxChannels; ++c)
-                    if (c < C) t[c] += value(e + c * g.s_c, c);
-                }
-            MRMF_UNROLL
-            for (int c = 0; c < kFusedMaxChannels; ++c)
-              if (c < C) acc[c] += t[c];
-          }
+          block_sums(x01 + o2 * f2 * g.s[2], f0, f1, f2, acc);
           MRMF_UNROLL
           for (int c = 0; c < kFusedMaxChannels; ++c)
             if (c < C) yrow[c * ystride + o2] = acc[c] * inv;
