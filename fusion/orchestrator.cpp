@@ -345,6 +345,13 @@ MethodRun Orchestrator::run_concurrent(uint64_t seed) {
                              0, nullptr, group, (fs::path(dir) / "stage1_coarse").string());
   }
 
+  // The group done first waits here for the other, asleep (MPICH would
+  // otherwise busy-poll a core per waiting rank beside the group still
+  // training), and outside the fusion's clock: that wait is the pre-fusion
+  // stage's (max of the two groups' times, below). Timed from each rank's
+  // own arrival instead, the 2-rank CPU experiment of session 14 booked the
+  // faster group's ~25 s wait as "fusion" and counted it twice in total_s.
+  world_.idle_barrier();
   // Exchange: the dense group's root (world rank 0) and the coarse group's
   // root (world rank nd) broadcast their models' flat buffers to everyone.
   const auto tf = Clock::now();
