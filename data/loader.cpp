@@ -443,8 +443,8 @@ class LoaderImpl final : public Loader {
     }
     const bool preloaded = s.raw_ptr(0) != nullptr;
     // Samples [lo, hi) of a preloaded shard, converted straight from RAM.
-    const auto convert_range = [&](int64_t lo, int64_t hi) {
-      for (int64_t j = lo; j < hi; ++j)
+    const auto convert_range = [&](size_t lo, size_t hi) {
+      for (int64_t j = static_cast<int64_t>(lo); j < static_cast<int64_t>(hi); ++j)
         if (converted_in_place_)
           std::memcpy(xb + j * ob, s.raw_ptr(sample(j)), static_cast<size_t>(ob));
         else if (!from_cache(sample(j), xb + j * ob))
@@ -473,7 +473,7 @@ class LoaderImpl final : public Loader {
     if (!preloaded && raw_cache_host_)
       for (int64_t j = 0; j < B; ++j)
         if (cached_[static_cast<size_t>(sample(j))]) in_ram.push_back(j);
-    const auto part = [&](size_t n, size_t k) { return n * k / (M + 1); };  // [part(k), part(k + 1)): part k
+    const auto part = [&](size_t n, size_t k) { return n * k / stages; };  // [part(k), part(k + 1)): part k
     const auto convert_in_ram = [&](size_t lo, size_t hi) {
       for (size_t q = lo; q < hi; ++q) {
         const int64_t j = in_ram[q], i = sample(j);
@@ -490,23 +490,21 @@ class LoaderImpl final : public Loader {
           if (x.valid()) x.wait();
       }
     } drain{pending};
-    // The jobs capture their ranges by value: they may start after the block
-    // that submitted them has ended (only the lambdas they call, declared
-    // above, must outlive them -- Drain sees to that).
+    // Parts 1..M of [0, n) to the converters; part 0, [0, part(n, 1)), is
+    // this thread's. The jobs capture their ranges by value: they may start
+    // after this call has returned (only `convert`, one of the lambdas
+    // declared above, must outlive them -- Drain sees to that).
+    const auto share = [&](size_t n, const auto& convert) {
+      for (size_t k = 1; k <= M; ++k) {
+        const size_t lo = part(n, k), hi = part(n, k + 1);
+        if (lo < hi) pending[stages + k - 1] = converters_[k - 1]->submit([&convert, lo, hi] { convert(lo, hi); });
+      }
+    };
     if (preloaded) {
-      const size_t nb = static_cast<size_t>(B);
-      for (size_t k = 1; k <= M; ++k) {
-        const int64_t lo = static_cast<int64_t>(part(nb, k)), hi = static_cast<int64_t>(part(nb, k + 1));
-        pending[stages + k - 1] = converters_[k - 1]->submit([&convert_range, lo, hi] { convert_range(lo, hi); });
-      }
-      convert_range(0, static_cast<int64_t>(part(nb, 1)));
+      share(static_cast<size_t>(B), convert_range);
+      convert_range(0, part(static_cast<size_t>(B), 1));
     } else {
-      for (size_t k = 1; k <= M; ++k) {
-        const size_t lo = part(in_ram.size(), k), hi = part(in_ram.size(), k + 1);
-        if (lo < hi)
-          pending[stages + k - 1] =
-              converters_[k - 1]->submit([&convert_in_ram, lo, hi] { convert_in_ram(lo, hi); });
-      }
+      share(in_ram.size(), convert_in_ram);
       size_t reads = 0;
       for (int64_t j = 0; j < B; ++j) {
         const int64_t i = sample(j);

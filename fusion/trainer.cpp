@@ -6,10 +6,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
 #include <filesystem>
 #include <tuple>
 #include <fstream>
+#include <mutex>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>

@@ -13,10 +13,16 @@ namespace mrmf::kernels::cuda {
 
 constexpr int kLaunchThreads = 256;  // per block, every grid-stride launch
 
+// f(i) for i in [0, n), this thread's share of a grid-stride loop.
 template <class F>
-__global__ void grid_stride_kernel(int64_t n, F f) {
+__device__ __forceinline__ void grid_stride(int64_t n, const F& f) {
   const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) f(i);
+}
+
+template <class F>
+__global__ void grid_stride_kernel(int64_t n, F f) {
+  grid_stride(n, f);
 }
 
 int max_grid_blocks();  // 32 x SM count of the current device (cached)
@@ -26,8 +32,7 @@ int max_grid_blocks();  // 32 x SM count of the current device (cached)
 // loads in flight are what a memory-bound kernel runs on).
 template <int kMinBlocks, class F>
 __global__ void __launch_bounds__(kLaunchThreads, kMinBlocks) grid_stride_kernel_bounded(int64_t n, F f) {
-  const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) f(i);
+  grid_stride(n, f);
 }
 
 inline unsigned grid_blocks(int64_t n) {
