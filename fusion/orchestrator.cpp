@@ -94,6 +94,28 @@ int Orchestrator::dense_group_size(int world, double t_dense, double t_coarse) {
   return nd;
 }
 
+std::string Orchestrator::split_balance_notice(int world, int nd, double t_dense, double t_coarse,
+                                               const StageStops& stops, std::string* summary) {
+  MRMF_CHECK_KIND(Config, nd >= 1 && nd < world, "concurrent split: ", nd, " dense rank(s) of ", world,
+                  " leaves a group empty");
+  // Data-parallel epochs scale with 1/ranks (the probe ran on all of them).
+  const double epoch_d = t_dense * world / nd, epoch_c = t_coarse * world / (world - nd);
+  if (summary)
+    *summary = fmt::format(
+        "dense group {} rank(s): ~{:.2f} s per epoch, <= {:.0f} s at its {}-epoch guard; coarse group {} rank(s): "
+        "~{:.2f} s per epoch, <= {:.0f} s at its {}-epoch guard",
+        nd, epoch_d, epoch_d * stops.dense.max_epochs, stops.dense.max_epochs, world - nd, epoch_c,
+        epoch_c * stops.coarse.max_epochs, stops.coarse.max_epochs);
+  const double ratio = std::max(epoch_d, epoch_c) / std::min(epoch_d, epoch_c);
+  if (ratio <= 1.5) return {};
+  const double ideal = t_dense / (t_dense + t_coarse) * world;
+  return fmt::format(
+      "notice: {} ranks cannot follow the epoch times (ideal {:.2f} dense : {:.2f} coarse): a {} epoch will take "
+      "{:.1f}x a {} one, so the {} group waits unless its stage runs {:.1f}x the other's epochs",
+      world, ideal, world - ideal, epoch_d > epoch_c ? "dense" : "coarse", ratio,
+      epoch_d > epoch_c ? "coarse" : "dense", epoch_d > epoch_c ? "coarse" : "dense", ratio);
+}
+
 Orchestrator::Stage Orchestrator::train_stage(const std::string& name, const std::string& role, const Resolution& r,
                                               uint64_t seed, const StopRule& stop, double target,
                                               std::unique_ptr<Model> start, Communicator& comm,
@@ -272,6 +294,11 @@ int Orchestrator::concurrent_split(const std::string& dir, const Resolution& coa
   const int nd = dense_group_size(world_.size(), t_dense, t_coarse);
   log::info("concurrent split: {} rank(s) dense, {} rank(s) coarse (t_dense {:.2f} s, t_coarse {:.2f} s)", nd,
             world_.size() - nd, t_dense, t_coarse);
+  std::string balance;
+  const std::string notice =
+      split_balance_notice(world_.size(), nd, t_dense, t_coarse, cfg_.stops_for_stage(0), &balance);
+  log::info("concurrent groups: {}", balance);
+  if (!notice.empty()) log::info("{}", notice);
   if (world_.is_root()) {
     fs::create_directories(dir);
     std::ofstream(record) << nlohmann::json{{"dense_ranks", nd}, {"t_dense", t_dense}, {"t_coarse", t_coarse}}.dump()

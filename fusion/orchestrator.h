@@ -85,6 +85,14 @@ class Orchestrator {
   RunConfig stage_config(const Resolution& r, uint64_t seed, const StopRule& stop, double target) const;
   // Ranks for the dense group when splitting `world` ranks by epoch times.
   static int dense_group_size(int world, double t_dense, double t_coarse);
+  // What a split means in time: each group's epoch (the probe's all-rank epoch
+  // times scaled to the group's ranks) and its stage at the epoch guard. The
+  // epoch-time rule balances epochs, not stages: the groups finish together
+  // only if both stages run as many epochs. Returns a notice when the rank
+  // count forces the groups' epochs more than 1.5x apart (few ranks), empty
+  // otherwise; `summary` always gets the one-line description.
+  static std::string split_balance_notice(int world, int dense_ranks, double t_dense, double t_coarse,
+                                          const StageStops& stops, std::string* summary = nullptr);
 
  private:
   struct Stage {

@@ -153,6 +153,30 @@ TEST_CASE("concurrent split: groups sized by epoch times, never empty", "[fusion
   REQUIRE_THROWS_WITH(Orchestrator::dense_group_size(1, 1, 1), Catch::Contains("at least two ranks"));
 }
 
+TEST_CASE("concurrent split: each group's epoch and guard-bound stage time, and a notice when ranks are too few",
+          "[fusion]") {
+  StageStops stops;
+  stops.dense.max_epochs = 3;
+  stops.coarse.max_epochs = 10;
+  std::string summary;
+  // Session 14's probe on 2 ranks: dense 12 s, coarse 6 s per all-rank epoch;
+  // one rank each doubles both, and the dense epochs are 2x the coarse ones.
+  const std::string n2 = Orchestrator::split_balance_notice(2, 1, 12, 6, stops, &summary);
+  CHECK_THAT(summary, Catch::Contains("dense group 1 rank(s): ~24.00 s per epoch, <= 72 s at its 3-epoch guard"));
+  CHECK_THAT(summary, Catch::Contains("coarse group 1 rank(s): ~12.00 s per epoch, <= 120 s at its 10-epoch guard"));
+  CHECK_THAT(n2, Catch::Contains("2 ranks cannot follow the epoch times (ideal 1.33 dense : 0.67 coarse)"));
+  CHECK_THAT(n2, Catch::Contains("a dense epoch will take 2.0x a coarse one, so the coarse group waits"));
+  // The paper's 32 GPUs split 20 : 12 by the same times: epochs within 1.5x, no notice.
+  const int nd = Orchestrator::dense_group_size(32, 20, 12);
+  CHECK(Orchestrator::split_balance_notice(32, nd, 20, 12, stops, &summary).empty());
+  CHECK_THAT(summary, Catch::Contains("dense group 20 rank(s): ~32.00 s per epoch"));
+  CHECK_THAT(summary, Catch::Contains("coarse group 12 rank(s): ~32.00 s per epoch"));
+  // The other way round: a coarse epoch slower than a dense one.
+  CHECK_THAT(Orchestrator::split_balance_notice(3, 1, 1, 4, stops),
+             Catch::Contains("a coarse epoch will take 2.0x a dense one, so the dense group waits"));
+  REQUIRE_THROWS_WITH(Orchestrator::split_balance_notice(2, 2, 1, 1, stops), Catch::Contains("leaves a group empty"));
+}
+
 TEST_CASE("experiment config: bad input is reported before any training", "[fusion][config]") {
   const std::string run = "run: {data: {path: x.h5}}\n";
   auto fails = [&](const std::string& exp, const std::string& needle) {
