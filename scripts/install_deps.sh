@@ -12,7 +12,6 @@ PKGS=(
   libyaml-cpp-dev libcli11-dev    # configs and command lines
   libspdlog-dev libfmt-dev        # logging
   libdnnl-dev                     # oneDNN: CPU convolutions/GEMM (the CPU counterpart of cuDNN)
-  libopenblas-dev                 # CPU GEMM for Linear layers
   libfftw3-dev                    # FFTs for the Gaussian-random-field generator
   nlohmann-json3-dev              # metrics.jsonl / summary.json
   python3-numpy python3-h5py      # tests: scripts/torch_state_dict.py (the HDF5 side of the PyTorch converter)
