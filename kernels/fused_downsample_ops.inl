@@ -88,6 +88,7 @@ void run(Stream& s, const void* x, const FusedOutputs& o, const FusedGeom& g) {
 void fused_downsample(Stream& s, const void* x, RawType r, const FusedOutputs& o, FusedGeom g) {
 #if defined(__CUDACC__)
   g.chunk = 1;  // one coarse position per thread: coalesced neighbours
+  g.group1 = 1;  // slabs are the CPU's; one_level() and calls() count single positions
 #else
   // When no level averages along axis 1 (block 1 there), each row continues
   // into the next one in memory, input and outputs alike, and the blocks

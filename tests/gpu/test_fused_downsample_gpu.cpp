@@ -1,6 +1,7 @@
 // The fused raw-data downsample on cuda:0 against the CPU backend, for every
 // dtype and layout, a multi-level request and single levels (the GPU's
-// single-level kernel). Compiles in every build.
+// single-level kernel), bit for bit except through log1pf. Compiles in every
+// build.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -12,32 +13,82 @@
 using namespace mrmf;
 using namespace mrmf::kernels;
 
+namespace {
+// Test data in [0, 150), plus the values whose handling the CPU tests pin
+// down: -0 (each sum starts from 0.f + t, so -0 becomes +0 on both sides)
+// and an f16 subnormal (half_bits_to_float's slow path).
+Tensor test_values(const Shape& shape) {
+  Tensor f = Tensor::empty(shape);
+  for (int64_t i = 0; i < f.numel(); ++i) f.data<float>()[i] = static_cast<float>((i * 7919) % 300) * 0.5f;
+  f.data<float>()[0] = -0.0f;
+  if (f.numel() > 5) f.data<float>()[5] = 3.0e-6f;
+  return f;
+}
+
+void require_same(const Tensor& gpu, const Tensor& cpu, bool bits) {
+  REQUIRE(gpu.shape() == cpu.shape());
+  if (bits) {
+    REQUIRE(std::memcmp(gpu.raw_data(), cpu.raw_data(), cpu.nbytes()) == 0);
+    return;
+  }
+  double worst = 0;
+  for (int64_t i = 0; i < cpu.numel(); ++i)
+    worst = std::max(worst, std::fabs(double(gpu.data<float>()[i]) - cpu.data<float>()[i]) /
+                                (1 + std::fabs(double(cpu.data<float>()[i]))));
+  REQUIRE(worst < 1e-6);
+}
+}  // namespace
+
 TEST_CASE("gpu: fused downsample matches the CPU backend", "[gpu][fused_downsample]") {
   Stream gs = Stream::create(Device::cuda(0));
+  // Several levels in one pass, nested ones derived from finer outputs: the
+  // GPU's positions derive in the CPU rows' order (same bits).
   for (DType dt : {DType::U16, DType::I16, DType::F16, DType::F32})
-    for (InputLayout lay : {InputLayout::ChannelsLast, InputLayout::ChannelsFirst}) {
-      Tensor f = Tensor::empty({2, 8, 8, 16, 4});
-      for (int64_t i = 0; i < f.numel(); ++i) f.data<float>()[i] = static_cast<float>((i * 7919) % 300) * 0.5f;
-      const Tensor raw = data::from_float32(f, dt);
-      FusedDownsampleSpec spec;
-      spec.layout = lay;
-      spec.transform = FusedTransform::Log1p;
-      spec.levels = {{1, 1, 1}, {2, 2, 2}, {2, 2, 4}};
-      if (dt == DType::I16) spec.transform = FusedTransform::None;
-      const auto cpu = fused_downsample(cpu_stream(), raw, spec);
-      const auto gpu = fused_downsample(gs, raw.to(Device::cuda(0), gs), spec);
-      gs.synchronize();
-      for (size_t l = 0; l < cpu.size(); ++l) {
-        const Tensor g = gpu[l].to(Device::cpu(), gs);
+    for (InputLayout lay : {InputLayout::ChannelsLast, InputLayout::ChannelsFirst})
+      for (FusedTransform tf : {FusedTransform::None, FusedTransform::Scale, FusedTransform::Log1p}) {
+        if (dt == DType::I16 && tf == FusedTransform::Log1p) continue;
+        const Tensor raw = data::from_float32(test_values({2, 8, 8, 16, 4}), dt);
+        FusedDownsampleSpec spec;
+        spec.layout = lay;
+        spec.transform = tf;
+        const int64_t C = lay == InputLayout::ChannelsLast ? 4 : 8;
+        for (int64_t k = 0; k < C; ++k) {
+          spec.scale.push_back(0.37f + 0.11f * k);
+          spec.shift.push_back(-1.3f + 0.7f * k);
+        }
+        spec.levels = {{1, 1, 1}, {2, 2, 2}, {2, 2, 4}};
+        INFO(dtype_name(dt) << " transform " << static_cast<int>(tf) << " layout " << static_cast<int>(lay));
+        const auto cpu = fused_downsample(cpu_stream(), raw, spec);
+        const auto gpu = fused_downsample(gs, raw.to(Device::cuda(0), gs), spec);
         gs.synchronize();
-        REQUIRE(g.shape() == cpu[l].shape());
-        double worst = 0;
-        for (int64_t i = 0; i < g.numel(); ++i)
-          worst = std::max(worst, std::fabs(double(g.data<float>()[i]) - cpu[l].data<float>()[i]) /
-                                      (1 + std::fabs(double(cpu[l].data<float>()[i]))));
-        REQUIRE(worst < 1e-5);
+        for (size_t l = 0; l < cpu.size(); ++l) {
+          const Tensor g = gpu[l].to(Device::cpu(), gs);
+          gs.synchronize();
+          require_same(g, cpu[l], tf != FusedTransform::Log1p);
+        }
       }
+}
+
+TEST_CASE("gpu: fused downsample of a production-sized batch (every thread loops several times)",
+          "[gpu][fused_downsample]") {
+  // 2 x 128^3 x 4 uint16: 4.2 M positions at 1/1, more than the grid's
+  // resident threads, so the grid-stride loop and large indices run.
+  Stream gs = Stream::create(Device::cuda(0));
+  const Tensor raw = data::from_float32(test_values({2, 128, 128, 128, 4}), DType::U16);
+  for (const std::vector<std::vector<int64_t>>& levels :
+       {std::vector<std::vector<int64_t>>{{1, 1, 1}}, {{2, 2, 2}}, {{2, 1, 1}, {2, 2, 2}}}) {
+    FusedDownsampleSpec spec;
+    spec.levels = levels;
+    INFO("levels " << levels.size() << ", first block " << levels[0][0] << "x" << levels[0][1] << "x" << levels[0][2]);
+    const auto cpu = fused_downsample(cpu_stream(), raw, spec);
+    const auto gpu = fused_downsample(gs, raw.to(Device::cuda(0), gs), spec);
+    gs.synchronize();
+    for (size_t l = 0; l < cpu.size(); ++l) {
+      const Tensor g = gpu[l].to(Device::cpu(), gs);
+      gs.synchronize();
+      require_same(g, cpu[l], true);
     }
+  }
 }
 
 TEST_CASE("gpu: the single-level kernel gives the CPU backend's bits (within log1pf's ulps)",
@@ -64,9 +115,7 @@ TEST_CASE("gpu: the single-level kernel gives the CPU backend's bits (within log
     for (FusedTransform tf : {FusedTransform::None, FusedTransform::Scale, FusedTransform::Log1p})
       for (const Case& c : cases) {
         if (dt == DType::I16 && tf == FusedTransform::Log1p) continue;
-        Tensor f = Tensor::empty(Shape(c.shape));
-        for (int64_t i = 0; i < f.numel(); ++i) f.data<float>()[i] = static_cast<float>((i * 7919) % 300) * 0.5f;
-        const Tensor raw = data::from_float32(f, dt);
+        const Tensor raw = data::from_float32(test_values(Shape(c.shape)), dt);
         FusedDownsampleSpec spec;
         spec.layout = c.layout;
         spec.transform = tf;
@@ -80,15 +129,6 @@ TEST_CASE("gpu: the single-level kernel gives the CPU backend's bits (within log
         const Tensor cpu = fused_downsample(cpu_stream(), raw, spec)[0];
         const Tensor gpu = fused_downsample(gs, raw.to(Device::cuda(0), gs), spec)[0].to(Device::cpu(), gs);
         gs.synchronize();
-        REQUIRE(gpu.shape() == cpu.shape());
-        if (tf != FusedTransform::Log1p) {
-          REQUIRE(std::memcmp(gpu.raw_data(), cpu.raw_data(), cpu.nbytes()) == 0);
-        } else {
-          double worst = 0;
-          for (int64_t i = 0; i < cpu.numel(); ++i)
-            worst = std::max(worst, std::fabs(double(gpu.data<float>()[i]) - cpu.data<float>()[i]) /
-                                        (1 + std::fabs(double(cpu.data<float>()[i]))));
-          REQUIRE(worst < 1e-6);
-        }
+        require_same(gpu, cpu, tf != FusedTransform::Log1p);
       }
 }
