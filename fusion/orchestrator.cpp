@@ -102,8 +102,8 @@ std::string Orchestrator::split_balance_notice(int world, int nd, double t_dense
   const double epoch_d = t_dense * world / nd, epoch_c = t_coarse * world / (world - nd);
   if (summary)
     *summary = fmt::format(
-        "dense group {} rank(s): ~{:.2f} s per epoch, <= {:.0f} s at its {}-epoch guard; coarse group {} rank(s): "
-        "~{:.2f} s per epoch, <= {:.0f} s at its {}-epoch guard",
+        "dense group {} rank(s): ~{:.2f} s per epoch, <= {:.1f} s at its {}-epoch guard; coarse group {} rank(s): "
+        "~{:.2f} s per epoch, <= {:.1f} s at its {}-epoch guard",
         nd, epoch_d, epoch_d * stops.dense.max_epochs, stops.dense.max_epochs, world - nd, epoch_c,
         epoch_c * stops.coarse.max_epochs, stops.coarse.max_epochs);
   const double ratio = std::max(epoch_d, epoch_c) / std::min(epoch_d, epoch_c);

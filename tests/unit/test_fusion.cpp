@@ -162,8 +162,8 @@ TEST_CASE("concurrent split: each group's epoch and guard-bound stage time, and 
   // Session 14's probe on 2 ranks: dense 12 s, coarse 6 s per all-rank epoch;
   // one rank each doubles both, and the dense epochs are 2x the coarse ones.
   const std::string n2 = Orchestrator::split_balance_notice(2, 1, 12, 6, stops, &summary);
-  CHECK_THAT(summary, Catch::Contains("dense group 1 rank(s): ~24.00 s per epoch, <= 72 s at its 3-epoch guard"));
-  CHECK_THAT(summary, Catch::Contains("coarse group 1 rank(s): ~12.00 s per epoch, <= 120 s at its 10-epoch guard"));
+  CHECK_THAT(summary, Catch::Contains("dense group 1 rank(s): ~24.00 s per epoch, <= 72.0 s at its 3-epoch guard"));
+  CHECK_THAT(summary, Catch::Contains("coarse group 1 rank(s): ~12.00 s per epoch, <= 120.0 s at its 10-epoch guard"));
   CHECK_THAT(n2, Catch::Contains("2 ranks cannot follow the epoch times (ideal 1.33 dense : 0.67 coarse)"));
   CHECK_THAT(n2, Catch::Contains("a dense epoch will take 2.0x a coarse one, so the coarse group waits"));
   // The paper's 32 GPUs split 20 : 12 by the same times: epochs within 1.5x, no notice.
