@@ -285,6 +285,42 @@ void Communicator::idle_barrier(int poll_ms) const {
   }
 }
 
+void Communicator::send_signal(int dest, int tag) const {
+  // Non-blocking and fire-and-forget, so two ranks signalling each other at
+  // the same moment cannot deadlock whatever the MPI's send protocol; the
+  // buffer is static, and every signal sent is received before the exchange.
+  // It is given up to 100 ms of progress here (an eager message leaves at
+  // once), so that it does not wait for this rank's next MPI call.
+  static const int kOne = 1;
+  MPI_Request r = MPI_REQUEST_NULL;
+  MRMF_MPI_CHECK(MPI_Isend(&kOne, 1, MPI_INT, dest, tag, comm_, &r));
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+  for (int done = 0; !done && std::chrono::steady_clock::now() < until;) {
+    MRMF_MPI_CHECK(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
+    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (r != MPI_REQUEST_NULL) MRMF_MPI_CHECK(MPI_Request_free(&r));
+}
+
+bool Communicator::signal_arrived(int source, int tag, int wait_ms) const {
+  // At least one probe per millisecond of the budget, however long a sleep
+  // takes on a loaded node: it is the number of MPI calls that moves data.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  for (int probes = 1;; ++probes) {
+    int flag = 0;
+    MRMF_MPI_CHECK(MPI_Iprobe(source, tag, comm_, &flag, MPI_STATUS_IGNORE));
+    if (flag) return true;
+    if (probes > wait_ms && std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+void Communicator::idle_receive_signal(int source, int tag, int poll_ms) const {
+  while (!signal_arrived(source, tag)) std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
+  int v = 0;
+  MRMF_MPI_CHECK(MPI_Recv(&v, 1, MPI_INT, source, tag, comm_, MPI_STATUS_IGNORE));
+}
+
 std::string Communicator::broadcast_string(const std::string& s, int root) const {
   if (size_ == 1) return s;
   int64_t n = static_cast<int64_t>(s.size());

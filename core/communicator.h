@@ -71,6 +71,16 @@ class Communicator {
   // `poll_ms`) instead of spinning: for ranks that wait while others work
   // on the same node (MPICH busy-polls in blocking calls, a whole core each).
   void idle_barrier(int poll_ms = 20) const;
+  // A one-int signal between two ranks (e.g. "my group has finished"):
+  // send_signal() does not wait for the receiver (the receiver must consume it with
+  // idle_receive_signal() before MPI is finalised), signal_arrived() looks
+  // without receiving, idle_receive_signal() sleeps until it is there (like
+  // idle_barrier) and consumes it.
+  void send_signal(int dest, int tag) const;
+  // Polls for up to `wait_ms` (every millisecond) before answering no: MPI
+  // moves a message only while both sides are inside MPI calls.
+  bool signal_arrived(int source, int tag, int wait_ms = 0) const;
+  void idle_receive_signal(int source, int tag, int poll_ms = 20) const;
 
   // Throws, naming `what`, when ranks disagree on `value` (config hash,
   // parameter layout hash) -- catches diverging ranks before any compute.

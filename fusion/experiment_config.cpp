@@ -43,7 +43,7 @@ namespace {
 const std::set<std::string> kExperimentKeys = {
     "methods", "seeds", "target_val_loss", "max_epochs", "ladder", "one_fusion_coarse", "coarse_stop", "dense_stop",
     "stages", "resolution_overrides", "optimizer_at_fusion", "bn_recalibration_batches", "concurrent_times",
-    "probe_steps", "shared_init", "stage_checkpoints"};
+    "probe_steps", "shared_init", "stage_checkpoints", "concurrent_overtime"};
 
 template <class T>
 T get(const YAML::Node& n, const std::string& key) {
@@ -171,6 +171,7 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
       c.bn_recalibration_batches = get<int64_t>(e["bn_recalibration_batches"], "bn_recalibration_batches");
     if (e["concurrent_times"]) c.concurrent_times = get<std::vector<double>>(e["concurrent_times"], "concurrent_times");
     if (e["probe_steps"]) c.probe_steps = get<int64_t>(e["probe_steps"], "probe_steps");
+    if (e["concurrent_overtime"]) c.concurrent_overtime = get<bool>(e["concurrent_overtime"], "concurrent_overtime");
   }
 
   MRMF_CHECK_KIND(Config, c.ladder.size() >= 2, "experiment key 'ladder': needs at least two resolutions");

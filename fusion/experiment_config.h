@@ -25,6 +25,9 @@
 //                                   # continues an interrupted run inside its stage (false: the run restarts)
 //     concurrent_times: []          # [t_dense, t_coarse] epoch times; empty = measured by a probe
 //     probe_steps: 3
+//     concurrent_overtime: false    # true: the concurrent group done first trains on (past its stop
+//                                   # rule and guard) until the other is done, instead of waiting;
+//                                   # its epoch count then depends on timing (not bit-reproducible)
 #pragma once
 
 #include <cstdint>
@@ -73,6 +76,7 @@ struct ExperimentConfig {
   bool stage_checkpoints = true;
   std::vector<double> concurrent_times;
   int64_t probe_steps = 3;
+  bool concurrent_overtime = false;
 
   // The ladder a method uses (coarsest first, original last).
   std::vector<Resolution> ladder_for(const std::string& method) const;

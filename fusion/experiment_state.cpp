@@ -72,6 +72,8 @@ std::string experiment_identity(const ExperimentConfig& cfg, const LaunchInfo& l
   e["bn_recalibration_batches"] = cfg.bn_recalibration_batches;
   e["concurrent_times"] = fmt::format("[{}]", fmt::join(cfg.concurrent_times, ", "));
   e["probe_steps"] = cfg.probe_steps;
+  // Only when on: experiments recorded before the key existed keep their identity.
+  if (cfg.concurrent_overtime) e["concurrent_overtime"] = true;
   // Times measured on another number of ranks or another device do not
   // belong in the same table.
   root["launch"]["ranks"] = launch.ranks;

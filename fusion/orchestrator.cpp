@@ -120,7 +120,8 @@ Orchestrator::Stage Orchestrator::train_stage(const std::string& name, const std
                                               uint64_t seed, const StopRule& stop, double target,
                                               std::unique_ptr<Model> start, Communicator& comm,
                                               const std::string& dir,
-                                              const std::function<void(Trainer&)>& before_fit) {
+                                              const std::function<void(Trainer&)>& before_fit,
+                                              const std::function<bool()>& after_stop) {
   const auto t0 = Clock::now();
   const RunConfig rc = stage_config(r, seed, stop, target);
   TrainerOptions to;
@@ -128,6 +129,7 @@ Orchestrator::Stage Orchestrator::train_stage(const std::string& name, const std
   to.tag = name;
   to.write_checkpoints = cfg_.stage_checkpoints;
   to.resume = resume_;
+  to.after_stop = after_stop;
   Stage s;
   s.trainer = std::make_unique<Trainer>(rc, comm, device_, to);
   if (start) {
@@ -154,6 +156,8 @@ Orchestrator::Stage Orchestrator::train_stage(const std::string& name, const std
   s.result.epochs = static_cast<int64_t>(comm.allreduce_max(static_cast<double>(fr.resumed_epochs))) + fr.epochs();
   s.result.final_val_loss = fr.final_val_loss;
   s.result.stop_reason = fr.stop_reason;
+  if (fr.overtime_epochs > 0)  // the same on every rank: after_stop answers alike
+    s.result.stop_reason += fmt::format(" +{} while waiting", fr.overtime_epochs);
   s.result.history = fr.resumed_history;
   s.result.history.insert(s.result.history.end(), fr.history.begin(), fr.history.end());
   s.result.ranks = comm.size();
@@ -362,14 +366,47 @@ MethodRun Orchestrator::run_concurrent(uint64_t seed) {
   Communicator group = world_.split(dense_rank ? 0 : 1, world_.rank());
   const StageStops stops = cfg_.stops_for_stage(0);
 
+  // With concurrent_overtime, the group whose stage stops first trains on
+  // until the other's has stopped too. Each group's root (world rank 0 for
+  // the dense group, nd for the coarse one) signals the other root when its
+  // stage stops; a group trains one more epoch while the other's signal has
+  // not arrived (the root looks, the group follows its root's answer). Two
+  // groups stopping at the same moment may both train one extra epoch.
+  const int my_root = dense_rank ? 0 : nd, other_root = dense_rank ? nd : 0;
+  constexpr int kDoneTag = 7301;
+  bool signalled = false;
+  const auto other_done = [&] {
+    // 50 ms of polling: one MPI_Iprobe does not always see a message that
+    // was sent long before (MPICH/UCX moves it during several polls; with a
+    // single probe the 2-rank test's last group trained an extra epoch).
+    const double seen = world_.rank() == my_root && world_.signal_arrived(other_root, kDoneTag, 50) ? 1.0 : 0.0;
+    return group.allreduce_max(seen) > 0;
+  };
+  const auto signal_done = [&] {
+    if (!signalled && world_.rank() == my_root) world_.send_signal(other_root, kDoneTag);
+    signalled = true;
+  };
+  std::function<bool()> train_on;
+  if (cfg_.concurrent_overtime)
+    train_on = [&] {
+      const bool first_call = !signalled, go_on = !other_done();
+      signal_done();
+      if (first_call && go_on)
+        log::info("[concurrent] this group is done first: training on while the other group finishes");
+      return go_on;
+    };
   Stage mine;
   {
     const log::Speaker speaker(group.rank() == 0);  // each group's root shows its progress
     mine = dense_rank
                ? train_stage("concurrent/dense@1", "dense", ladder[1], dense_seed(seed, 0), stops.dense, 0, nullptr,
-                             group, (fs::path(dir) / "stage1_dense").string())
+                             group, (fs::path(dir) / "stage1_dense").string(), {}, train_on)
                : train_stage("concurrent/coarse@" + resolution_key(ladder[0]), "coarse", ladder[0], seed, stops.coarse,
-                             0, nullptr, group, (fs::path(dir) / "stage1_coarse").string());
+                             0, nullptr, group, (fs::path(dir) / "stage1_coarse").string(), {}, train_on);
+  }
+  if (cfg_.concurrent_overtime) {
+    signal_done();  // a stage restored as finished never asked
+    if (world_.rank() == my_root) world_.idle_receive_signal(other_root, kDoneTag);
   }
 
   // The group done first waits here for the other, asleep (MPICH would

@@ -575,10 +575,10 @@ FitResult Trainer::fit() {
       return res;
     }
   }
-  for (int64_t epoch = start_epoch_; epoch < cfg_.stop.max_epochs; ++epoch) {
+  // One epoch with its bookkeeping; returns its record.
+  const auto run_epoch = [&](int64_t epoch) {
     EpochRecord r = train_epoch(epoch);
     sched_->on_epoch_end(r.val_loss);
-    const bool plateau = plateau_.update(r.train_loss);
     res.history.push_back(r);
     res.total_s += r.epoch_s;
     res.final_val_loss = r.val_loss;
@@ -588,6 +588,12 @@ FitResult Trainer::fit() {
               "epoch {:.2f}s  {:.0f} samples/s",
               who, epoch, r.train_loss, r.val_loss, r.lr, r.io_s, r.compute_s, r.comm_s, r.epoch_s, r.samples_per_s);
     if (opts_.on_epoch) opts_.on_epoch(r);
+    return r;
+  };
+  int64_t epoch = start_epoch_;
+  for (; epoch < cfg_.stop.max_epochs; ++epoch) {
+    const EpochRecord r = run_epoch(epoch);
+    const bool plateau = plateau_.update(r.train_loss);
     const bool last = epoch + 1 == cfg_.stop.max_epochs;
     if (cfg_.stop.target_val_loss > 0 && r.val_loss <= cfg_.stop.target_val_loss) {
       res.stop_reason = "target";
@@ -599,12 +605,21 @@ FitResult Trainer::fit() {
     }
     const bool every = cfg_.train.checkpoint_every > 0 && (epoch + 1) % cfg_.train.checkpoint_every == 0;
     if (every || !res.stop_reason.empty()) save(epoch + 1);
-    if (!res.stop_reason.empty()) break;
+    if (!res.stop_reason.empty()) {
+      ++epoch;
+      break;
+    }
   }
   if (res.stop_reason.empty()) res.stop_reason = "max_epochs";  // resumed at or past the end
   if (res.stop_reason == "max_epochs" && (cfg_.stop.target_val_loss > 0 || plateau_.enabled()))
     log::info("{}stopped by the epoch guard ({} epochs) before its {} fired", who, cfg_.stop.max_epochs,
               cfg_.stop.target_val_loss > 0 ? "target validation loss" : "plateau rule");
+  // Past the stop, while the caller asks for more (the stop reason stays).
+  for (; opts_.after_stop && opts_.after_stop(); ++epoch) {
+    run_epoch(epoch);
+    ++res.overtime_epochs;
+    save(epoch + 1);
+  }
   return res;
 }
 

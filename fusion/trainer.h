@@ -59,6 +59,7 @@ struct FitResult {
   int64_t resumed_epochs = 0;
   double resumed_s = 0;
   std::vector<EpochRecord> resumed_history;  // those epochs' records (rank 0 only)
+  int64_t overtime_epochs = 0;  // trained past the stop because after_stop asked (included in history)
   int64_t epochs() const { return static_cast<int64_t>(history.size()); }
 };
 
@@ -70,6 +71,12 @@ struct TrainerOptions {
   bool progress = true;         // a progress bar on a terminal (rank 0)
   std::function<void(const EpochRecord&)> on_epoch;  // called on every rank after each epoch
   std::function<void(int64_t step)> on_step;         // after each training step (and its checkpoint, if any)
+  // Asked after the stop condition (or the guard) has ended training, and
+  // again after each further epoch: true trains one more. It must return
+  // the same on every rank of the trainer's communicator. Concurrent MRMF
+  // uses it to let the group that finishes first train on while it would
+  // otherwise wait for the other.
+  std::function<bool()> after_stop;
 };
 
 // Thrown (kind Runtime) when the loss becomes NaN/Inf; the last good checkpoint is kept.

@@ -182,6 +182,46 @@ TEST_CASE("experiment: concurrent training sizes its groups with a timing probe"
   if (world.is_root()) fs::remove_all(dir);
 }
 
+TEST_CASE("experiment: with concurrent_overtime the group done first trains on until the other is done",
+          "[mpi][experiment]") {
+  Communicator world = Communicator::world();
+  data::NeuronGenOptions g;
+  g.train = 96 * world.size();
+  g.val = 32 * world.size();
+  g.test = 16;
+  g.seed = 5;
+  const fs::path dir = folder_with_ni_file(world, "mrmf_mpi_overtime", g);
+  // The coarse group (1/4 resolution) stops after one epoch, the dense one
+  // after three full-resolution epochs: the coarse group is done first.
+  const std::string yaml = "run:\n  data: {path: " + (dir / "ni.h5").string() +
+                           "}\n  train: {batch_size: 16}\n  schedule: {type: constant}\n"
+                           "experiment:\n  methods: [concurrent]\n  seeds: [1]\n"
+                           "  target_val_loss: 0.01\n  max_epochs: 1\n  ladder: [[4], [1]]\n"
+                           "  coarse_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n"
+                           "  dense_stop: {threshold: 0.0, patience: 1, max_epochs: 3}\n"
+                           "  concurrent_times: [2.0, 1.0]\n  concurrent_overtime: true\n";
+  const ExperimentConfig cfg = parse_experiment_config(yaml, {"runtime.threads=1"}, "overtime.yaml");
+  REQUIRE(cfg.concurrent_overtime);
+  Orchestrator orch(cfg, world, Device::cpu(), (dir / "out").string());
+  const MethodRun r = orch.run("concurrent", 1);
+  REQUIRE(r.stages.size() == 3);
+  const StageResult &coarse = r.stages[0], &dense = r.stages[1];
+  INFO("coarse: " << coarse.epochs << " epochs, " << coarse.stop_reason << "; dense: " << dense.epochs << " epochs, "
+                  << dense.stop_reason);
+  CHECK(coarse.epochs > 1);  // past its 1-epoch guard
+  CHECK_THAT(coarse.stop_reason, Catch::StartsWith("max_epochs +") && Catch::EndsWith(" while waiting"));
+  CHECK(coarse.stop_reason == "max_epochs +" + std::to_string(coarse.epochs - 1) + " while waiting");
+  CHECK(dense.epochs == 3);  // the group done last does not train on
+  CHECK(dense.stop_reason == "max_epochs");
+  CHECK(r.epochs_before_fusion == coarse.epochs + dense.epochs);
+  // The stage records agree on every rank (rank 0 writes the report).
+  const std::string mine = std::to_string(coarse.epochs) + "/" + std::to_string(dense.epochs);
+  CHECK(world.broadcast_string(mine, 0) == mine);
+  CHECK(std::isfinite(r.final_val_loss));
+  world.barrier();
+  if (world.is_root()) fs::remove_all(dir);
+}
+
 TEST_CASE("BN re-calibration: every rank ends with the rank-averaged statistics", "[mpi][fusion][bn]") {
   Communicator world = Communicator::world();
   const auto [dir, rc] = tiny_bn_run(world, "mrmf_mpi_bn", 9);
