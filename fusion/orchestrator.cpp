@@ -370,8 +370,8 @@ MethodRun Orchestrator::run_concurrent(uint64_t seed) {
   // until the other's has stopped too. Each group's root (world rank 0 for
   // the dense group, nd for the coarse one) signals the other root when its
   // stage stops; a group trains one more epoch while the other's signal has
-  // not arrived (the root looks, the group follows its root's answer). Two
-  // groups stopping at the same moment may both train one extra epoch.
+  // not arrived (the root looks, the group follows its root's answer). A
+  // stage restored as stopped by --resume does not train on (it signals).
   const int my_root = dense_rank ? 0 : nd, other_root = dense_rank ? nd : 0;
   constexpr int kDoneTag = 7301;
   bool signalled = false;
@@ -389,8 +389,11 @@ MethodRun Orchestrator::run_concurrent(uint64_t seed) {
   std::function<bool()> train_on;
   if (cfg_.concurrent_overtime)
     train_on = [&] {
-      const bool first_call = !signalled, go_on = !other_done();
+      // Signal before looking: two groups stopping together then both see
+      // the other's signal and neither trains on.
+      const bool first_call = !signalled;
       signal_done();
+      const bool go_on = !other_done();
       if (first_call && go_on)
         log::info("[concurrent] this group is done first: training on while the other group finishes");
       return go_on;

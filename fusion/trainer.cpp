@@ -407,7 +407,9 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
     ++step_;
     ctx_->set_step(static_cast<uint64_t>(step_));
     const int64_t every = cfg_.train.checkpoint_every_steps;
-    if (validate && every > 0 && step_ % every == 0 && steps < total) save(epoch, steps, loss_sum);
+    // Not inside an epoch past the stop (after_stop): a resume there would
+    // find the stage stopped and leave the epoch half-trained.
+    if (validate && every > 0 && step_ % every == 0 && steps < total && !overtime_) save(epoch, steps, loss_sum);
     if (opts_.on_step) opts_.on_step(step_);
     if (bar && (steps % 5 == 0 || steps == total))
       std::fprintf(stderr, "\r  %s epoch %lld  %lld/%lld  loss %.4g   ", opts_.tag.c_str(),
@@ -591,6 +593,7 @@ FitResult Trainer::fit() {
     return r;
   };
   int64_t epoch = start_epoch_;
+  bool stopped_here = false;  // the stop fell in this process (not restored from a checkpoint)
   for (; epoch < cfg_.stop.max_epochs; ++epoch) {
     const EpochRecord r = run_epoch(epoch);
     const bool plateau = plateau_.update(r.train_loss);
@@ -607,6 +610,7 @@ FitResult Trainer::fit() {
     if (every || !res.stop_reason.empty()) save(epoch + 1);
     if (!res.stop_reason.empty()) {
       ++epoch;
+      stopped_here = true;
       break;
     }
   }
@@ -615,11 +619,16 @@ FitResult Trainer::fit() {
     log::info("{}stopped by the epoch guard ({} epochs) before its {} fired", who, cfg_.stop.max_epochs,
               cfg_.stop.target_val_loss > 0 ? "target validation loss" : "plateau rule");
   // Past the stop, while the caller asks for more (the stop reason stays).
-  for (; opts_.after_stop && opts_.after_stop(); ++epoch) {
+  // Only when the stop fell in this process: a stage restored as stopped
+  // (or restored inside such epochs) ends there, so its extra epochs are
+  // never counted twice or as ordinary ones.
+  overtime_ = true;
+  for (; stopped_here && opts_.after_stop && opts_.after_stop(); ++epoch) {
     run_epoch(epoch);
     ++res.overtime_epochs;
     save(epoch + 1);
   }
+  overtime_ = false;
   return res;
 }
 

@@ -148,6 +148,7 @@ class Trainer {
   double resumed_s_ = 0;
   double resumed_val_loss_ = 0;  // the last resumed epoch's (rank 0 only, as the two above)
   double last_val_loss_ = 0;     // of the last finished epoch; in checkpoints, so that every rank has it
+  bool overtime_ = false;           // training past the stop (TrainerOptions::after_stop)
   bool resumed_val_known_ = false;  // the checkpoint carried last_val_loss
 };
 

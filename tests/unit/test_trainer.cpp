@@ -345,6 +345,54 @@ TEST_CASE("trainer: target validation loss and the plateau rule stop exactly whe
   }
 }
 
+TEST_CASE("trainer: after_stop trains past the stop while asked, and a stage restored as stopped does not",
+          "[trainer]") {
+  // The newest checkpoint's step when training step 27 ends (inside the
+  // second extra epoch, steps 25-32): a step checkpoint would make it 27.
+  int64_t saved_at_27 = -1;
+  const auto fit_with = [&saved_at_27](const RunConfig& cfg, const std::string& out, bool resume, int more) {
+    TrainerOptions o;
+    o.on_step = [&saved_at_27, out](int64_t step) {
+      if (step == 27) saved_at_27 = read_checkpoint_header(ckpt(out)).training.step;
+    };
+    o.out_dir = out;
+    o.resume = resume;
+    o.progress = false;
+    int asked = 0;
+    o.after_stop = [&asked, more] { return asked++ < more; };
+    Trainer t(cfg, world(), Device::cpu(), o);
+    FitResult r = t.fit();
+    return std::make_pair(r, asked);
+  };
+  // Step checkpoints every 3 steps (8 per epoch): none may fall inside the extra epochs.
+  const RunConfig cfg = config({"stop.max_epochs=2", "train.checkpoint_every_steps=3"});
+  const std::string out = out_dir("after_stop");
+  const auto [r, asked] = fit_with(cfg, out, false, 2);
+  CHECK(r.stop_reason == "max_epochs");  // the stop reason stays
+  CHECK(r.overtime_epochs == 2);
+  CHECK(r.epochs() == 4);
+  CHECK(asked == 3);  // asked after the stop and after each extra epoch
+  const auto m = metrics_of(out);
+  REQUIRE(m.size() == 4);
+  CHECK(m[3]["epoch"].get<int64_t>() == 3);
+  const CheckpointHeader h = read_checkpoint_header(ckpt(out));
+  CHECK(h.training.epoch == 4);  // the extra epochs' end, not a step inside them
+  CHECK(h.training.step == 32);
+  CHECK(saved_at_27 == 24);
+  // Restored as stopped: not asked at all, nothing trained, the weights kept.
+  const std::string before = weights_of(ckpt(out));
+  const auto [again, asked_again] = fit_with(cfg, out, true, 5);
+  CHECK(again.epochs() == 0);
+  CHECK(again.overtime_epochs == 0);
+  CHECK(asked_again == 0);
+  CHECK(weights_of(ckpt(out)) == before);
+  // Without the hook, or answering no at once: exactly the stop.
+  const auto [none, asked_none] = fit_with(cfg, out_dir("after_stop_no"), false, 0);
+  CHECK(none.epochs() == 2);
+  CHECK(none.overtime_epochs == 0);
+  CHECK(asked_none == 1);
+}
+
 TEST_CASE("trainer: a non-finite loss stops with the epoch and step and keeps the last good checkpoint",
           "[trainer]") {
   // Epoch 0 trains at 1e-3; from step 8 (epoch 1) the learning rate is 1e30,
