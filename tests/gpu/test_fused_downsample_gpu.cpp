@@ -37,6 +37,20 @@ void require_same(const Tensor& gpu, const Tensor& cpu, bool bits) {
                                 (1 + std::fabs(double(cpu.data<float>()[i]))));
   REQUIRE(worst < 1e-6);
 }
+
+// Every level of one request, on the GPU and on the CPU.
+void require_levels_same(Stream& gs, const Tensor& raw, const FusedDownsampleSpec& spec, bool bits) {
+  const auto cpu = fused_downsample(cpu_stream(), raw, spec);
+  const auto gpu = fused_downsample(gs, raw.to(Device::cuda(0), gs), spec);
+  gs.synchronize();
+  REQUIRE(gpu.size() == cpu.size());
+  for (size_t l = 0; l < cpu.size(); ++l) {
+    INFO("level " << l);
+    const Tensor g = gpu[l].to(Device::cpu(), gs);
+    gs.synchronize();
+    require_same(g, cpu[l], bits);
+  }
+}
 }  // namespace
 
 TEST_CASE("gpu: fused downsample matches the CPU backend", "[gpu][fused_downsample]") {
@@ -58,14 +72,7 @@ TEST_CASE("gpu: fused downsample matches the CPU backend", "[gpu][fused_downsamp
         }
         spec.levels = {{1, 1, 1}, {2, 2, 2}, {2, 2, 4}};
         INFO(dtype_name(dt) << " transform " << static_cast<int>(tf) << " layout " << static_cast<int>(lay));
-        const auto cpu = fused_downsample(cpu_stream(), raw, spec);
-        const auto gpu = fused_downsample(gs, raw.to(Device::cuda(0), gs), spec);
-        gs.synchronize();
-        for (size_t l = 0; l < cpu.size(); ++l) {
-          const Tensor g = gpu[l].to(Device::cpu(), gs);
-          gs.synchronize();
-          require_same(g, cpu[l], tf != FusedTransform::Log1p);
-        }
+        require_levels_same(gs, raw, spec, tf != FusedTransform::Log1p);
       }
 }
 
@@ -80,14 +87,7 @@ TEST_CASE("gpu: fused downsample of a production-sized batch (every thread loops
     FusedDownsampleSpec spec;
     spec.levels = levels;
     INFO("levels " << levels.size() << ", first block " << levels[0][0] << "x" << levels[0][1] << "x" << levels[0][2]);
-    const auto cpu = fused_downsample(cpu_stream(), raw, spec);
-    const auto gpu = fused_downsample(gs, raw.to(Device::cuda(0), gs), spec);
-    gs.synchronize();
-    for (size_t l = 0; l < cpu.size(); ++l) {
-      const Tensor g = gpu[l].to(Device::cpu(), gs);
-      gs.synchronize();
-      require_same(g, cpu[l], true);
-    }
+    require_levels_same(gs, raw, spec, true);
   }
 }
 
