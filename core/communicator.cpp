@@ -285,6 +285,21 @@ void Communicator::idle_barrier(int poll_ms) const {
   }
 }
 
+namespace {
+// Calls `ready` until it answers true, at least once per millisecond of
+// `budget_ms` however long a sleep takes on a loaded node (it is the number
+// of MPI calls that moves data); false when the budget is spent.
+template <class F>
+bool poll_for(int budget_ms, F&& ready) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(budget_ms);
+  for (int polls = 1;; ++polls) {
+    if (ready()) return true;
+    if (polls > budget_ms && std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+}  // namespace
+
 void Communicator::send_signal(int dest, int tag) const {
   // Non-blocking and fire-and-forget, so two ranks signalling each other at
   // the same moment cannot deadlock whatever the MPI's send protocol; the
@@ -294,25 +309,20 @@ void Communicator::send_signal(int dest, int tag) const {
   static const int kOne = 1;
   MPI_Request r = MPI_REQUEST_NULL;
   MRMF_MPI_CHECK(MPI_Isend(&kOne, 1, MPI_INT, dest, tag, comm_, &r));
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
-  for (int done = 0; !done && std::chrono::steady_clock::now() < until;) {
+  const bool sent = poll_for(100, [&] {
+    int done = 0;
     MRMF_MPI_CHECK(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
-    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  if (r != MPI_REQUEST_NULL) MRMF_MPI_CHECK(MPI_Request_free(&r));
+    return done != 0;
+  });
+  if (!sent) MRMF_MPI_CHECK(MPI_Request_free(&r));
 }
 
 bool Communicator::signal_arrived(int source, int tag, int wait_ms) const {
-  // At least one probe per millisecond of the budget, however long a sleep
-  // takes on a loaded node: it is the number of MPI calls that moves data.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
-  for (int probes = 1;; ++probes) {
+  return poll_for(wait_ms, [&] {
     int flag = 0;
     MRMF_MPI_CHECK(MPI_Iprobe(source, tag, comm_, &flag, MPI_STATUS_IGNORE));
-    if (flag) return true;
-    if (probes > wait_ms && std::chrono::steady_clock::now() >= until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+    return flag != 0;
+  });
 }
 
 void Communicator::idle_receive_signal(int source, int tag, int poll_ms) const {

@@ -109,11 +109,11 @@ std::string Orchestrator::split_balance_notice(int world, int nd, double t_dense
   const double ratio = std::max(epoch_d, epoch_c) / std::min(epoch_d, epoch_c);
   if (ratio <= 1.5) return {};
   const double ideal = t_dense / (t_dense + t_coarse) * world;
+  const char *slow = epoch_d > epoch_c ? "dense" : "coarse", *fast = epoch_d > epoch_c ? "coarse" : "dense";
   return fmt::format(
       "notice: {} ranks cannot follow the epoch times (ideal {:.2f} dense : {:.2f} coarse): a {} epoch will take "
       "{:.1f}x a {} one, so the {} group waits unless its stage runs {:.1f}x the other's epochs",
-      world, ideal, world - ideal, epoch_d > epoch_c ? "dense" : "coarse", ratio,
-      epoch_d > epoch_c ? "coarse" : "dense", epoch_d > epoch_c ? "coarse" : "dense", ratio);
+      world, ideal, world - ideal, slow, ratio, fast, fast, ratio);
 }
 
 Orchestrator::Stage Orchestrator::train_stage(const std::string& name, const std::string& role, const Resolution& r,

@@ -316,7 +316,7 @@ double Trainer::time_steps(int64_t steps) {
   return (r.io_s + r.compute_s + r.comm_s) / static_cast<double>(std::max<int64_t>(r.steps, 1));
 }
 
-EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate) {
+EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate, bool step_checkpoints) {
   EpochRecord r;
   r.epoch = epoch;
   r.tag = opts_.tag;
@@ -407,9 +407,8 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
     ++step_;
     ctx_->set_step(static_cast<uint64_t>(step_));
     const int64_t every = cfg_.train.checkpoint_every_steps;
-    // Not inside an epoch past the stop (after_stop): a resume there would
-    // find the stage stopped and leave the epoch half-trained.
-    if (validate && every > 0 && step_ % every == 0 && steps < total && !overtime_) save(epoch, steps, loss_sum);
+    if (validate && step_checkpoints && every > 0 && step_ % every == 0 && steps < total)
+      save(epoch, steps, loss_sum);
     if (opts_.on_step) opts_.on_step(step_);
     if (bar && (steps % 5 == 0 || steps == total))
       std::fprintf(stderr, "\r  %s epoch %lld  %lld/%lld  loss %.4g   ", opts_.tag.c_str(),
@@ -578,8 +577,8 @@ FitResult Trainer::fit() {
     }
   }
   // One epoch with its bookkeeping; returns its record.
-  const auto run_epoch = [&](int64_t epoch) {
-    EpochRecord r = train_epoch(epoch);
+  const auto run_epoch = [&](int64_t epoch, bool step_checkpoints) {
+    EpochRecord r = train_epoch(epoch, 0, true, step_checkpoints);
     sched_->on_epoch_end(r.val_loss);
     res.history.push_back(r);
     res.total_s += r.epoch_s;
@@ -595,7 +594,7 @@ FitResult Trainer::fit() {
   int64_t epoch = start_epoch_;
   bool stopped_here = false;  // the stop fell in this process (not restored from a checkpoint)
   for (; epoch < cfg_.stop.max_epochs; ++epoch) {
-    const EpochRecord r = run_epoch(epoch);
+    const EpochRecord r = run_epoch(epoch, true);
     const bool plateau = plateau_.update(r.train_loss);
     const bool last = epoch + 1 == cfg_.stop.max_epochs;
     if (cfg_.stop.target_val_loss > 0 && r.val_loss <= cfg_.stop.target_val_loss) {
@@ -622,13 +621,11 @@ FitResult Trainer::fit() {
   // Only when the stop fell in this process: a stage restored as stopped
   // (or restored inside such epochs) ends there, so its extra epochs are
   // never counted twice or as ordinary ones.
-  overtime_ = true;
   for (; stopped_here && opts_.after_stop && opts_.after_stop(); ++epoch) {
-    run_epoch(epoch);
+    run_epoch(epoch, /*step_checkpoints=*/false);
     ++res.overtime_epochs;
     save(epoch + 1);
   }
-  overtime_ = false;
   return res;
 }
 

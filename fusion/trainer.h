@@ -120,7 +120,9 @@ class Trainer {
 
  private:
   void build_optimizer();
-  EpochRecord train_epoch(int64_t epoch, int64_t max_steps = 0, bool validate = true);
+  // step_checkpoints: false inside epochs past the stop (after_stop), where a
+  // resume would find the stage stopped and leave the epoch half-trained.
+  EpochRecord train_epoch(int64_t epoch, int64_t max_steps = 0, bool validate = true, bool step_checkpoints = true);
   // At an epoch's end (batch 0), or inside epoch `epochs_done` after `batch`
   // of its batches, whose training losses summed to `loss_sum`.
   void save(int64_t epochs_done, int64_t batch = 0, double loss_sum = 0);
@@ -148,7 +150,6 @@ class Trainer {
   double resumed_s_ = 0;
   double resumed_val_loss_ = 0;  // the last resumed epoch's (rank 0 only, as the two above)
   double last_val_loss_ = 0;     // of the last finished epoch; in checkpoints, so that every rank has it
-  bool overtime_ = false;           // training past the stop (TrainerOptions::after_stop)
   bool resumed_val_known_ = false;  // the checkpoint carried last_val_loss
 };
 
