@@ -1,6 +1,13 @@
 #include "core/device.h"
 
+#include <sched.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <vector>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -67,6 +74,80 @@ int local_rank_from_env() noexcept {
   return -1;
 }
 
+int gpu_for_local_rank(int local_rank, int visible, const std::string& map) {
+  const int lr = local_rank >= 0 ? local_rank : 0;
+  if (map.empty()) return lr % visible;
+  std::vector<int> gpus;
+  size_t at = 0;
+  while (at <= map.size()) {
+    const size_t comma = std::min(map.find(',', at), map.size());
+    const std::string item = map.substr(at, comma - at);
+    char* end = nullptr;
+    const long g = std::strtol(item.c_str(), &end, 10);
+    MRMF_CHECK_KIND(Usage, !item.empty() && end && *end == '\0' && g >= 0, "MRMF_GPU_MAP='", map,
+                    "': expected comma-separated GPU indices (node-local rank k takes entry k), got '", item, "'");
+    MRMF_CHECK_KIND(Usage, g < visible, "MRMF_GPU_MAP='", map, "' names GPU ", g, " but only ", visible,
+                    " GPU(s) are visible to this rank");
+    gpus.push_back(static_cast<int>(g));
+    at = comma + 1;
+  }
+  return gpus[static_cast<size_t>(lr) % gpus.size()];
+}
+
+std::vector<int> parse_cpulist(const std::string& list) {
+  std::vector<int> cpus;
+  size_t at = 0;
+  std::string l = list;
+  while (!l.empty() && (l.back() == '\n' || l.back() == ' ')) l.pop_back();
+  while (at < l.size()) {
+    const size_t comma = std::min(l.find(',', at), l.size());
+    const std::string item = l.substr(at, comma - at);
+    int a = -1, b = -1;
+    char tail = 0;
+    const int n = std::sscanf(item.c_str(), "%d-%d%c", &a, &b, &tail);
+    if (n == 1) b = a;
+    MRMF_CHECK_KIND(Usage, (n == 1 || n == 2) && a >= 0 && b >= a, "malformed cpulist '", list, "' at '", item, "'");
+    for (int c = a; c <= b; ++c) cpus.push_back(c);
+    at = comma + 1;
+  }
+  return cpus;
+}
+
+namespace {
+// A notice when none of this process's CPUs is local to the GPU it drives
+// (host<->device copies and the loader's pinned buffers then cross NUMA
+// domains). Linux only: the GPU's local CPUs come from sysfs.
+void check_cpu_locality(Device d) {
+#ifdef MRMF_HAVE_CUDA
+  char bus[32] = {};
+  if (cudaDeviceGetPCIBusId(bus, sizeof bus, d.index) != cudaSuccess) {
+    cudaGetLastError();
+    return;
+  }
+  std::string id(bus);
+  for (char& c : id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::ifstream f("/sys/bus/pci/devices/" + id + "/local_cpulist");
+  std::string list;
+  if (!f || !std::getline(f, list)) return;
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  if (sched_getaffinity(0, sizeof mine, &mine) != 0) return;
+  try {
+    const std::vector<int> local = parse_cpulist(list);
+    int overlap = 0, count = CPU_COUNT(&mine);
+    for (int c : local) overlap += c < CPU_SETSIZE && CPU_ISSET(c, &mine);
+    if (overlap == 0 && count > 0 && !local.empty())
+      log::warn("mrmf: none of this rank's {} CPUs is local to {} (its CPUs: {}); host-device copies cross NUMA "
+                "domains -- map ranks to GPUs with MRMF_GPU_MAP (see `nvidia-smi topo -m`)",
+                count, d.str(), list);
+  } catch (const Error&) {
+  }
+#else
+  (void)d;
+#endif
+}
+}  // namespace
+
 void set_current_device(Device d) {
 #ifdef MRMF_HAVE_CUDA
   if (d.is_cuda()) MRMF_CUDA_CHECK(cudaSetDevice(d.index));
@@ -95,12 +176,14 @@ Device select_device(const RuntimeOptions& opts) {
   MRMF_CHECK_KIND(Device, n > 0, "device '", want, "' was forced but no GPU is usable: ", cuda_unavailable_reason());
   if (want == "cuda") {
     // One rank per GPU: the node-local rank picks the device.
-    int lr = opts.local_rank >= 0 ? opts.local_rank : local_rank_from_env();
-    d.index = lr >= 0 ? lr % n : 0;
+    const int lr = opts.local_rank >= 0 ? opts.local_rank : local_rank_from_env();
+    const char* map = std::getenv("MRMF_GPU_MAP");
+    d.index = gpu_for_local_rank(lr, n, map ? map : "");
   }
   MRMF_CHECK_KIND(Device, d.index < n, "device ", d.str(), " requested but only ", n, " GPU(s) are visible");
   set_current_device(d);
   if (!opts.quiet) log::info("mrmf: using {}", d.str());
+  check_cpu_locality(d);
   return d;
 }
 

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace mrmf {
 
@@ -40,6 +41,16 @@ std::string cuda_unavailable_reason();
 // The node-local rank from the launcher's environment (MPICH/Hydra, Slurm,
 // Open MPI), or -1 when not launched under one.
 int local_rank_from_env() noexcept;
+
+// The GPU of node-local rank `local_rank` among `visible` devices: local
+// rank modulo the count, or, with `map` (MRMF_GPU_MAP, e.g. "3,2,1,0"),
+// entry local_rank modulo its length -- for nodes whose GPU numbering runs
+// against the ranks' CPU placement (check `nvidia-smi topo -m`). Throws
+// Usage naming MRMF_GPU_MAP for an entry that is not a visible device.
+int gpu_for_local_rank(int local_rank, int visible, const std::string& map = "");
+
+// CPU ids of a Linux cpulist ("0-15,64-79"); Usage error when malformed.
+std::vector<int> parse_cpulist(const std::string& list);
 
 struct RuntimeOptions {
   std::string device = "";  // "", "auto", "cpu", "cuda", "cuda:N"; "" means $MRMF_DEVICE or auto

@@ -40,6 +40,32 @@ TEST_CASE("device: the local rank comes from the launcher's environment", "[core
   ::unsetenv("SLURM_LOCALID");
 }
 
+TEST_CASE("device: a node-local rank's GPU, by default or from MRMF_GPU_MAP", "[core][device]") {
+  CHECK(gpu_for_local_rank(0, 4) == 0);
+  CHECK(gpu_for_local_rank(5, 4) == 1);
+  CHECK(gpu_for_local_rank(-1, 4) == 0);  // not launched by MPI
+  CHECK(gpu_for_local_rank(2, 1) == 0);   // one GPU visible per rank (--gpus-per-task=1)
+  // A map reversing the numbering (GPU 3 closest to the first rank's CPUs).
+  CHECK(gpu_for_local_rank(0, 4, "3,2,1,0") == 3);
+  CHECK(gpu_for_local_rank(3, 4, "3,2,1,0") == 0);
+  CHECK(gpu_for_local_rank(6, 4, "3,2,1,0") == 1);  // entries repeat past the map's length
+  CHECK(gpu_for_local_rank(1, 2, "1,1") == 1);
+  CHECK_THROWS_WITH(gpu_for_local_rank(0, 2, "3,2,1,0"),
+                    Catch::Contains("MRMF_GPU_MAP='3,2,1,0' names GPU 3") && Catch::Contains("only 2 GPU(s)"));
+  CHECK_THROWS_WITH(gpu_for_local_rank(0, 4, "0,,1"), Catch::Contains("MRMF_GPU_MAP") && Catch::Contains("got ''"));
+  CHECK_THROWS_WITH(gpu_for_local_rank(0, 4, "a"), Catch::Contains("got 'a'"));
+  CHECK_THROWS_WITH(gpu_for_local_rank(0, 4, "-1"), Catch::Contains("got '-1'"));
+}
+
+TEST_CASE("device: Linux cpulists, as sysfs gives a GPU's local CPUs", "[core][device]") {
+  CHECK(parse_cpulist("0-3,8,10-11\n") == std::vector<int>{0, 1, 2, 3, 8, 10, 11});
+  CHECK(parse_cpulist("5") == std::vector<int>{5});
+  CHECK(parse_cpulist("").empty());
+  CHECK_THROWS_WITH(parse_cpulist("0-3,x"), Catch::Contains("malformed cpulist") && Catch::Contains("'x'"));
+  CHECK_THROWS_WITH(parse_cpulist("7-2"), Catch::Contains("'7-2'"));
+  CHECK_THROWS_WITH(parse_cpulist("1-2-3"), Catch::Contains("'1-2-3'"));
+}
+
 TEST_CASE("errors: messages carry file:line, the call, the status text and the rank", "[core][errors]") {
   set_error_rank(5);
   try {
