@@ -270,6 +270,14 @@ double Communicator::allreduce_max(double v) const {
   return out;
 }
 
+std::vector<double> Communicator::allgather(const std::vector<double>& v) const {
+  if (size_ == 1) return v;
+  std::vector<double> out(v.size() * static_cast<size_t>(size_));
+  const int n = static_cast<int>(v.size());
+  MRMF_MPI_CHECK(MPI_Allgather(v.data(), n, MPI_DOUBLE, out.data(), n, MPI_DOUBLE, comm_));
+  return out;
+}
+
 void Communicator::barrier() const {
   if (size_ > 1) MRMF_MPI_CHECK(MPI_Barrier(comm_));
 }

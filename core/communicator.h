@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -64,6 +65,8 @@ class Communicator {
   bool test(Request& r);
   double allreduce_sum(double v) const;
   double allreduce_max(double v) const;
+  // Every rank's `v` (the same length on every rank), rank after rank.
+  std::vector<double> allgather(const std::vector<double>& v) const;
   // `s` of rank `root` on every rank (small host data: JSON records, state).
   std::string broadcast_string(const std::string& s, int root) const;
   void barrier() const;

@@ -121,7 +121,8 @@ Orchestrator::Stage Orchestrator::train_stage(const std::string& name, const std
                                               std::unique_ptr<Model> start, Communicator& comm,
                                               const std::string& dir,
                                               const std::function<void(Trainer&)>& before_fit,
-                                              const std::function<bool()>& after_stop) {
+                                              const std::function<bool()>& after_stop,
+                                              const std::function<bool()>& end_extra_epoch) {
   const auto t0 = Clock::now();
   const RunConfig rc = stage_config(r, seed, stop, target);
   TrainerOptions to;
@@ -130,6 +131,7 @@ Orchestrator::Stage Orchestrator::train_stage(const std::string& name, const std
   to.write_checkpoints = cfg_.stage_checkpoints;
   to.resume = resume_;
   to.after_stop = after_stop;
+  to.end_extra_epoch = end_extra_epoch;
   Stage s;
   s.trainer = std::make_unique<Trainer>(rc, comm, device_, to);
   if (start) {
@@ -398,14 +400,23 @@ MethodRun Orchestrator::run_concurrent(uint64_t seed) {
         log::info("[concurrent] this group is done first: training on while the other group finishes");
       return go_on;
     };
+  // ... and ends an extra epoch at the first step after that signal: the
+  // other group then waits a step for this one, not the rest of an epoch
+  // (one probe per step, no polling: the steps keep MPI moving).
+  std::function<bool()> end_extra;
+  if (cfg_.concurrent_overtime)
+    end_extra = [&] {
+      const double seen = world_.rank() == my_root && world_.signal_arrived(other_root, kDoneTag) ? 1.0 : 0.0;
+      return group.allreduce_max(seen) > 0;
+    };
   Stage mine;
   {
     const log::Speaker speaker(group.rank() == 0);  // each group's root shows its progress
     mine = dense_rank
                ? train_stage("concurrent/dense@1", "dense", ladder[1], dense_seed(seed, 0), stops.dense, 0, nullptr,
-                             group, (fs::path(dir) / "stage1_dense").string(), {}, train_on)
+                             group, (fs::path(dir) / "stage1_dense").string(), {}, train_on, end_extra)
                : train_stage("concurrent/coarse@" + resolution_key(ladder[0]), "coarse", ladder[0], seed, stops.coarse,
-                             0, nullptr, group, (fs::path(dir) / "stage1_coarse").string(), {}, train_on);
+                             0, nullptr, group, (fs::path(dir) / "stage1_coarse").string(), {}, train_on, end_extra);
   }
   if (cfg_.concurrent_overtime) {
     signal_done();  // a stage restored as finished never asked

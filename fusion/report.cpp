@@ -118,37 +118,59 @@ std::vector<StageRow> stage_rows(const std::vector<MethodRun>& runs, const std::
   return rows;
 }
 
-// The per-epoch breakdown of one resolution: means over all epochs of all runs.
+// The per-epoch breakdown of one resolution on one rank count (the paper's
+// Tables 4 and 8: per GPU count and data set): means over those epochs of
+// all runs. A concurrent run's pre-fusion stages train on fewer ranks than
+// its fine-tuning, so they form rows of their own. Partial epochs (continued
+// from a mid-epoch checkpoint, or extra epochs cut short) are left out:
+// their times cover a part of an epoch.
 struct ResolutionRow {
   std::string resolution;
+  int ranks = 1;
   size_t epochs = 0;
   double io = 0, compute = 0, comm = 0, val = 0, epoch = 0, samples_per_s = 0;
 };
 
 std::vector<ResolutionRow> resolution_rows(const std::vector<MethodRun>& runs) {
-  std::map<std::string, std::vector<const EpochRecord*>> by_res;
+  std::map<std::pair<std::string, int>, std::vector<const EpochRecord*>> groups;
   for (const auto& r : runs)
     for (const auto& s : r.stages)
-      for (const auto& e : s.history) by_res[s.resolution].push_back(&e);
+      for (const auto& e : s.history)
+        if (!e.partial()) groups[{s.resolution, s.ranks}].push_back(&e);
   std::vector<ResolutionRow> rows;
-  for (const auto& [res, es] : by_res) {
+  for (const auto& [key, es] : groups) {
     auto mean = [&](auto f) {
       double v = 0;
       for (const auto* e : es) v += f(*e);
       return v / es.size();
     };
     ResolutionRow row;
-    row.resolution = res;
+    row.resolution = key.first;
+    row.ranks = key.second;
     row.epochs = es.size();
     row.io = mean([](const EpochRecord& e) { return e.io_s; });
     row.compute = mean([](const EpochRecord& e) { return e.compute_s; });
     row.comm = mean([](const EpochRecord& e) { return e.comm_s; });
     row.val = mean([](const EpochRecord& e) { return e.val_s; });
     row.epoch = mean([](const EpochRecord& e) { return e.epoch_s; });
-    row.samples_per_s = mean([](const EpochRecord& e) { return e.samples_per_s; });
+    // A rate over all the epochs' samples and time (a mean of rates would
+    // weigh a short epoch like a long one).
+    double samples = 0, secs = 0;
+    for (const auto* e : es) {
+      samples += static_cast<double>(e->samples);
+      secs += e->epoch_s - e->val_s;
+    }
+    row.samples_per_s = samples / std::max(secs, 1e-9);
     rows.push_back(row);
   }
   return rows;
+}
+
+// summary.json's key of a row: the resolution, qualified by the rank count
+// when it is not the experiment's (concurrent groups), e.g. "2 (1 rank)".
+std::string resolution_row_key(const ResolutionRow& row, int launch_ranks) {
+  if (row.ranks == launch_ranks) return row.resolution;
+  return fmt::format("{} ({} rank{})", row.resolution, row.ranks, row.ranks == 1 ? "" : "s");
 }
 
 nlohmann::json to_json(const Stat& s) { return {{"mean", s.mean}, {"sd", s.sd}, {"n", s.n}}; }
@@ -317,12 +339,18 @@ std::string write_report(const std::string& dir, const std::vector<MethodRun>& r
   }
 
   md += "\n## Per-epoch breakdown per resolution (mean over all epochs of all runs)\n\n"
-        "| resolution | epochs | io (s) | compute (s) | comm (s) | validation (s) | epoch (s) | samples/s |\n"
-        "|---|---|---|---|---|---|---|---|\n";
+        "| resolution | ranks | epochs | io (s) | compute (s) | comm (s) | validation (s) | epoch (s) | samples/s |\n"
+        "|---|---|---|---|---|---|---|---|---|\n";
   const std::vector<ResolutionRow> per_res = resolution_rows(runs);
   for (const ResolutionRow& row : per_res)
-    md += fmt::format("| 1/{} | {} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {:.0f} |\n", row.resolution,
-                      row.epochs, row.io, row.compute, row.comm, row.val, row.epoch, row.samples_per_s);
+    md += fmt::format("| 1/{} | {} | {} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {:.0f} |\n", row.resolution,
+                      row.ranks, row.epochs, row.io, row.compute, row.comm, row.val, row.epoch, row.samples_per_s);
+  md += "\nColumns of each epoch are its slowest rank's: io = waiting for batches (with the copy to the GPU and, "
+        "with `reduce_on: device`, the reduction there), compute = training steps less comm, comm = waiting for the "
+        "gradient all-reduce after backward and for the per-step loss all-reduce, validation = BN statistics and the "
+        "validation pass; epoch also holds what none of them does (loader restarts, mid-epoch checkpoints). "
+        "Epochs continued from a mid-epoch checkpoint, and extra epochs cut short, are left out (their times "
+        "cover a part of an epoch).\n";
   md += "\n![time per stage](chart.svg)\n\nEach run's per-epoch metrics: `<method>/seed<k>/<stage>/metrics.jsonl`.\n";
   md += "\n## Configuration\n\n```yaml\n" + ctx.config_text + "\n```\n";
 
@@ -351,7 +379,8 @@ std::string write_report(const std::string& dir, const std::vector<MethodRun>& r
                               {"val_loss", to_json(row.val)}, {"stopped_by", row.stops}});
   }
   for (const ResolutionRow& row : per_res)
-    j["per_resolution"][row.resolution] = {{"epochs", row.epochs},      {"io_s", row.io},
+    j["per_resolution"][resolution_row_key(row, ctx.ranks)] = {{"resolution", row.resolution}, {"ranks", row.ranks},
+                                           {"epochs", row.epochs},      {"io_s", row.io},
                                            {"compute_s", row.compute},  {"comm_s", row.comm},
                                            {"val_s", row.val},          {"epoch_s", row.epoch},
                                            {"samples_per_s", row.samples_per_s}};

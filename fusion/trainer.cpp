@@ -38,6 +38,8 @@ std::string EpochRecord::to_json() const {
                    {"lr", lr},               {"io_s", io_s},             {"compute_s", compute_s},
                    {"comm_s", comm_s},       {"val_s", val_s},           {"epoch_s", epoch_s},
                    {"samples_per_s", samples_per_s}, {"steps", steps},  {"samples", samples}};
+  if (resumed_at_step > 0) j["resumed_at_step"] = resumed_at_step;
+  if (cut_short) j["cut_short"] = true;
   if (!tag.empty()) j["tag"] = tag;
   return j.dump();
 }
@@ -60,6 +62,8 @@ EpochRecord EpochRecord::from_json(const nlohmann::json& j) {
   r.samples_per_s = number("samples_per_s");
   r.steps = j.at("steps");
   r.samples = j.at("samples");
+  r.resumed_at_step = j.value("resumed_at_step", int64_t{0});
+  r.cut_short = j.value("cut_short", false);
   r.tag = j.value("tag", "");
   return r;
 }
@@ -316,7 +320,7 @@ double Trainer::time_steps(int64_t steps) {
   return (r.io_s + r.compute_s + r.comm_s) / static_cast<double>(std::max<int64_t>(r.steps, 1));
 }
 
-EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate, bool step_checkpoints) {
+EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate, bool extra) {
   EpochRecord r;
   r.epoch = epoch;
   r.tag = opts_.tag;
@@ -369,8 +373,12 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
       loss = kernels::mse_loss(ctx_->stream(), pred, b.y);
     }
     // One scalar all-reduce per step: the global training loss, and a NaN on
-    // any rank becomes a NaN on every rank, so all stop together.
+    // any rank becomes a NaN on every rank, so all stop together. It is a
+    // barrier: the wait for the slowest rank's forward (or its I/O stall)
+    // happens here, and is booked as communication, not compute.
+    const auto t_loss = Clock::now();
     const double global_loss = comm_.allreduce_sum(static_cast<double>(loss)) / comm_.size();
+    const double loss_sync_s = comm_.size() > 1 ? seconds_since(t_loss) : 0.0;
     if (!std::isfinite(global_loss)) {
       throw NonFiniteLoss(ErrorKind::Runtime,
                           "non-finite training loss (" + std::to_string(global_loss) + ") at epoch " +
@@ -397,9 +405,11 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
       ctx_->stream().synchronize();
     }
     // Measured on the device's own timeline (CUDA events; host timestamps on
-    // the CPU): the step, and the part of it spent waiting for gradients.
+    // the CPU): the step, and the part of it spent waiting for gradients or
+    // for the loss all-reduce (the device idles meanwhile: host time is
+    // device time there).
     const double step_s = static_cast<double>(step_end.elapsed_ms_since(step_begin)) * 1e-3;
-    const double comm_s = std::min(sync.exposed_comm_seconds(), step_s);
+    const double comm_s = std::min(sync.exposed_comm_seconds() + loss_sync_s, step_s);
     r.comm_s += comm_s;
     r.compute_s += step_s - comm_s;
     loss_sum += global_loss;
@@ -407,9 +417,13 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
     ++step_;
     ctx_->set_step(static_cast<uint64_t>(step_));
     const int64_t every = cfg_.train.checkpoint_every_steps;
-    if (validate && step_checkpoints && every > 0 && step_ % every == 0 && steps < total)
+    if (validate && !extra && every > 0 && step_ % every == 0 && steps < total)
       save(epoch, steps, loss_sum);
     if (opts_.on_step) opts_.on_step(step_);
+    if (extra && steps < total && opts_.end_extra_epoch && opts_.end_extra_epoch()) {
+      r.cut_short = true;
+      break;
+    }
     if (bar && (steps % 5 == 0 || steps == total))
       std::fprintf(stderr, "\r  %s epoch %lld  %lld/%lld  loss %.4g   ", opts_.tag.c_str(),
                    static_cast<long long>(epoch), static_cast<long long>(steps), static_cast<long long>(total),
@@ -418,12 +432,21 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
   if (bar) std::fprintf(stderr, "\r%80s\r", "");
   MRMF_CHECK_KIND(Data, steps > first, "epoch ", epoch, ": the training shard produced no batch");
   r.io_s = train_->wait_seconds();
-  r.steps = steps;
-  r.samples = steps * cfg_.train.batch_size * comm_.size();
+  // The steps this process ran: an epoch continued from a mid-epoch
+  // checkpoint is partial (its time and rate cover only those steps).
+  r.steps = steps - first;
+  r.resumed_at_step = first;
+  r.samples = r.steps * cfg_.train.batch_size * comm_.size();
   r.train_loss = loss_sum / static_cast<double>(steps);
   const auto t_val = Clock::now();
   if (validate && cfg_.train.precise_bn_batches > 0) {
     (void)recalibrate_batchnorm(m, *ctx_, *train_, comm_, cfg_.train.precise_bn_batches, epoch);
+    // The re-calibration restarted this epoch's batches, which cancelled what
+    // the loader had prefetched of the next: order it again now, so that it
+    // is read while validation runs instead of in the next epoch's io time.
+    // (A repeated start of the same epoch is what the loader then expects
+    // next; the re-calibration after it takes over those batches.)
+    train_->restore({epoch + 1, 0, train_->state().seed});
   } else if (validate && comm_.size() > 1 && model_->params().buffers().numel() > 0) {
     // Each rank's BN running statistics followed its own batches: their
     // mean, on every rank, is what is validated and what rank 0 saves --
@@ -434,11 +457,19 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
   r.val_loss = validate ? evaluate(*val_) : 0.0;
   r.val_s = seconds_since(t_val);
   r.epoch_s = seconds_since(t_epoch);
-  // The slowest rank sets the pace: report the max over ranks of each column.
-  r.io_s = comm_.allreduce_max(r.io_s);
-  r.compute_s = comm_.allreduce_max(r.compute_s);
-  r.comm_s = comm_.allreduce_max(r.comm_s);
-  r.epoch_s = comm_.allreduce_max(r.epoch_s);
+  // Every column from one rank, the one whose epoch took longest (its epoch
+  // is the job's): a max taken column by column mixed ranks -- a straggler's
+  // I/O wait counted as io on its rank and again as the others' comm wait --
+  // so that the columns summed to more than the epoch.
+  const std::vector<double> all = comm_.allgather({r.io_s, r.compute_s, r.comm_s, r.val_s, r.epoch_s});
+  size_t slowest = 0;
+  for (size_t k = 1; k < all.size() / 5; ++k)
+    if (all[5 * k + 4] > all[5 * slowest + 4]) slowest = k;
+  r.io_s = all[5 * slowest];
+  r.compute_s = all[5 * slowest + 1];
+  r.comm_s = all[5 * slowest + 2];
+  r.val_s = all[5 * slowest + 3];
+  r.epoch_s = all[5 * slowest + 4];
   r.samples_per_s = r.samples / std::max(r.epoch_s - r.val_s, 1e-9);
   return r;
 }
@@ -577,8 +608,8 @@ FitResult Trainer::fit() {
     }
   }
   // One epoch with its bookkeeping; returns its record.
-  const auto run_epoch = [&](int64_t epoch, bool step_checkpoints) {
-    EpochRecord r = train_epoch(epoch, 0, true, step_checkpoints);
+  const auto run_epoch = [&](int64_t epoch, bool extra) {
+    EpochRecord r = train_epoch(epoch, 0, true, extra);
     sched_->on_epoch_end(r.val_loss);
     res.history.push_back(r);
     res.total_s += r.epoch_s;
@@ -594,7 +625,7 @@ FitResult Trainer::fit() {
   int64_t epoch = start_epoch_;
   bool stopped_here = false;  // the stop fell in this process (not restored from a checkpoint)
   for (; epoch < cfg_.stop.max_epochs; ++epoch) {
-    const EpochRecord r = run_epoch(epoch, true);
+    const EpochRecord r = run_epoch(epoch, /*extra=*/false);
     const bool plateau = plateau_.update(r.train_loss);
     const bool last = epoch + 1 == cfg_.stop.max_epochs;
     if (cfg_.stop.target_val_loss > 0 && r.val_loss <= cfg_.stop.target_val_loss) {
@@ -622,9 +653,14 @@ FitResult Trainer::fit() {
   // (or restored inside such epochs) ends there, so its extra epochs are
   // never counted twice or as ordinary ones.
   for (; stopped_here && opts_.after_stop && opts_.after_stop(); ++epoch) {
-    run_epoch(epoch, /*step_checkpoints=*/false);
+    const EpochRecord r = run_epoch(epoch, /*extra=*/true);
     ++res.overtime_epochs;
     save(epoch + 1);
+    if (r.cut_short) {
+      log::info("{}extra epoch {} ended after {} of its {} steps: no longer waited for", who, epoch, r.steps,
+                train_->batches_per_epoch());
+      break;
+    }
   }
   return res;
 }

@@ -38,9 +38,17 @@ namespace mrmf {
 struct EpochRecord {
   int64_t epoch = 0;  // 0-based
   double train_loss = 0, val_loss = 0, lr = 0;
+  // io/compute/comm/val/epoch are one rank's (the slowest): io = waiting
+  // for batches; compute = the steps minus comm; comm = waiting for the
+  // gradient all-reduce after backward and for the per-step loss
+  // all-reduce; val = BN re-calibration/averaging + validation; epoch = the
+  // whole epoch (also loader restarts and mid-epoch checkpoints).
   double io_s = 0, compute_s = 0, comm_s = 0, val_s = 0, epoch_s = 0;
-  double samples_per_s = 0;  // global training samples per second of epoch time
-  int64_t steps = 0, samples = 0;  // global samples
+  double samples_per_s = 0;  // global training samples per second of epoch time minus validation
+  int64_t steps = 0, samples = 0;  // steps run by this process; global samples
+  int64_t resumed_at_step = 0;     // > 0: a partial epoch, continued from a mid-epoch checkpoint
+  bool cut_short = false;          // an extra epoch ended early (TrainerOptions::end_extra_epoch)
+  bool partial() const { return resumed_at_step > 0 || cut_short; }
   std::string tag;  // which model/stage (orchestrator runs)
   std::string to_json() const;
   // The inverse of to_json (one metrics.jsonl line); a null loss (NaN or
@@ -77,6 +85,11 @@ struct TrainerOptions {
   // uses it to let the group that finishes first train on while it would
   // otherwise wait for the other.
   std::function<bool()> after_stop;
+  // Asked after every step of such an extra epoch: true ends the epoch there
+  // (validated and recorded as cut short), so that the group waiting for
+  // this one waits for a step, not for the rest of an epoch. The same on
+  // every rank, like after_stop.
+  std::function<bool()> end_extra_epoch;
 };
 
 // Thrown (kind Runtime) when the loss becomes NaN/Inf; the last good checkpoint is kept.
@@ -120,9 +133,10 @@ class Trainer {
 
  private:
   void build_optimizer();
-  // step_checkpoints: false inside epochs past the stop (after_stop), where a
-  // resume would find the stage stopped and leave the epoch half-trained.
-  EpochRecord train_epoch(int64_t epoch, int64_t max_steps = 0, bool validate = true, bool step_checkpoints = true);
+  // extra: an epoch past the stop (after_stop) -- no step checkpoints (a
+  // resume would find the stage stopped and leave the epoch half-trained),
+  // and it ends early when end_extra_epoch says so.
+  EpochRecord train_epoch(int64_t epoch, int64_t max_steps = 0, bool validate = true, bool extra = false);
   // At an epoch's end (batch 0), or inside epoch `epochs_done` after `batch`
   // of its batches, whose training losses summed to `loss_sum`.
   void save(int64_t epochs_done, int64_t batch = 0, double loss_sum = 0);

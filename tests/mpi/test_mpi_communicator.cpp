@@ -16,6 +16,12 @@ TEST_CASE("mpi: allreduce averages a flat buffer", "[mpi]") {
   for (int64_t i = 0; i < 1000; i += 37) REQUIRE(t.data<float>()[i] == Approx(mean_rank * 1000 + i));
   REQUIRE(w.allreduce_sum(1.0) == w.size());
   REQUIRE(w.allreduce_max(double(w.rank())) == w.size() - 1);
+  const std::vector<double> all = w.allgather({double(w.rank()), 10.0 * w.rank()});
+  REQUIRE(all.size() == 2 * static_cast<size_t>(w.size()));
+  for (int r = 0; r < w.size(); ++r) {
+    CHECK(all[2 * r] == r);
+    CHECK(all[2 * r + 1] == 10.0 * r);
+  }
 }
 
 TEST_CASE("mpi: non-blocking sums, polled with test() and finished with wait()", "[mpi]") {

@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "core/communicator.h"
 #include "data/gen_neuron.h"
@@ -213,6 +215,11 @@ TEST_CASE("experiment: with concurrent_overtime the group done first trains on u
   CHECK(coarse.stop_reason == "max_epochs +" + std::to_string(coarse.epochs - 1) + " while waiting");
   CHECK(dense.epochs == 3);  // the group done last does not train on
   CHECK(dense.stop_reason == "max_epochs");
+  // Only the last extra epoch may end early (at the first step after the
+  // dense group's signal; whether the signal falls inside an epoch is timing).
+  REQUIRE(coarse.history.size() == static_cast<size_t>(coarse.epochs));
+  for (size_t k = 0; k + 1 < coarse.history.size(); ++k) CHECK_FALSE(coarse.history[k].cut_short);
+  for (const EpochRecord& e : dense.history) CHECK_FALSE(e.cut_short);
   CHECK(r.epochs_before_fusion == coarse.epochs + dense.epochs);
   // The stage records agree on every rank (rank 0 writes the report).
   const std::string mine = std::to_string(coarse.epochs) + "/" + std::to_string(dense.epochs);
@@ -266,6 +273,39 @@ TEST_CASE("trainer: every rank validates, and rank 0 saves, the rank-averaged BN
   world.broadcast(root, 0, cpu_stream());
   const bool same = std::memcmp(root.raw_data(), mine.raw_data(), mine.nbytes()) == 0;
   CHECK(world.allreduce_sum(same ? 0.0 : 1.0) == 0.0);
+  world.barrier();
+  if (world.is_root()) fs::remove_all(dir);
+}
+
+TEST_CASE("trainer: an epoch's columns are one rank's, and waiting for a slower rank is comm, not compute",
+          "[mpi][trainer]") {
+  Communicator world = Communicator::world();
+  const auto [dir, rc] = tiny_bn_run(world, "mrmf_mpi_columns", 13, "stop: {max_epochs: 1}\n");
+  TrainerOptions o;
+  o.progress = false;
+  // The last rank is slow between steps (4 steps of 16 of its 64 samples):
+  // the others wait for it in the next step's loss all-reduce. Those waits
+  // (3 x 0.15 s) used to land in their compute time, and the max of each
+  // column over ranks then mixed one rank's compute with another's epoch.
+  const double kSleep = 0.15;
+  if (world.rank() == world.size() - 1)
+    o.on_step = [kSleep](int64_t) { std::this_thread::sleep_for(std::chrono::duration<double>(kSleep)); };
+  Trainer t(rc, world, Device::cpu(), o);
+  const FitResult res = t.fit();
+  REQUIRE(res.history.size() == 1);
+  const EpochRecord& e = res.history[0];
+  REQUIRE(e.steps == 4);
+  // The same record on every rank.
+  const std::vector<double> all = world.allgather({e.io_s, e.compute_s, e.comm_s, e.val_s, e.epoch_s});
+  for (int r = 1; r < world.size(); ++r)
+    for (int k = 0; k < 5; ++k) CHECK(all[5 * r + k] == all[k]);
+  // The tiny steps compute in milliseconds; the 0.45 s of waiting is either
+  // comm (a waiting rank's record) or outside every column (the sleeper's
+  // own: its sleeps are between the steps), never compute.
+  CHECK(e.compute_s < 2 * kSleep);
+  const double outside = e.epoch_s - (e.io_s + e.compute_s + e.comm_s + e.val_s);
+  CHECK(outside >= -1e-6);  // the columns are parts of the epoch
+  CHECK((e.comm_s >= 2 * kSleep || outside >= 2 * kSleep));
   world.barrier();
   if (world.is_root()) fs::remove_all(dir);
 }

@@ -4,7 +4,9 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "fusion/experiment_config.h"
@@ -377,4 +379,59 @@ TEST_CASE("report: improvements in time only where every run of both methods rea
   CHECK(cells(t, "Improvement over baseline") ==
         "| Improvement over baseline | - | n/a (target not reached) | n/a (target not reached) | ");
   CHECK_THAT(cells(t, "Improvement over MRT"), Catch::EndsWith("| +22.2 % | "));
+}
+
+TEST_CASE("report: the per-epoch breakdown is per resolution and rank count, without partial epochs",
+          "[fusion][report]") {
+  const auto epoch = [](double io, double compute, double val, double epoch_s, int64_t samples, int64_t resumed = 0) {
+    EpochRecord e;
+    e.io_s = io;
+    e.compute_s = compute;
+    e.val_s = val;
+    e.epoch_s = epoch_s;
+    e.samples = samples;
+    e.resumed_at_step = resumed;
+    return e;
+  };
+  const auto stage = [](const char* name, const char* res, int ranks, std::vector<EpochRecord> h) {
+    StageResult s;
+    s.name = name;
+    s.resolution = res;
+    s.ranks = ranks;
+    s.epochs = static_cast<int64_t>(h.size());
+    s.history = std::move(h);
+    return s;
+  };
+  // A concurrent run on 2 ranks: its pre-fusion groups trained on one rank
+  // each, its fine-tuning on both, and one fine-tuning epoch was continued
+  // from a mid-epoch checkpoint (its times cover a part of an epoch).
+  MethodRun r;
+  r.method = "concurrent";
+  r.seed = 1;
+  r.stages = {stage("dense@1", "1", 1, {epoch(1, 20, 1, 22, 100), epoch(1, 20, 1, 22, 100)}),
+              stage("coarse@2", "2", 1, {epoch(0.5, 10, 0.5, 11, 100)}),
+              stage("finetune@1", "1", 2, {epoch(0.5, 10, 1, 12, 200), epoch(0.5, 12, 1, 14, 200),
+                                           epoch(0.1, 1, 1, 2.5, 20, /*resumed=*/9)})};
+  ReportContext ctx;
+  ctx.title = "t";
+  ctx.ranks = 2;
+  ctx.planned_runs = 1;
+  test::TempDir tmp("mrmf_report_breakdown");
+  const std::string md = write_report(tmp.dir.string(), {r}, ctx);
+  std::ifstream in(tmp.dir / "summary.json");
+  const auto j = nlohmann::json::parse(in);
+  const auto& pr = j["per_resolution"];
+  REQUIRE(pr.size() == 3);
+  // The launch's rank count keeps the plain key; the groups' rows say theirs.
+  CHECK(pr["1"]["ranks"] == 2);
+  CHECK(pr["1"]["epochs"] == 2);  // the partial epoch left out
+  CHECK(pr["1"]["compute_s"].get<double>() == Approx(11));
+  CHECK(pr["1"]["epoch_s"].get<double>() == Approx(13));
+  // samples over training time: 400 / (11 + 13), not a mean of the two rates.
+  CHECK(pr["1"]["samples_per_s"].get<double>() == Approx(400.0 / 24.0));
+  CHECK(pr["1 (1 rank)"]["epochs"] == 2);
+  CHECK(pr["1 (1 rank)"]["io_s"].get<double>() == Approx(1));
+  CHECK(pr["2 (1 rank)"]["resolution"] == "2");
+  CHECK(pr["2 (1 rank)"]["samples_per_s"].get<double>() == Approx(100.0 / 10.5));
+  CHECK_THAT(md, Catch::Contains("| 1/1 | 2 | 2 | 0.500 | 11.000 |") && Catch::Contains("| 1/1 | 1 | 2 | 1.000 | 20.000 |"));
 }

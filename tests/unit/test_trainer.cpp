@@ -244,7 +244,10 @@ TEST_CASE("trainer: kill and resume ends with bit-identical weights", "[trainer]
     for (size_t e = 0; e < 4; ++e) {
       CHECK(m[e]["train_loss"] == want_metrics[e]["train_loss"]);
       CHECK(m[e]["val_loss"] == want_metrics[e]["val_loss"]);
-      CHECK(m[e]["steps"] == want_metrics[e]["steps"]);
+      // The continued epoch is partial: its steps are the 6 this process ran.
+      const int64_t done_before = e == 1 ? 2 : 0;
+      CHECK(m[e]["steps"].get<int64_t>() == want_metrics[e]["steps"].get<int64_t>() - done_before);
+      CHECK(m[e].value("resumed_at_step", int64_t{0}) == done_before);
     }
   }
   SECTION("resuming with a different training configuration is refused") {
@@ -391,6 +394,38 @@ TEST_CASE("trainer: after_stop trains past the stop while asked, and a stage res
   CHECK(none.epochs() == 2);
   CHECK(none.overtime_epochs == 0);
   CHECK(asked_none == 1);
+}
+
+TEST_CASE("trainer: end_extra_epoch ends an extra epoch at a step, recorded as cut short", "[trainer]") {
+  const RunConfig cfg = config({"stop.max_epochs=2"});  // 8 steps per epoch
+  const std::string out = out_dir("end_extra");
+  TrainerOptions o;
+  o.out_dir = out;
+  o.progress = false;
+  int64_t step = 0, asked_end = 0;
+  o.on_step = [&step](int64_t s) { step = s; };
+  o.after_stop = [] { return true; };  // would train on for ever
+  o.end_extra_epoch = [&] {
+    ++asked_end;
+    return step >= 19;  // the other group is done during the first extra epoch (steps 17-24)
+  };
+  Trainer t(cfg, world(), Device::cpu(), o);
+  const FitResult r = t.fit();
+  CHECK(asked_end == 3);  // after steps 17, 18, 19 -- never inside ordinary epochs
+  CHECK(r.overtime_epochs == 1);
+  REQUIRE(r.epochs() == 3);
+  CHECK(r.history[2].cut_short);
+  CHECK(r.history[2].steps == 3);
+  CHECK_FALSE(r.history[1].cut_short);
+  const auto m = metrics_of(out);
+  REQUIRE(m.size() == 3);
+  CHECK(m[2]["cut_short"] == true);
+  CHECK(m[2]["steps"] == 3);
+  CHECK_FALSE(m[1].contains("cut_short"));
+  CHECK(EpochRecord::from_json(m[2]).partial());
+  const CheckpointHeader h = read_checkpoint_header(ckpt(out));
+  CHECK(h.training.epoch == 3);
+  CHECK(h.training.step == 19);
 }
 
 TEST_CASE("trainer: a non-finite loss stops with the epoch and step and keeps the last good checkpoint",
