@@ -377,11 +377,10 @@ MethodRun Orchestrator::run_concurrent(uint64_t seed) {
   const int my_root = dense_rank ? 0 : nd, other_root = dense_rank ? nd : 0;
   constexpr int kDoneTag = 7301;
   bool signalled = false;
-  const auto other_done = [&] {
-    // 50 ms of polling: one MPI_Iprobe does not always see a message that
-    // was sent long before (MPICH/UCX moves it during several polls; with a
-    // single probe the 2-rank test's last group trained an extra epoch).
-    const double seen = world_.rank() == my_root && world_.signal_arrived(other_root, kDoneTag, 50) ? 1.0 : 0.0;
+  // Whether the other group's signal is there: the root looks (polling for
+  // up to wait_ms), the group follows its answer.
+  const auto other_done = [&](int wait_ms) {
+    const double seen = world_.rank() == my_root && world_.signal_arrived(other_root, kDoneTag, wait_ms) ? 1.0 : 0.0;
     return group.allreduce_max(seen) > 0;
   };
   const auto signal_done = [&] {
@@ -395,7 +394,10 @@ MethodRun Orchestrator::run_concurrent(uint64_t seed) {
       // the other's signal and neither trains on.
       const bool first_call = !signalled;
       signal_done();
-      const bool go_on = !other_done();
+      // 50 ms of polling: one MPI_Iprobe does not always see a message that
+      // was sent long before (MPICH/UCX moves it during several polls; with
+      // a single probe the 2-rank test's last group trained an extra epoch).
+      const bool go_on = !other_done(50);
       if (first_call && go_on)
         log::info("[concurrent] this group is done first: training on while the other group finishes");
       return go_on;
@@ -404,11 +406,7 @@ MethodRun Orchestrator::run_concurrent(uint64_t seed) {
   // other group then waits a step for this one, not the rest of an epoch
   // (one probe per step, no polling: the steps keep MPI moving).
   std::function<bool()> end_extra;
-  if (cfg_.concurrent_overtime)
-    end_extra = [&] {
-      const double seen = world_.rank() == my_root && world_.signal_arrived(other_root, kDoneTag) ? 1.0 : 0.0;
-      return group.allreduce_max(seen) > 0;
-    };
+  if (cfg_.concurrent_overtime) end_extra = [&] { return other_done(0); };
   Stage mine;
   {
     const log::Speaker speaker(group.rank() == 0);  // each group's root shows its progress

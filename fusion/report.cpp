@@ -338,7 +338,7 @@ std::string write_report(const std::string& dir, const std::vector<MethodRun>& r
                       pm(over(of(runs, m), [](const MethodRun& r) { return r.fusion_s; }), 2));
   }
 
-  md += "\n## Per-epoch breakdown per resolution (mean over all epochs of all runs)\n\n"
+  md += "\n## Per-epoch breakdown per resolution (mean over the whole epochs of all runs)\n\n"
         "| resolution | ranks | epochs | io (s) | compute (s) | comm (s) | validation (s) | epoch (s) | samples/s |\n"
         "|---|---|---|---|---|---|---|---|---|\n";
   const std::vector<ResolutionRow> per_res = resolution_rows(runs);

@@ -324,6 +324,10 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
   EpochRecord r;
   r.epoch = epoch;
   r.tag = opts_.tag;
+  // Rank 0 alone writes the last epoch's checkpoint and metrics: without a
+  // barrier the others would start this epoch's clock at once and wait for
+  // it in the first step's loss all-reduce -- booked as comm, every epoch.
+  comm_.barrier();
   const auto t_epoch = Clock::now();
   double loss_sum = 0;
   int64_t steps = 0;
@@ -440,13 +444,14 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
   r.train_loss = loss_sum / static_cast<double>(steps);
   const auto t_val = Clock::now();
   if (validate && cfg_.train.precise_bn_batches > 0) {
-    (void)recalibrate_batchnorm(m, *ctx_, *train_, comm_, cfg_.train.precise_bn_batches, epoch);
-    // The re-calibration restarted this epoch's batches, which cancelled what
-    // the loader had prefetched of the next: order it again now, so that it
-    // is read while validation runs instead of in the next epoch's io time.
-    // (A repeated start of the same epoch is what the loader then expects
-    // next; the re-calibration after it takes over those batches.)
-    train_->restore({epoch + 1, 0, train_->state().seed});
+    // A re-calibration restarts this epoch's batches, which cancels what the
+    // loader had prefetched of the next: order it again now, so that it is
+    // read while validation runs instead of in the next epoch's io time. (A
+    // repeated start of the same epoch is what the loader then expects next;
+    // the re-calibration after it takes over those batches.) A model without
+    // BN statistics re-calibrates nothing and leaves the loader alone.
+    if (recalibrate_batchnorm(m, *ctx_, *train_, comm_, cfg_.train.precise_bn_batches, epoch).batches > 0)
+      train_->restore({epoch + 1, 0, train_->state().seed});
   } else if (validate && comm_.size() > 1 && model_->params().buffers().numel() > 0) {
     // Each rank's BN running statistics followed its own batches: their
     // mean, on every rank, is what is validated and what rank 0 saves --
@@ -657,8 +662,7 @@ FitResult Trainer::fit() {
     ++res.overtime_epochs;
     save(epoch + 1);
     if (r.cut_short) {
-      log::info("{}extra epoch {} ended after {} of its {} steps: no longer waited for", who, epoch, r.steps,
-                train_->batches_per_epoch());
+      log::info("{}extra epoch {} ended after {} step(s): no longer waited for", who, epoch, r.steps);
       break;
     }
   }

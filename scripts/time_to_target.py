@@ -103,10 +103,20 @@ def load_curves(run_dir, cost=None, rename=None, final_epochs=None, run_key=None
                          % (res, stage["name"], run_dir))
             return cost[res]
 
+        # Pre-fusion time. A concurrent run's coarse and dense groups train at
+        # the same time, each on its share of the ranks: the slower group's
+        # time counts (in epoch equivalents: an epoch on r of the R ranks the
+        # final stage uses costs R / r of one on all of them; an extra epoch
+        # cut short counts whole).
+        pre = stages[:-1]
         if cost is None:
-            t = sum(s["time_s"] for s in stages[:-1]) + run.get("fusion_s", 0.0)
+            times = [s["time_s"] for s in pre]
+            t = (max(times, default=0.0) if run.get("concurrent_groups") else sum(times)) + run.get("fusion_s", 0.0)
+        elif run.get("concurrent_groups"):
+            ranks = stages[-1].get("ranks", 1)
+            t = max((s["epochs"] * epoch_cost(s) * ranks / s.get("ranks", ranks) for s in pre), default=0.0)
         else:
-            t = sum(s["epochs"] * epoch_cost(s) for s in stages[:-1])
+            t = sum(s["epochs"] * epoch_cost(s) for s in pre)
         pts = []
         recs = sorted(recs, key=lambda x: x["epoch"])[:final_epochs]
         for r in recs:

@@ -37,7 +37,9 @@ for s in "${scripts[@]}"; do
   grep -Eq '^srun --cpu-bind=cores "\$MRMF_BIN" (train|experiment) ' "$s" || err "$s: no 'srun --cpu-bind=cores \$MRMF_BIN train|experiment' line"
   grep -q -- '--out' "$s" || err "$s: the srun line needs --out"
   # libgomp's binding pins the main thread, and so every thread it starts, to one CPU.
-  ! grep -Eq '^[^#]*OMP_PROC_BIND=(true|spread|close|master|primary)' "$s" || err "$s: sets OMP_PROC_BIND (pins the loader's threads to the main thread's CPU)"
+  # (OMP_PLACES alone turns binding on; GOMP_CPU_AFFINITY pins the same way.)
+  ! grep -Eiq '^[^#]*(OMP_PROC_BIND=["'"'"']?(true|spread|close|master|primary)|OMP_PLACES=|GOMP_CPU_AFFINITY=)' "$s" ||
+    err "$s: sets OpenMP thread binding (pins the loader's threads to the main thread's CPU)"
   # Referenced configuration files must exist.
   refs=$(grep -Eo '(configs|scripts/slurm)/[A-Za-z0-9_./-]+\.yaml' "$s" | sort -u)
   [ -n "$refs" ] || err "$s: references no configuration file"

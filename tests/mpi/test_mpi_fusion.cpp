@@ -309,3 +309,26 @@ TEST_CASE("trainer: an epoch's columns are one rank's, and waiting for a slower 
   world.barrier();
   if (world.is_root()) fs::remove_all(dir);
 }
+
+TEST_CASE("trainer: rank 0's work between epochs (checkpoint, metrics) is outside the next epoch", "[mpi][trainer]") {
+  Communicator world = Communicator::world();
+  const auto [dir, rc] = tiny_bn_run(world, "mrmf_mpi_between", 17, "stop: {max_epochs: 2}\n");
+  TrainerOptions o;
+  o.progress = false;
+  // Rank 0 is slow after epoch 0 (as a large checkpoint write is): the other
+  // ranks must not start epoch 1's clock and wait for it inside a step.
+  const double kSlow = 0.5;
+  if (world.is_root())
+    o.on_epoch = [kSlow](const EpochRecord& e) {
+      if (e.epoch == 0) std::this_thread::sleep_for(std::chrono::duration<double>(kSlow));
+    };
+  Trainer t(rc, world, Device::cpu(), o);
+  const FitResult res = t.fit();
+  REQUIRE(res.history.size() == 2);
+  const EpochRecord& e1 = res.history[1];
+  INFO("epoch 1: io " << e1.io_s << " compute " << e1.compute_s << " comm " << e1.comm_s << " epoch " << e1.epoch_s);
+  CHECK(e1.comm_s < kSlow / 2);
+  CHECK(e1.epoch_s - (e1.io_s + e1.compute_s + e1.comm_s + e1.val_s) < kSlow / 2);
+  world.barrier();
+  if (world.is_root()) fs::remove_all(dir);
+}
