@@ -78,6 +78,24 @@ def main():
         code, out = run([d, "--targets", "0.12", "--epoch-cost", "2=fast"])
         assert code != 0 and "RESOLUTION=COST" in out, out
 
+        # A concurrent run: its coarse (5 s) and dense (10 s) groups train at
+        # the same time, each on 1 of the 2 ranks its fine-tuning uses -- the
+        # slower group counts: 10 + 1 s of fusion, first <= 0.12 at 31 s; in
+        # epoch equivalents max(1 x 0.5, 1 x 1) x 2/1 = 2, first at 4.
+        with tempfile.TemporaryDirectory() as d3:
+            c = write_run(d3, "concurrent", 1, [("c/coarse", "stage1_coarse", [(5, 0.05)]),
+                                                ("c/dense", "stage1_dense", [(10, 0.5)]),
+                                                ("c/finetune", "finetune", [(10, 0.15), (10, 0.11)])], 1.0)
+            c["concurrent_groups"] = True
+            for st, ranks in zip(c["stages"], (1, 1, 2)):
+                st["ranks"] = ranks
+            with open(os.path.join(d3, "summary.json"), "w") as f:
+                json.dump({"runs": [c]}, f)
+            code, out = run([d3, "--targets", "0.12"])
+            assert code == 0 and row(out, "concurrent", 0.12)[2] == "31.0", out
+            code, out = run([d3, "--targets", "0.12", "--epoch-cost", "1=1", "2=0.5"])
+            assert code == 0 and row(out, "concurrent", 0.12)[2] == "4.0", out
+
         # Targets relative to the baseline's best (0.1): 1.2 x -> 0.12, as above.
         code, out = run([d, "--relative", "1.2"])
         assert code == 0, out
