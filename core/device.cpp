@@ -74,14 +74,26 @@ int local_rank_from_env() noexcept {
   return -1;
 }
 
+namespace {
+// The comma-separated items of `s` ("" -> none; "a,,b" -> a, "", b); a
+// trailing comma ends an empty item only with `trailing_item`.
+std::vector<std::string> comma_items(const std::string& s, bool trailing_item) {
+  std::vector<std::string> items;
+  for (size_t at = 0; at < s.size();) {
+    const size_t comma = std::min(s.find(',', at), s.size());
+    items.push_back(s.substr(at, comma - at));
+    at = comma + 1;
+    if (trailing_item && at == s.size()) items.emplace_back();
+  }
+  return items;
+}
+}  // namespace
+
 int gpu_for_local_rank(int local_rank, int visible, const std::string& map) {
   const int lr = local_rank >= 0 ? local_rank : 0;
   if (map.empty()) return lr % visible;
   std::vector<int> gpus;
-  size_t at = 0;
-  while (at <= map.size()) {
-    const size_t comma = std::min(map.find(',', at), map.size());
-    const std::string item = map.substr(at, comma - at);
+  for (const std::string& item : comma_items(map, /*trailing_item=*/true)) {
     char* end = nullptr;
     const long g = std::strtol(item.c_str(), &end, 10);
     MRMF_CHECK_KIND(Usage, !item.empty() && end && *end == '\0' && g >= 0, "MRMF_GPU_MAP='", map,
@@ -89,26 +101,21 @@ int gpu_for_local_rank(int local_rank, int visible, const std::string& map) {
     MRMF_CHECK_KIND(Usage, g < visible, "MRMF_GPU_MAP='", map, "' names GPU ", g, " but only ", visible,
                     " GPU(s) are visible to this rank");
     gpus.push_back(static_cast<int>(g));
-    at = comma + 1;
   }
   return gpus[static_cast<size_t>(lr) % gpus.size()];
 }
 
 std::vector<int> parse_cpulist(const std::string& list) {
   std::vector<int> cpus;
-  size_t at = 0;
   std::string l = list;
   while (!l.empty() && (l.back() == '\n' || l.back() == ' ')) l.pop_back();
-  while (at < l.size()) {
-    const size_t comma = std::min(l.find(',', at), l.size());
-    const std::string item = l.substr(at, comma - at);
+  for (const std::string& item : comma_items(l, /*trailing_item=*/false)) {
     int a = -1, b = -1;
     char tail = 0;
     const int n = std::sscanf(item.c_str(), "%d-%d%c", &a, &b, &tail);
     if (n == 1) b = a;
     MRMF_CHECK_KIND(Usage, (n == 1 || n == 2) && a >= 0 && b >= a, "malformed cpulist '", list, "' at '", item, "'");
     for (int c = a; c <= b; ++c) cpus.push_back(c);
-    at = comma + 1;
   }
   return cpus;
 }

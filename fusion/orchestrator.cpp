@@ -387,8 +387,8 @@ MethodRun Orchestrator::run_concurrent(uint64_t seed) {
     if (!signalled && world_.rank() == my_root) world_.send_signal(other_root, kDoneTag);
     signalled = true;
   };
-  std::function<bool()> train_on;
-  if (cfg_.concurrent_overtime)
+  std::function<bool()> train_on, end_extra;
+  if (cfg_.concurrent_overtime) {
     train_on = [&] {
       // Signal before looking: two groups stopping together then both see
       // the other's signal and neither trains on.
@@ -402,11 +402,11 @@ MethodRun Orchestrator::run_concurrent(uint64_t seed) {
         log::info("[concurrent] this group is done first: training on while the other group finishes");
       return go_on;
     };
-  // ... and ends an extra epoch at the first step after that signal: the
-  // other group then waits a step for this one, not the rest of an epoch
-  // (one probe per step, no polling: the steps keep MPI moving).
-  std::function<bool()> end_extra;
-  if (cfg_.concurrent_overtime) end_extra = [&] { return other_done(0); };
+    // ... and ends an extra epoch at the first step after that signal: the
+    // other group then waits a step for this one, not the rest of an epoch
+    // (one probe per step, no polling: the steps keep MPI moving).
+    end_extra = [&] { return other_done(0); };
+  }
   Stage mine;
   {
     const log::Speaker speaker(group.rank() == 0);  // each group's root shows its progress

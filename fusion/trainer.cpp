@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <iterator>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -466,15 +467,15 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
   // is the job's): a max taken column by column mixed ranks -- a straggler's
   // I/O wait counted as io on its rank and again as the others' comm wait --
   // so that the columns summed to more than the epoch.
-  const std::vector<double> all = comm_.allgather({r.io_s, r.compute_s, r.comm_s, r.val_s, r.epoch_s});
+  double* const cols[] = {&r.io_s, &r.compute_s, &r.comm_s, &r.val_s, &r.epoch_s};  // epoch last
+  constexpr size_t kCols = std::size(cols);
+  std::vector<double> mine;
+  for (const double* c : cols) mine.push_back(*c);
+  const std::vector<double> all = comm_.allgather(mine);
   size_t slowest = 0;
-  for (size_t k = 1; k < all.size() / 5; ++k)
-    if (all[5 * k + 4] > all[5 * slowest + 4]) slowest = k;
-  r.io_s = all[5 * slowest];
-  r.compute_s = all[5 * slowest + 1];
-  r.comm_s = all[5 * slowest + 2];
-  r.val_s = all[5 * slowest + 3];
-  r.epoch_s = all[5 * slowest + 4];
+  for (size_t k = 1; k < all.size() / kCols; ++k)
+    if (all[kCols * k + kCols - 1] > all[kCols * slowest + kCols - 1]) slowest = k;
+  for (size_t c = 0; c < kCols; ++c) *cols[c] = all[kCols * slowest + c];
   r.samples_per_s = r.samples / std::max(r.epoch_s - r.val_s, 1e-9);
   return r;
 }
