@@ -450,18 +450,15 @@ struct FusedDownsample {
     }
   }
 
-  void derived_rows_cpu(float* acc, int l, int64_t n, int64_t p0, int64_t p1) const {
+  // Rows u0 in [ua, ub) of level l's outputs in coarse block (n, p0, p1).
+  void derived_rows_cpu(float* acc, int l, int64_t n, int64_t p0, int64_t p1, int64_t ua, int64_t ub) const {
     const int m = g.src[l];
     const int64_t q0 = g.r[l][0], q1 = g.r[l][1], q2 = g.r[l][2];
     const int64_t r0 = g.per[l][0], r1 = g.per[l][1];
     const int64_t O0 = g.out[l][0], O1 = g.out[l][1], O2 = g.out[l][2];
     const int64_t M0 = g.out[m][0], M1 = g.out[m][1], M2 = g.out[m][2];
-    if (q2 > kAcc) {  // one output's sources overflow the accumulator: plain loops
-      derived_outputs(l, n, p0, p1, 0, g.nblk[2]);
-      return;
-    }
     const int64_t seg = kAcc / q2;  // outputs per segment
-    for (int64_t u0 = 0; u0 < r0; ++u0)
+    for (int64_t u0 = ua; u0 < ub; ++u0)
       for (int64_t u1 = 0; u1 < r1; ++u1) {
         const int64_t o0 = p0 * r0 + u0, o1 = p1 * r1 + u1;
         for (int64_t c = 0; c < g.c; ++c) {
@@ -483,11 +480,12 @@ struct FusedDownsample {
       }
   }
 
-  // Level l's outputs at o0 = p0 * r0 + u0 (all u0) on output rows
+  // Level l's outputs at o0 = p0 * r0 + u0 (u0 in [ua, ub)) on output rows
   // [o1, o1 + rows) of the last axis, read from the input. Consecutive rows
   // form one stretch of rows * O2 outputs when f1 = 1 (their inputs are then
   // consecutive too), so rows > 1 needs f1 = 1.
-  void direct_rows_cpu(float* acc, int l, int64_t n, int64_t p0, int64_t o1, int64_t rows) const {
+  void direct_rows_cpu(float* acc, int l, int64_t n, int64_t p0, int64_t o1, int64_t rows, int64_t ua,
+                       int64_t ub) const {
     const int64_t* f = g.f[l];
     const int64_t C = g.c;
     // Channels-last rows are [w][z][c] interleaved; channels-first ones (and a
@@ -498,7 +496,7 @@ struct FusedDownsample {
     const int64_t ystride = O0 * O1 * O2;  // between channels
     const float inv = g.inv[l];
     const int64_t seg = kAcc / ((last ? C : 1) * f[2]);  // outputs per segment
-    for (int64_t u0 = 0; u0 < r0; ++u0) {
+    for (int64_t u0 = ua; u0 < ub; ++u0) {
       const int64_t o0 = p0 * r0 + u0;
       const int64_t x01 = n * g.s_n + o0 * f[0] * g.s[0] + o1 * f[1] * g.s[1];
       float* const y0 = o.y[l] + ((n * C * O0 + o0) * O1 + o1) * O2;  // channel 0's row
@@ -524,8 +522,13 @@ struct FusedDownsample {
   // slab. A level with f1 = 1 streams each of its input planes' rows for the
   // whole group as one stretch (long contiguous reads, what the hardware
   // prefetcher needs; block by block they were 1 KB bursts from planes 128 KB
-  // apart); the group is sized by kSlabBytes (fused_downsample_ops.inl), so
-  // that the outputs the derived levels read back are still in L2/L3.
+  // apart); the group is sized by kSlabBytes (fused_downsample_ops.inl).
+  // The levels advance together along axis 0: after each input plane of the
+  // block, every level computes the output rows whose inputs (or source
+  // level's rows) are now complete. A derived level thus reads back rows
+  // written a plane or two before, while still in L2, instead of after the
+  // whole slab. Each output's sums are the same in the same order; only the
+  // order in which outputs are computed changes.
   void row_cpu(int64_t i) const {
     int64_t q = i;  // j2 == 0: whole rows per call
     const int64_t j1 = q - g.nblk1_div(q) * g.ngrp1;
@@ -535,20 +538,32 @@ struct FusedDownsample {
     const int64_t p1a = j1 * g.group1, p1b = p1a + g.group1 < g.nblk[1] ? p1a + g.group1 : g.nblk[1];
     const bool last = g.s_c == 1 && g.c > 1;
     float acc[kAcc];
-    for (int k = 0; k < g.levels; ++k) {
-      const int l = g.order[k];
-      const int64_t* f = g.f[l];
-      const int64_t r1 = g.per[l][1];
-      if (g.src[l] >= 0) {
-        for (int64_t p1 = p1a; p1 < p1b; ++p1) derived_rows_cpu(acc, l, n, p0, p1);
-      } else if ((last ? g.c : 1) * f[2] > kAcc) {  // one output's inputs overflow the accumulator: plain loops
-        for (int64_t p1 = p1a; p1 < p1b; ++p1) level_outputs(l, n, p0, p1, 0, g.nblk[2]);
-      } else if (f[1] == 1) {
-        direct_rows_cpu(acc, l, n, p0, p1a * r1, (p1b - p1a) * r1);
-      } else {
-        for (int64_t o1 = p1a * r1; o1 < p1b * r1; ++o1) direct_rows_cpu(acc, l, n, p0, o1, 1);
+    int64_t done[kFusedMaxLevels] = {};  // output rows along axis 0 finished, per level
+    for (int64_t t = 1; t <= g.block[0]; ++t)
+      for (int k = 0; k < g.levels; ++k) {
+        const int l = g.order[k];
+        const int64_t* f = g.f[l];
+        const int64_t r0 = g.per[l][0], r1 = g.per[l][1];
+        const bool derived = g.src[l] >= 0;
+        // The plain-loop fallbacks (one output's inputs overflow the
+        // accumulator) run a whole block at once, after its last plane.
+        const bool plain = derived ? g.r[l][2] > kAcc : (last ? g.c : 1) * f[2] > kAcc;
+        int64_t ready = derived ? done[g.src[l]] / g.r[l][0] : t / f[0];
+        if (plain) ready = t == g.block[0] ? r0 : 0;
+        const int64_t ua = done[l], ub = ready;
+        if (ub <= ua) continue;
+        done[l] = ub;
+        if (plain) {
+          for (int64_t p1 = p1a; p1 < p1b; ++p1)
+            derived ? derived_outputs(l, n, p0, p1, 0, g.nblk[2]) : level_outputs(l, n, p0, p1, 0, g.nblk[2]);
+        } else if (derived) {
+          for (int64_t p1 = p1a; p1 < p1b; ++p1) derived_rows_cpu(acc, l, n, p0, p1, ua, ub);
+        } else if (f[1] == 1) {
+          direct_rows_cpu(acc, l, n, p0, p1a * r1, (p1b - p1a) * r1, ua, ub);
+        } else {
+          for (int64_t o1 = p1a * r1; o1 < p1b * r1; ++o1) direct_rows_cpu(acc, l, n, p0, o1, 1, ua, ub);
+        }
       }
-    }
   }
 #endif
 };

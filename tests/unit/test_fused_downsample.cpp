@@ -250,6 +250,9 @@ TEST_CASE("fused downsample: the CPU row traversal gives the functors' (GPU math
       // Factors whose inputs per output overflow the row accumulator (2048 floats).
       {{1, 4096, 3}, true, {{1}, {4096}, {2}}},
       {{1, 2, 1, 2, 4100}, false, {{1, 1, 4100}, {1, 1, 2}}},
+      // ... in blocks of several planes along axis 0, whose levels advance
+      // plane by plane (the plain-loop levels only after the block's last).
+      {{1, 3, 8, 2, 4100}, false, {{2, 1, 4100}, {2, 1, 2}, {8, 2, 4100}, {4, 1, 2}}},
       // Six to eight channels: the per-position traversals' unrolled channel arrays filled to the end.
       {{1, 2, 4, 6, 8}, true, {{1, 1, 1}, {2, 2, 3}}},
       {{2, 4, 4, 14, 7}, true, {{2, 2, 7}, {1, 2, 1}}},
