@@ -2,7 +2,8 @@
 """All four methods on 64 k Neuron Inverter samples, in full-resolution epoch
 equivalents up to 48 (docs/results_mrmf.md, "Session 17"). Reads:
   ../ni64k_tail_ext_2026-11-25/baseline_seed{1,2,3}/, mrmf1_seed{1,2,3}_finetune/  (sessions 12-16)
-  ./mrt_seed1_{coarse,finetune}/, ./mrmf2_seed1_*/                                (session 17, seed 1 only)
+  ./mrt_seed1_{coarse,finetune}/, ./mrmf2_seed1_*/                                (session 17, seed 1)
+  ./mrt_seed2_{coarse,finetune}/ where present                                     (session 17, seed 2; may be partial)
 Epoch costs on the 2-core CPU: T = 400 0.30, T = 800 0.53 of a T = 1600 epoch
 (sessions 8 and 10). Pretraining: MRMF one fusion 10 x 0.30 + 3 = 6; MRT 10 x
 0.30 = 3; MRMF two fusions 10 x 0.30 + 3 x 0.53 + 10 x 0.53 + 3 = 12.9 (the
@@ -44,6 +45,8 @@ PRE = {"mrt": pre([("mrt_seed1_coarse", COST["coarse4"])]),
                      ("mrmf2_seed1_stage2_coarse", COST["coarse2"]), ("mrmf2_seed1_stage2_dense", COST["dense1"])])}
 for m in ("mrt", "mrmf2"):
     runs[(m, 1)] = curve(os.path.join(HERE, "%s_seed1_finetune" % m), PRE[m])
+if os.path.isdir(os.path.join(HERE, "mrt_seed2_finetune")):
+    runs[("mrt", 2)] = curve(os.path.join(HERE, "mrt_seed2_finetune"), pre([("mrt_seed2_coarse", COST["coarse4"])]))
 print("pretraining, epoch equivalents: mrmf1 6.0, mrt %.1f, mrmf2 %.1f" % (PRE["mrt"], PRE["mrmf2"]))
 
 
@@ -72,7 +75,17 @@ for k in (1, 2):
             xs = [first(runs[(m, s)], target, k) for s in (1, 2, 3)]
             row.append("–" if None in xs else "%.1f" % st.mean(xs))
         print("| " + " | ".join(row) + " |")
+if ("mrt", 2) in runs:
+    print()
+    print("| target (first crossing), seed 2 | baseline s2 | MRT s2 | MRMF1 s2 |")
+    print("|---|---|---|---|")
+    for target in [0.145, 0.140, 0.135, 0.133, 0.131, 0.130, 0.129, 0.125, 0.122, 0.120]:
+        print("| %.3f | " % target + " | ".join(cell(first(runs[(m, 2)], target, 1)) for m in ("baseline", "mrt", "mrmf1"))
+              + " |")
 print()
-for m in methods:
-    best = min(v for _, v in runs[(m, 1)])
-    print("%s seed 1: best %.4f within %g epoch equivalents (curve ends at %g)" % (m, best, BUDGET, runs[(m, 1)][-1][0]))
+for key in sorted(runs, key=lambda k: (k[1], methods.index(k[0]))):
+    if key[1] == 3 or (key[1] == 2 and ("mrt", 2) not in runs):
+        continue
+    c = runs[key]
+    print("%s seed %d: best %.4f within %g epoch equivalents (curve ends at %g)" % (key[0], key[1], min(v for _, v in c),
+                                                                                   BUDGET, c[-1][0]))
