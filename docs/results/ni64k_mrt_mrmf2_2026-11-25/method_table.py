@@ -10,12 +10,16 @@ Epoch costs on the 2-core CPU: T = 400 0.30, T = 800 0.53 of a T = 1600 epoch
 stage epoch counts are read from the folders, not assumed).
 Usage: method_table.py [folder]"""
 import json
+import math
 import os
 import statistics as st
 import sys
 
 HERE = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
 EXT = os.path.join(HERE, "..", "ni64k_tail_ext_2026-11-25")
+# The crossing rule is time_to_target.py's (k epochs in a row at or under the target).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "scripts"))
+from time_to_target import first_time  # noqa: E402
 COST = {"coarse4": 0.30, "dense2": 0.53, "coarse2": 0.53, "dense1": 1.0}
 BUDGET = 48
 
@@ -51,12 +55,8 @@ print("pretraining, epoch equivalents: mrmf1 6.0, mrt %.1f, mrmf2 %.1f" % (PRE["
 
 
 def first(c, target, k):
-    run = 0
-    for t, v in c:
-        run = run + 1 if v <= target else 0
-        if run >= k:
-            return t
-    return None
+    t = first_time(c, target, k)
+    return None if math.isnan(t) else t
 
 
 def cell(x):
