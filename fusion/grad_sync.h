@@ -21,7 +21,13 @@
 // from the end of backward on the compute stream to the end of the last
 // all-reduce on the communication stream -- CUDA events on the GPU timeline,
 // host timestamps on the CPU (where "the end of the last all-reduce" is when
-// the waits returned).
+// the waits returned). Beside it, the time during which any all-reduce was
+// in flight, hidden or not (each bucket from its start on the
+// communication stream to its end: events on the GPU, where the stream runs
+// the buckets one after another; on the CPU from its launch until an
+// MPI_Test or the final wait sees it complete -- an upper bound, as MPICH
+// advances it only inside MPI calls). In flight minus exposed is the
+// communication that backward hid.
 #pragma once
 
 #include <vector>
@@ -49,6 +55,9 @@ class GradientSync {
   // seconds (>= 0; 0 on one rank or before a finish() in this step). Call
   // it once `compute` has been synchronised.
   double exposed_comm_seconds() const;
+  // The last finish()'s time with at least one all-reduce in flight, in
+  // seconds (>= exposed_comm_seconds(); 0 where that is 0). Same caveat.
+  double in_flight_comm_seconds() const;
 
   size_t num_buckets() const { return buckets_.size(); }
   int launched() const { return launched_; }
@@ -60,9 +69,12 @@ class GradientSync {
   struct Bucket {
     int64_t begin, end;
     bool launched = false;
+    bool done = false;  // its end is recorded (CPU: seen complete)
     Communicator::Request req;
+    Event start, stop;  // in-flight interval (> 1 rank only)
   };
   void launch(Bucket& b, Stream& compute);
+  void mark_done(Bucket& b, Stream& compute);
 
   Communicator& comm_;
   ParamStore& store_;

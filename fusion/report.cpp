@@ -128,7 +128,7 @@ struct ResolutionRow {
   std::string resolution;
   int ranks = 1;
   size_t epochs = 0;
-  double io = 0, compute = 0, comm = 0, val = 0, epoch = 0, samples_per_s = 0;
+  double io = 0, compute = 0, comm = 0, comm_in_flight = 0, val = 0, epoch = 0, samples_per_s = 0;
 };
 
 std::vector<ResolutionRow> resolution_rows(const std::vector<MethodRun>& runs) {
@@ -151,6 +151,7 @@ std::vector<ResolutionRow> resolution_rows(const std::vector<MethodRun>& runs) {
     row.io = mean([](const EpochRecord& e) { return e.io_s; });
     row.compute = mean([](const EpochRecord& e) { return e.compute_s; });
     row.comm = mean([](const EpochRecord& e) { return e.comm_s; });
+    row.comm_in_flight = mean([](const EpochRecord& e) { return e.comm_in_flight_s; });
     row.val = mean([](const EpochRecord& e) { return e.val_s; });
     row.epoch = mean([](const EpochRecord& e) { return e.epoch_s; });
     // A rate over all the epochs' samples and time (a mean of rates would
@@ -339,16 +340,20 @@ std::string write_report(const std::string& dir, const std::vector<MethodRun>& r
   }
 
   md += "\n## Per-epoch breakdown per resolution (mean over the whole epochs of all runs)\n\n"
-        "| resolution | ranks | epochs | io (s) | compute (s) | comm (s) | validation (s) | epoch (s) | samples/s |\n"
-        "|---|---|---|---|---|---|---|---|---|\n";
+        "| resolution | ranks | epochs | io (s) | compute (s) | comm (s) | comm in flight (s) | validation (s) | "
+        "epoch (s) | samples/s |\n"
+        "|---|---|---|---|---|---|---|---|---|---|\n";
   const std::vector<ResolutionRow> per_res = resolution_rows(runs);
   for (const ResolutionRow& row : per_res)
-    md += fmt::format("| 1/{} | {} | {} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {:.0f} |\n", row.resolution,
-                      row.ranks, row.epochs, row.io, row.compute, row.comm, row.val, row.epoch, row.samples_per_s);
+    md += fmt::format("| 1/{} | {} | {} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {:.0f} |\n",
+                      row.resolution, row.ranks, row.epochs, row.io, row.compute, row.comm, row.comm_in_flight,
+                      row.val, row.epoch, row.samples_per_s);
   md += "\nColumns of each epoch are its slowest rank's: io = waiting for batches (with the copy to the GPU and, "
         "with `reduce_on: device`, the reduction there), compute = training steps less comm, comm = waiting for the "
         "gradient all-reduce after backward and for the per-step loss all-reduce, validation = BN statistics and the "
-        "validation pass; epoch also holds what none of them does (loader restarts, mid-epoch checkpoints). "
+        "validation pass; comm in flight (not a part of the epoch beside the others) = the time with a gradient "
+        "all-reduce in flight, hidden behind backward or not, plus the loss all-reduce -- less comm, what backward "
+        "hid (on the CPU an upper bound: MPI advances a reduction only inside MPI calls); epoch also holds what none of them does (loader restarts, mid-epoch checkpoints). "
         "Epochs continued from a mid-epoch checkpoint, and extra epochs cut short, are left out (their times "
         "cover a part of an epoch).\n";
   md += "\n![time per stage](chart.svg)\n\nEach run's per-epoch metrics: `<method>/seed<k>/<stage>/metrics.jsonl`.\n";
@@ -382,6 +387,7 @@ std::string write_report(const std::string& dir, const std::vector<MethodRun>& r
     j["per_resolution"][resolution_row_key(row, ctx.ranks)] = {{"resolution", row.resolution}, {"ranks", row.ranks},
                                            {"epochs", row.epochs},      {"io_s", row.io},
                                            {"compute_s", row.compute},  {"comm_s", row.comm},
+                                           {"comm_in_flight_s", row.comm_in_flight},
                                            {"val_s", row.val},          {"epoch_s", row.epoch},
                                            {"samples_per_s", row.samples_per_s}};
   const auto base = of(runs, "baseline"), mrt = of(runs, "mrt");

@@ -37,7 +37,8 @@ static double seconds_since(Clock::time_point t0) {
 std::string EpochRecord::to_json() const {
   nlohmann::json j{{"epoch", epoch},         {"train_loss", train_loss}, {"val_loss", val_loss},
                    {"lr", lr},               {"io_s", io_s},             {"compute_s", compute_s},
-                   {"comm_s", comm_s},       {"val_s", val_s},           {"epoch_s", epoch_s},
+                   {"comm_s", comm_s},       {"comm_in_flight_s", comm_in_flight_s},
+                   {"val_s", val_s},         {"epoch_s", epoch_s},
                    {"samples_per_s", samples_per_s}, {"steps", steps},  {"samples", samples}};
   if (resumed_at_step > 0) j["resumed_at_step"] = resumed_at_step;
   if (cut_short) j["cut_short"] = true;
@@ -58,6 +59,7 @@ EpochRecord EpochRecord::from_json(const nlohmann::json& j) {
   r.io_s = number("io_s");
   r.compute_s = number("compute_s");
   r.comm_s = number("comm_s");
+  r.comm_in_flight_s = j.value("comm_in_flight_s", 0.0);
   r.val_s = number("val_s");
   r.epoch_s = number("epoch_s");
   r.samples_per_s = number("samples_per_s");
@@ -417,6 +419,7 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
     const double comm_s = std::min(sync.exposed_comm_seconds() + loss_sync_s, step_s);
     r.comm_s += comm_s;
     r.compute_s += step_s - comm_s;
+    r.comm_in_flight_s += std::max(sync.in_flight_comm_seconds() + loss_sync_s, comm_s);
     loss_sum += global_loss;
     ++steps;
     ++step_;
@@ -467,7 +470,7 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
   // is the job's): a max taken column by column mixed ranks -- a straggler's
   // I/O wait counted as io on its rank and again as the others' comm wait --
   // so that the columns summed to more than the epoch.
-  double* const cols[] = {&r.io_s, &r.compute_s, &r.comm_s, &r.val_s, &r.epoch_s};  // epoch last
+  double* const cols[] = {&r.io_s, &r.compute_s, &r.comm_s, &r.comm_in_flight_s, &r.val_s, &r.epoch_s};  // epoch last
   constexpr size_t kCols = std::size(cols);
   std::vector<double> mine;
   for (const double* c : cols) mine.push_back(*c);
@@ -622,9 +625,12 @@ FitResult Trainer::fit() {
     res.final_val_loss = r.val_loss;
     last_val_loss_ = r.val_loss;
     write_metrics(r);
-    log::info("{}epoch {:>3}  train {:.5f}  val {:.5f}  lr {:.2e}  io {:.2f}s  compute {:.2f}s  comm {:.2f}s  "
+    // With several ranks, also the communication in flight (hidden or not).
+    const std::string flight = comm_.size() > 1 ? fmt::format(" ({:.2f}s in flight)", r.comm_in_flight_s) : "";
+    log::info("{}epoch {:>3}  train {:.5f}  val {:.5f}  lr {:.2e}  io {:.2f}s  compute {:.2f}s  comm {:.2f}s{}  "
               "epoch {:.2f}s  {:.0f} samples/s",
-              who, epoch, r.train_loss, r.val_loss, r.lr, r.io_s, r.compute_s, r.comm_s, r.epoch_s, r.samples_per_s);
+              who, epoch, r.train_loss, r.val_loss, r.lr, r.io_s, r.compute_s, r.comm_s, flight, r.epoch_s,
+              r.samples_per_s);
     if (opts_.on_epoch) opts_.on_epoch(r);
     return r;
   };

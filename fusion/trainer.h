@@ -44,6 +44,11 @@ struct EpochRecord {
   // all-reduce; val = BN re-calibration/averaging + validation; epoch = the
   // whole epoch (also loader restarts and mid-epoch checkpoints).
   double io_s = 0, compute_s = 0, comm_s = 0, val_s = 0, epoch_s = 0;
+  // Not a part of the epoch beside the others: the time with a gradient
+  // all-reduce in flight, hidden behind backward or not, plus the loss
+  // all-reduce (>= comm_s; the difference is what backward hid). 0 on one
+  // rank; absent (0) in metrics written before it existed.
+  double comm_in_flight_s = 0;
   double samples_per_s = 0;  // global training samples per second of epoch time minus validation
   int64_t steps = 0, samples = 0;  // steps run by this process; global samples
   int64_t resumed_at_step = 0;     // > 0: a partial epoch, continued from a mid-epoch checkpoint

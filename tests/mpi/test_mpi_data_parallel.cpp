@@ -6,11 +6,14 @@
 // communicates. The model is Neuron Inverter-shaped but without batch norm
 // (its batch statistics depend on the local batch) and without dropout.
 //
-// Also: ranks that disagree on the run configuration stop the Trainer before
+// Also: the communication hidden behind backward is measured (in flight >=
+// exposed); ranks that disagree on the run configuration stop the Trainer before
 // any compute with an error naming the configuration.
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cmath>
 #include <random>
+#include <thread>
 
 #include "core/communicator.h"
 #include "fusion/config.h"
@@ -114,6 +117,41 @@ TEST_CASE("mpi: W ranks x batch B follow one process with batch W*B", "[mpi][dat
   Tensor r0 = v.clone();
   w.broadcast(r0, 0, cpu_stream());
   CHECK(rel_diff(v, r0) == 0.0);
+}
+
+TEST_CASE("mpi: an all-reduce launched during backward counts as in flight while backward goes on",
+          "[mpi][data_parallel]") {
+  Communicator w = Communicator::world();
+  auto dp = small_model();
+  Context ctx(Device::cpu());
+  GradientSync sync(w, dp->params(), 1024);
+  REQUIRE(sync.num_buckets() >= 4);
+  Model& m = *dp;
+  // After the first bucket is launched, backward "takes" kSlow longer on
+  // every rank (a sleep in the hook): that bucket is in flight all along
+  // (no MPI call advances it meanwhile), and none of it is exposed.
+  constexpr double kSlow = 0.08;
+  bool slept = false;
+  m.net().set_backward_hook([&](Module& mod) {
+    sync.ready_from(m.first_param_offset(mod), ctx.stream());
+    if (sync.launched() > 0 && !slept) {
+      slept = true;
+      std::this_thread::sleep_for(std::chrono::duration<double>(kSlow));
+    }
+  });
+  Tensor x = Tensor::empty({kB, kC, kT}), y = Tensor::empty({kB, kP});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = std::sin(0.1f * i + w.rank());
+  for (int64_t i = 0; i < y.numel(); ++i) y.data<float>()[i] = std::cos(0.3f * i);
+  Adam opt(dp->params(), AdamOptions{});
+  CHECK(sync.in_flight_comm_seconds() == 0.0);  // before any finish()
+  step(m, ctx, opt, x, y, &sync);
+  m.net().set_backward_hook(nullptr);
+  REQUIRE(slept);
+  const double exposed = sync.exposed_comm_seconds(), flight = sync.in_flight_comm_seconds();
+  INFO("exposed " << exposed << " s, in flight " << flight << " s");
+  CHECK(flight >= kSlow);
+  CHECK(flight >= exposed);
+  CHECK(flight < 60.0);
 }
 
 TEST_CASE("mpi: ranks with different configurations are refused, naming the configuration", "[mpi][trainer]") {

@@ -142,9 +142,10 @@ TEST_CASE("experiment: a tiny end-to-end MRMF run with every method", "[mpi][exp
       const auto e = nlohmann::json::parse(line);
       ++epochs;
       CHECK(e["comm_s"].get<double>() > 0);
+      CHECK(e["comm_in_flight_s"].get<double>() >= e["comm_s"].get<double>());
       CHECK(e["compute_s"].get<double>() > 0);
       // (Each column is the maximum over ranks, so only each one alone is bounded.)
-      for (const char* k : {"io_s", "compute_s", "comm_s", "val_s"})
+      for (const char* k : {"io_s", "compute_s", "comm_s", "comm_in_flight_s", "val_s"})
         CHECK(e[k].get<double>() <= e["epoch_s"].get<double>() * 1.001 + 1e-4);
     }
     CHECK(epochs > 0);

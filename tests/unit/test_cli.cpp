@@ -678,7 +678,7 @@ TEST_CASE("cli: experiment bad input is refused before training, and the 1-rank 
     for (const auto& st : run["stages"]) epochs_at[std::stoi(st["resolution"].get<std::string>())] += st["epochs"].get<int64_t>();
   CHECK(j["per_resolution"]["1"]["epochs"] == epochs_at[1]);
   CHECK(j["per_resolution"]["2"]["epochs"] == epochs_at[2]);
-  for (const char* k : {"io_s", "compute_s", "comm_s", "val_s", "epoch_s", "samples_per_s"})
+  for (const char* k : {"io_s", "compute_s", "comm_s", "comm_in_flight_s", "val_s", "epoch_s", "samples_per_s"})
     CHECK(j["per_resolution"]["1"][k].get<double>() >= 0);
   const auto& m1 = j["methods"]["mrmf1"];
   CHECK(m1["stages"].size() == 3);

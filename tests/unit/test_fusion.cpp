@@ -391,6 +391,7 @@ TEST_CASE("report: the per-epoch breakdown is per resolution and rank count, wit
     e.epoch_s = epoch_s;
     e.samples = samples;
     e.resumed_at_step = resumed;
+    e.comm_in_flight_s = compute / 10;
     return e;
   };
   const auto stage = [](const char* name, const char* res, int ranks, std::vector<EpochRecord> h) {
@@ -427,11 +428,13 @@ TEST_CASE("report: the per-epoch breakdown is per resolution and rank count, wit
   CHECK(pr["1"]["epochs"] == 2);  // the partial epoch left out
   CHECK(pr["1"]["compute_s"].get<double>() == Approx(11));
   CHECK(pr["1"]["epoch_s"].get<double>() == Approx(13));
+  CHECK(pr["1"]["comm_in_flight_s"].get<double>() == Approx(1.1));
   // samples over training time: 400 / (11 + 13), not a mean of the two rates.
   CHECK(pr["1"]["samples_per_s"].get<double>() == Approx(400.0 / 24.0));
   CHECK(pr["1 (1 rank)"]["epochs"] == 2);
   CHECK(pr["1 (1 rank)"]["io_s"].get<double>() == Approx(1));
   CHECK(pr["2 (1 rank)"]["resolution"] == "2");
   CHECK(pr["2 (1 rank)"]["samples_per_s"].get<double>() == Approx(100.0 / 10.5));
-  CHECK_THAT(md, Catch::Contains("| 1/1 | 2 | 2 | 0.500 | 11.000 |") && Catch::Contains("| 1/1 | 1 | 2 | 1.000 | 20.000 |"));
+  CHECK_THAT(md, Catch::Contains("| 1/1 | 2 | 2 | 0.500 | 11.000 |") && Catch::Contains("| 1/1 | 1 | 2 | 1.000 | 20.000 |") &&
+                 Catch::Contains("| 0.000 | 1.100 |"));
 }

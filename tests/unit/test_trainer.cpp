@@ -139,8 +139,8 @@ TEST_CASE("trainer: metrics.jsonl has every column per epoch and a checkpoint is
   const auto m = metrics_of(out);
   REQUIRE(m.size() == 2);
   for (size_t e = 0; e < m.size(); ++e) {
-    for (const char* k : {"epoch", "train_loss", "val_loss", "lr", "io_s", "compute_s", "comm_s", "epoch_s",
-                          "samples_per_s", "steps", "samples"})
+    for (const char* k : {"epoch", "train_loss", "val_loss", "lr", "io_s", "compute_s", "comm_s", "comm_in_flight_s",
+                          "epoch_s", "samples_per_s", "steps", "samples"})
       CHECK(m[e].contains(k));
     CHECK(m[e]["epoch"].get<int64_t>() == static_cast<int64_t>(e));
     CHECK(m[e]["steps"].get<int64_t>() == 8);  // 256 / 32
@@ -152,6 +152,7 @@ TEST_CASE("trainer: metrics.jsonl has every column per epoch and a checkpoint is
     const double io = m[e]["io_s"].get<double>(), compute = m[e]["compute_s"].get<double>(),
                  val = m[e]["val_s"].get<double>(), wall = m[e]["epoch_s"].get<double>();
     CHECK(m[e]["comm_s"].get<double>() == 0.0);
+    CHECK(m[e]["comm_in_flight_s"].get<double>() == 0.0);
     CHECK(compute > 0);
     CHECK(io >= 0);
     CHECK(io + compute + val <= wall * 1.001 + 1e-4);
