@@ -185,6 +185,7 @@ data::DataSpec data_spec(const RunConfig& cfg, data::Split split);
 data::LoaderOptions loader_options(const RunConfig& cfg, const Communicator& comm, Device device, bool training);
 // The learning-rate schedule a run config describes.
 std::unique_ptr<LrSchedule> make_schedule(const RunConfig& cfg);
+// The optimizer a run config names, over `store` (defined in run_setup.cpp, as the above).
 std::unique_ptr<Optimizer> make_optimizer(const RunConfig& cfg, ParamStore& store);
 
 }  // namespace mrmf

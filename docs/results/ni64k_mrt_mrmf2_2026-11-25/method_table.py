@@ -2,12 +2,13 @@
 """All four methods on 64 k Neuron Inverter samples, in full-resolution epoch
 equivalents up to 48 (docs/results_mrmf.md, "Session 17"). Reads:
   ../ni64k_tail_ext_2026-11-25/baseline_seed{1,2,3}/, mrmf1_seed{1,2,3}_finetune/  (sessions 12-16)
-  ./mrt_seed1_{coarse,finetune}/, ./mrmf2_seed1_*/                                (session 17, seed 1)
-  ./mrt_seed2_{coarse,finetune}/ where present                                     (session 17, seed 2; may be partial)
+  ./mrt_seed<k>_{coarse,finetune}/, ./mrmf2_seed<k>_*/ for every seed present    (sessions 17-18)
 Epoch costs on the 2-core CPU: T = 400 0.30, T = 800 0.53 of a T = 1600 epoch
 (sessions 8 and 10). Pretraining: MRMF one fusion 10 x 0.30 + 3 = 6; MRT 10 x
 0.30 = 3; MRMF two fusions 10 x 0.30 + 3 x 0.53 + 10 x 0.53 + 3 = 12.9 (the
-stage epoch counts are read from the folders, not assumed).
+stage epoch counts are read from the folders, not assumed). Means are over
+the seeds a method has, each ratio against the baseline's mean over the same
+seeds; "–" where a seed never reached the target within the budget.
 Usage: method_table.py [folder]"""
 import json
 import math
@@ -40,18 +41,26 @@ def pre(stages):
     return sum(len(records(os.path.join(HERE, d))) * c for d, c in stages)
 
 
-runs = {}
+runs, PRE = {}, {}
 for s in (1, 2, 3):
     runs[("baseline", s)] = curve(os.path.join(EXT, "baseline_seed%d" % s), 0)
     runs[("mrmf1", s)] = curve(os.path.join(EXT, "mrmf1_seed%d_finetune" % s), 10 * 0.30 + 3)
-PRE = {"mrt": pre([("mrt_seed1_coarse", COST["coarse4"])]),
-       "mrmf2": pre([("mrmf2_seed1_stage1_coarse", COST["coarse4"]), ("mrmf2_seed1_stage1_dense", COST["dense2"]),
-                     ("mrmf2_seed1_stage2_coarse", COST["coarse2"]), ("mrmf2_seed1_stage2_dense", COST["dense1"])])}
-for m in ("mrt", "mrmf2"):
-    runs[(m, 1)] = curve(os.path.join(HERE, "%s_seed1_finetune" % m), PRE[m])
-if os.path.isdir(os.path.join(HERE, "mrt_seed2_finetune")):
-    runs[("mrt", 2)] = curve(os.path.join(HERE, "mrt_seed2_finetune"), pre([("mrt_seed2_coarse", COST["coarse4"])]))
-print("pretraining, epoch equivalents: mrmf1 6.0, mrt %.1f, mrmf2 %.1f" % (PRE["mrt"], PRE["mrmf2"]))
+    PRE[("mrmf1", s)] = 10 * 0.30 + 3
+    if os.path.isdir(os.path.join(HERE, "mrt_seed%d_finetune" % s)):
+        PRE[("mrt", s)] = pre([("mrt_seed%d_coarse" % s, COST["coarse4"])])
+    if os.path.isdir(os.path.join(HERE, "mrmf2_seed%d_finetune" % s)):
+        PRE[("mrmf2", s)] = pre([("mrmf2_seed%d_stage1_coarse" % s, COST["coarse4"]),
+                                 ("mrmf2_seed%d_stage1_dense" % s, COST["dense2"]),
+                                 ("mrmf2_seed%d_stage2_coarse" % s, COST["coarse2"]),
+                                 ("mrmf2_seed%d_stage2_dense" % s, COST["dense1"])])
+for (m, s), p in PRE.items():
+    if m != "mrmf1":
+        runs[(m, s)] = curve(os.path.join(HERE, "%s_seed%d_finetune" % (m, s)), p)
+methods = ["baseline", "mrt", "mrmf1", "mrmf2"]
+seeds = {m: [s for s in (1, 2, 3) if (m, s) in runs] for m in methods}
+print("pretraining, epoch equivalents: " + ", ".join(
+    "%s %s" % (m, "/".join("%.1f" % PRE[(m, s)] for s in seeds[m])) for m in methods[1:]) + " (per seed)")
+print("seeds: " + ", ".join("%s %s" % (m, ",".join(map(str, seeds[m]))) for m in methods))
 
 
 def first(c, target, k):
@@ -63,29 +72,35 @@ def cell(x):
     return "–" if x is None else "%.1f" % x if x != int(x) else "%d" % x
 
 
-methods = ["baseline", "mrt", "mrmf1", "mrmf2"]
+def mean_of(m, ss, target, k):
+    xs = [first(runs[(m, s)], target, k) for s in ss]
+    return None if None in xs else st.mean(xs)
+
+
+TARGETS = [0.145, 0.140, 0.135, 0.133, 0.131, 0.130, 0.129, 0.125, 0.122, 0.120]
+NAME = {"baseline": "baseline", "mrt": "MRT", "mrmf1": "MRMF1", "mrmf2": "MRMF2"}
 for k in (1, 2):
     print()
-    print("| target (%s) | baseline s1 | MRT s1 | MRMF1 s1 | MRMF2 s1 | baseline mean (3 seeds) | MRMF1 mean (3 seeds) |"
-          % ("first crossing" if k == 1 else "2 epochs in a row"))
-    print("|---|---|---|---|---|---|---|")
-    for target in [0.145, 0.140, 0.135, 0.133, 0.131, 0.130, 0.129, 0.125, 0.122, 0.120]:
-        row = ["%.3f" % target] + [cell(first(runs[(m, 1)], target, k)) for m in methods]
-        for m in ("baseline", "mrmf1"):
-            xs = [first(runs[(m, s)], target, k) for s in (1, 2, 3)]
-            row.append("–" if None in xs else "%.1f" % st.mean(xs))
+    print("| target (%s) | " % ("first crossing" if k == 1 else "2 epochs in a row")
+          + " | ".join("%s (%d)" % (NAME[m], len(seeds[m])) for m in methods) + " | "
+          + " | ".join("%s / baseline" % NAME[m] for m in methods[1:]) + " |")
+    print("|---" * (2 * len(methods)) + "|")
+    for target in TARGETS:
+        row = ["%.3f" % target] + [cell(None if (v := mean_of(m, seeds[m], target, k)) is None else round(v, 1))
+                                   for m in methods]
+        for m in methods[1:]:
+            a, b = mean_of(m, seeds[m], target, k), mean_of("baseline", seeds[m], target, k)
+            row.append("–" if a is None or b is None else "%.2fx" % (a / b))
         print("| " + " | ".join(row) + " |")
-if ("mrt", 2) in runs:
+for s in (1, 2, 3):
+    have = [m for m in methods if (m, s) in runs]
     print()
-    print("| target (first crossing), seed 2 | baseline s2 | MRT s2 | MRMF1 s2 |")
-    print("|---|---|---|---|")
-    for target in [0.145, 0.140, 0.135, 0.133, 0.131, 0.130, 0.129, 0.125, 0.122, 0.120]:
-        print("| %.3f | " % target + " | ".join(cell(first(runs[(m, 2)], target, 1)) for m in ("baseline", "mrt", "mrmf1"))
-              + " |")
+    print("| target (first crossing), seed %d | " % s + " | ".join(NAME[m] for m in have) + " |")
+    print("|---" * (len(have) + 1) + "|")
+    for target in TARGETS:
+        print("| %.3f | " % target + " | ".join(cell(first(runs[(m, s)], target, 1)) for m in have) + " |")
 print()
 for key in sorted(runs, key=lambda k: (k[1], methods.index(k[0]))):
-    if key[1] == 3 or (key[1] == 2 and ("mrt", 2) not in runs):
-        continue
     c = runs[key]
     print("%s seed %d: best %.4f within %g epoch equivalents (curve ends at %g)" % (key[0], key[1], min(v for _, v in c),
                                                                                    BUDGET, c[-1][0]))
