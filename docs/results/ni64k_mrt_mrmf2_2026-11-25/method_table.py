@@ -104,3 +104,29 @@ for key in sorted(runs, key=lambda k: (k[1], methods.index(k[0]))):
     c = runs[key]
     print("%s seed %d: best %.4f within %g epoch equivalents (curve ends at %g)" % (key[0], key[1], min(v for _, v in c),
                                                                                    BUDGET, c[-1][0]))
+
+
+# Training loss (the epoch's mean over its steps) at whole epoch equivalents,
+# mean over each method's seeds: how fast each model fits, apart from the
+# validation loss's noise. A stage's last epoch at or before the point counts.
+def train_curve(m, s):
+    folder = {"baseline": os.path.join(EXT, "baseline_seed%d" % s),
+              "mrmf1": os.path.join(EXT, "mrmf1_seed%d_finetune" % s)}.get(m, os.path.join(HERE, "%s_seed%d_finetune" % (m, s)))
+    off = 0 if m == "baseline" else PRE[(m, s)]
+    return [(off + i + 1, r["train_loss"]) for i, r in enumerate(records(folder))]
+
+
+def at(c, x):
+    pts = [v for t, v in c if t <= x + 1e-9]
+    return pts[-1] if pts else None
+
+
+print()
+print("| epoch equivalents | " + " | ".join("%s train loss" % NAME[m] for m in methods) + " |")
+print("|---" * (len(methods) + 1) + "|")
+for x in range(8, 40, 4):
+    vals = []
+    for m in methods:
+        xs = [at(train_curve(m, s), x) for s in seeds[m]]
+        vals.append("–" if None in xs else "%.4f" % st.mean(xs))
+    print("| %d | " % x + " | ".join(vals) + " |")
