@@ -14,6 +14,10 @@ the question several ways:
              with val_loss <= T (K = --consecutive, default 2);
   best@B     the lowest val_loss reached within the baseline's mean total
              time B (equal-time comparison).
+  fit@X      with --fit-at X ...: the final stage's training loss (the
+             mean over its epoch's steps) of the last epoch ending at or
+             before time X -- how fast each model fits, apart from the
+             validation loss's noise ("–" while a run is still pretraining).
 
 Time is the method's end-to-end wall time: every stage before the final one
 (coarse, dense, fusion) plus the final stage's epochs up to that point.
@@ -23,7 +27,7 @@ cost per epoch at each resolution (e.g. measured once, quietly, with
 and fusion costs nothing.
 
   scripts/time_to_target.py RUN_DIR [RUN_DIR ...] --targets 0.14 0.12 [--consecutive 2]
-                            [--epoch-cost 1=1 2=0.53] [--out FILE]
+                            [--epoch-cost 1=1 2=0.53] [--fit-at 10 20] [--out FILE]
 
 --relative 1.05 1.02 1.0 instead of --targets sets the targets from the
 baseline itself: those multiples of its best validation loss (mean over
@@ -69,12 +73,13 @@ def state_history(run_dir, method, seed):
     return []
 
 
-def load_curves(run_dir, cost=None, rename=None, final_epochs=None, run_key=None):
+def load_curves(run_dir, cost=None, rename=None, final_epochs=None, run_key=None, fits=None):
     """{(method, seed): [(t_end_of_epoch, val_loss), ...]} for the final stage,
     and the run order of the methods. `cost`: resolution -> cost of one epoch
     (None: wall seconds). `rename`: method -> the name to report it under.
     `final_epochs`: keep that many epochs of the final stage. `run_key`:
-    seed -> the key a run is filed under (default: the seed)."""
+    seed -> the key a run is filed under (default: the seed). `fits`: a dict
+    that receives the same keys with [(t_end_of_epoch, train_loss), ...]."""
     with open(os.path.join(run_dir, "summary.json")) as f:
         summary = json.load(f)
     rename = rename or {}
@@ -117,12 +122,16 @@ def load_curves(run_dir, cost=None, rename=None, final_epochs=None, run_key=None
             t = max((s["epochs"] * epoch_cost(s) * ranks / s.get("ranks", ranks) for s in pre), default=0.0)
         else:
             t = sum(s["epochs"] * epoch_cost(s) for s in pre)
-        pts = []
+        pts, fit = [], []
         recs = sorted(recs, key=lambda x: x["epoch"])[:final_epochs]
         for r in recs:
             t += r["epoch_s"] if cost is None else epoch_cost(stages[-1])
             pts.append((t, r["val_loss"]))
-        curves[(name, run_key(seed) if run_key else seed)] = pts
+            fit.append((t, r.get("train_loss", math.nan)))
+        key = (name, run_key(seed) if run_key else seed)
+        curves[key] = pts
+        if fits is not None:
+            fits[key] = fit
     return curves, methods
 
 
@@ -147,6 +156,12 @@ def first_time(pts, target, k):
         if run >= k:
             return t
     return math.nan
+
+
+def value_at(pts, x):
+    """The value of the last point at or before x (NaN if none is)."""
+    vals = [v for t, v in pts if t <= x + 1e-9]
+    return vals[-1] if vals else math.nan
 
 
 def best_within(pts, budget):
@@ -181,6 +196,8 @@ def main():
                     help="pool same-named methods (all, or those named) of all folders, their seeds as separate runs")
     ap.add_argument("--final-epochs", type=int, metavar="N",
                     help="only the first N epochs of each run's final stage")
+    ap.add_argument("--fit-at", type=float, nargs="+", metavar="X",
+                    help="also the final stage's training loss at these times (seconds, or epochs with --epoch-cost)")
     ap.add_argument("--out", help="also write the table to this file")
     a = ap.parse_args()
     if a.consecutive < 1:
@@ -189,7 +206,7 @@ def main():
         sys.exit("time_to_target: --final-epochs must be >= 1")
     cost = parse_costs(a.epoch_cost) if a.epoch_cost else None
     unit = "s" if cost is None else "epochs"
-    curves, methods = {}, []  # methods in the order the experiments ran them
+    curves, fits, methods = {}, {}, []  # methods in the order the experiments ran them
     pooled = lambda m: a.pool is not None and (not a.pool or m in a.pool)
     for i, d in enumerate(a.run_dirs):
         with open(os.path.join(d, "summary.json")) as f:
@@ -197,7 +214,7 @@ def main():
         label = os.path.basename(os.path.normpath(d))
         rename = {m: "%s@%s" % (m, label) for m in names if m in methods and not pooled(m)}
         key = (lambda seed, i=i: (i, seed)) if a.pool is not None else None
-        c, ms = load_curves(d, cost, rename, a.final_epochs, key)
+        c, ms = load_curves(d, cost, rename, a.final_epochs, key, fits)
         curves.update(c)
         methods += [m for m in ms if m not in methods]
     seeds = sorted({k[1] for k in curves})
@@ -255,6 +272,17 @@ def main():
             best += " (%d of %d seeds with an epoch inside the budget)" % (len(b), n)
         lines.append("| %s | %s | %.4f ± %.4f |" % (
             m, best, statistics.mean(fin), statistics.stdev(fin) if len(fin) > 1 else 0.0))
+    if a.fit_at:
+        lines += ["", "Training loss of the final stage at time X (its last epoch ending by then; mean over runs, "
+                  "'–' while some run is still pretraining):", "",
+                  "| method | " + " | ".join("X = %g %s" % (x, unit) for x in a.fit_at) + " |",
+                  "|---" * (len(a.fit_at) + 1) + "|"]
+        for m in methods:
+            cells = []
+            for x in a.fit_at:
+                v = [value_at(fits[(m, s)], x) for s in seeds if (m, s) in fits]
+                cells.append("–" if not v or any(math.isnan(y) for y in v) else "%.4f" % statistics.mean(v))
+            lines.append("| %s | %s |" % (m, " | ".join(cells)))
     text = "\n".join(lines) + "\n"
     sys.stdout.write(text)
     if a.out:

@@ -21,7 +21,8 @@ def write_run(d, method, seed, stages, fusion_s):
         os.makedirs(p, exist_ok=True)
         with open(os.path.join(p, "metrics.jsonl"), "w") as f:
             for e, (t, v) in enumerate(epochs):
-                f.write(json.dumps({"epoch": e, "epoch_s": t, "val_loss": v, "tag": name}) + "\n")
+                f.write(json.dumps({"epoch": e, "epoch_s": t, "val_loss": v, "train_loss": v + 0.01 * (e + 1),
+                                    "tag": name}) + "\n")
     return {"method": method, "seed": seed, "fusion_s": fusion_s,
             "stages": [{"name": n, "time_s": sum(t for t, _ in ep), "epochs": len(ep),
                         "resolution": "2" if "coarse" in sub else "1"} for n, sub, ep in stages]}
@@ -100,6 +101,15 @@ def main():
         code, out = run([d, "--relative", "1.2"])
         assert code == 0, out
         assert row(out, "mrmf1", 0.12)[2] == "36.0" and "1.2 x the baseline's best validation loss (0.1000" in out, out
+        # --fit-at: the final stage's training loss of its last epoch ending
+        # by X. Baseline epochs end at 10..50 s (train 0.3+0.01, 0.1+0.02, ...);
+        # mrmf1 pretrains until 16 s, its fine-tuning epochs end at 26, 36, 46.
+        code, out = run([d, "--targets", "0.12", "--fit-at", "25", "40", "5"])
+        assert code == 0, out
+        fit_table = out[out.index("| method | X = 25 s | X = 40 s | X = 5 s |"):].splitlines()[2:]
+        fit_rows = {c[0]: c[1:] for c in ([x.strip() for x in l.strip().strip("|").split("|")] for l in fit_table)}
+        assert fit_rows["baseline"] == ["0.1200", "0.1400", "–"], out  # epochs 2 and 4; nothing by 5 s
+        assert fit_rows["mrmf1"] == ["–", "0.1300", "–"], out  # still pretraining at 25 s; epoch 2 at 36 s
         code, out = run([d, "--relative", "1.2", "--targets", "0.1"])
         assert code != 0 and "not allowed with" in out, out
         code, out = run([d, "--relative", "0"])
