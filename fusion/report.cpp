@@ -353,7 +353,8 @@ std::string write_report(const std::string& dir, const std::vector<MethodRun>& r
         "gradient all-reduce after backward and for the per-step loss all-reduce, validation = BN statistics and the "
         "validation pass; comm in flight (not a part of the epoch beside the others) = the time with a gradient "
         "all-reduce in flight, hidden behind backward or not, plus the loss all-reduce -- less comm, what backward "
-        "hid (on the CPU an upper bound: MPI advances a reduction only inside MPI calls); epoch also holds what none of them does (loader restarts, mid-epoch checkpoints). "
+        "hid (on the CPU an upper bound: MPI advances a reduction only inside MPI calls); epoch also holds what "
+        "none of them does (loader restarts, mid-epoch checkpoints). "
         "Epochs continued from a mid-epoch checkpoint, and extra epochs cut short, are left out (their times "
         "cover a part of an epoch).\n";
   md += "\n![time per stage](chart.svg)\n\nEach run's per-epoch metrics: `<method>/seed<k>/<stage>/metrics.jsonl`.\n";

@@ -257,7 +257,7 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
     const double comm_s = std::min(sync.exposed_comm_seconds() + loss_sync_s, step_s);
     r.comm_s += comm_s;
     r.compute_s += step_s - comm_s;
-    r.comm_in_flight_s += std::max(sync.in_flight_comm_seconds() + loss_sync_s, comm_s);
+    r.comm_in_flight_s += sync.in_flight_comm_seconds() + loss_sync_s;  // >= comm_s: in flight >= exposed
     loss_sum += global_loss;
     ++steps;
     ++step_;

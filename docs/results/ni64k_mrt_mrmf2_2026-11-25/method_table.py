@@ -20,7 +20,7 @@ HERE = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__f
 EXT = os.path.join(HERE, "..", "ni64k_tail_ext_2026-11-25")
 # The crossing rule is time_to_target.py's (k epochs in a row at or under the target).
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "scripts"))
-from time_to_target import first_time  # noqa: E402
+from time_to_target import first_time, value_at  # noqa: E402
 COST = {"coarse4": 0.30, "dense2": 0.53, "coarse2": 0.53, "dense1": 1.0}
 BUDGET = 48
 
@@ -116,17 +116,12 @@ def train_curve(m, s):
     return [(off + i + 1, r["train_loss"]) for i, r in enumerate(records(folder))]
 
 
-def at(c, x):
-    pts = [v for t, v in c if t <= x + 1e-9]
-    return pts[-1] if pts else None
-
-
 print()
 print("| epoch equivalents | " + " | ".join("%s train loss" % NAME[m] for m in methods) + " |")
 print("|---" * (len(methods) + 1) + "|")
 for x in range(8, 40, 4):
     vals = []
     for m in methods:
-        xs = [at(train_curve(m, s), x) for s in seeds[m]]
-        vals.append("–" if None in xs else "%.4f" % st.mean(xs))
+        xs = [value_at(train_curve(m, s), x) for s in seeds[m]]
+        vals.append("–" if any(math.isnan(v) for v in xs) else "%.4f" % st.mean(xs))
     print("| %d | " % x + " | ".join(vals) + " |")
