@@ -478,11 +478,17 @@ FitResult Trainer::fit() {
     const EpochRecord r = run_epoch(epoch, /*extra=*/false);
     const bool plateau = plateau_.update(r.train_loss);
     const bool last = epoch + 1 == cfg_.stop.max_epochs;
+    // Which rule ended the stage is said as it happens: a stage's length is
+    // what an MRMF study compares, and the epoch lines alone do not say it.
     if (cfg_.stop.target_val_loss > 0 && r.val_loss <= cfg_.stop.target_val_loss) {
       res.stop_reason = "target";
       res.reached_target = true;
+      log::info("{}reached the target validation loss {:g} in epoch {} ({:.5f})", who, cfg_.stop.target_val_loss,
+                epoch, r.val_loss);
     } else if (plateau) {
       res.stop_reason = "plateau";
+      log::info("{}stopped by its plateau rule after epoch {}: the training loss fell by less than {:g} in {} "
+                "epoch(s) in a row", who, epoch, cfg_.stop.plateau_threshold, cfg_.stop.plateau_patience);
     } else if (last) {
       res.stop_reason = "max_epochs";
     }

@@ -593,6 +593,32 @@ TEST_CASE("cli: an experiment that dies part-way keeps the runs it finished, and
                                                      Catch::Contains("experiment.methods=[baseline]"));
 }
 
+TEST_CASE("cli: train says which stop rule ended it", "[cli]") {
+  SKIP_WITHOUT_BINARY();
+  Scratch s;
+  const std::string data = (s.dir / "ni.h5").string();
+  Result r = run("datagen neuron-inverter --out " + data +
+                 " --train 64 --val 32 --test 32 --time-bins 64 --seed 3");
+  REQUIRE(r.code == 0);
+  const std::string base = "train --config " + write_config(s.dir, data) + " --out ";
+  // Any validation loss is under 100: the target ends the first epoch.
+  r = run(base + (s.dir / "target").string() + " --set stop.target_val_loss=100 --set stop.max_epochs=3");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("reached the target validation loss 100 in epoch 0 (0."));
+  CHECK_FALSE(Catch::Contains("epoch   1").match(r.out));
+  // Every reduction is under 100: the rule counts epochs 1 and 2 (epoch 0
+  // has no reduction) and fires after epoch 2, before the guard.
+  r = run(base + (s.dir / "plateau").string() +
+          " --set stop.max_epochs=5 --set stop.plateau_threshold=100 --set stop.plateau_patience=2");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("stopped by its plateau rule after epoch 2: the training loss fell by less than "
+                                    "100 in 2 epoch(s) in a row"));
+  CHECK_FALSE(Catch::Contains("epoch   3").match(r.out));
+  CHECK_FALSE(Catch::Contains("reached the target").match(r.out));
+}
+
 TEST_CASE("cli: experiment bad input is refused before training, and the 1-rank concurrent fallback keeps its own runs",
           "[cli][experiment]") {
   SKIP_WITHOUT_BINARY();
