@@ -72,21 +72,32 @@ template <>
 struct RawLoad<RawType::U16> {
   using T = uint16_t;
   MRMF_HD MRMF_INLINE static float get(const T* p, int64_t i) { return static_cast<float>(p[i]); }
+  // The element whose bits are the low sizeof(T) bytes of `b` (vector loads).
+  MRMF_HD MRMF_INLINE static float from_bits(uint32_t b) { return static_cast<float>(static_cast<T>(b)); }
 };
 template <>
 struct RawLoad<RawType::I16> {
   using T = int16_t;
   MRMF_HD MRMF_INLINE static float get(const T* p, int64_t i) { return static_cast<float>(p[i]); }
+  MRMF_HD MRMF_INLINE static float from_bits(uint32_t b) { return static_cast<float>(static_cast<T>(b & 0xFFFFu)); }
 };
 template <>
 struct RawLoad<RawType::F16> {
   using T = uint16_t;
   MRMF_HD MRMF_INLINE static float get(const T* p, int64_t i) { return half_bits_to_float(p[i]); }
+  MRMF_HD MRMF_INLINE static float from_bits(uint32_t b) { return half_bits_to_float(static_cast<uint16_t>(b)); }
 };
 template <>
 struct RawLoad<RawType::F32> {
   using T = float;
   MRMF_HD MRMF_INLINE static float get(const T* p, int64_t i) { return p[i]; }
+  MRMF_HD MRMF_INLINE static float from_bits(uint32_t b) {
+    union {
+      uint32_t u;
+      float f;
+    } cv{b};
+    return cv.f;
+  }
 };
 
 struct FusedGeom {
@@ -109,6 +120,10 @@ struct FusedGeom {
   int64_t r[kFusedMaxLevels][3] = {};
   float inv_r[kFusedMaxLevels] = {};
   FusedTransform transform = FusedTransform::None;
+  // The GPU may run one level of channels-last data with vector loads
+  // (fused_downsample_vec.h); false keeps the per-position kernel (benchmarks
+  // time the two side by side). The CPU ignores it.
+  bool allow_vector = true;
   float scale[kFusedMaxChannels] = {}, shift[kFusedMaxChannels] = {};
   FastDiv chunk_div, nblk1_div, nblk0_div;  // set by finalize() (host)
   // block / f[l]: level l's outputs per coarse block along each axis. Set by
@@ -141,8 +156,10 @@ struct FusedDownsample {
   FusedOutputs o;
   FusedGeom g;
 
-  MRMF_HD MRMF_INLINE float value(int64_t idx, int64_t c) const {
-    const float v = RawLoad<R>::get(x, idx);
+  MRMF_HD MRMF_INLINE float value(int64_t idx, int64_t c) const { return transform(RawLoad<R>::get(x, idx), c); }
+
+  // The per-element transform of an already converted value of channel c.
+  MRMF_HD MRMF_INLINE float transform(float v, int64_t c) const {
     if (TF == FusedTransform::Log1p) return log1pf(v);
     if (TF == FusedTransform::Scale) {
 #if defined(__CUDA_ARCH__)

@@ -26,6 +26,7 @@ struct FusedDownsampleSpec {
   FusedTransform transform = FusedTransform::None;
   std::vector<float> scale, shift;           // per channel, for FusedTransform::Scale (shift may be empty)
   std::vector<std::vector<int64_t>> levels;  // per level, one factor per spatial axis; empty = one level of 1s
+  bool vector_loads = true;                  // GPU: see FusedGeom::allow_vector
 };
 
 RawType raw_type_of(DType dt, const std::string& who);  // Shape error for unsupported types

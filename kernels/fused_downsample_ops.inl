@@ -1,5 +1,8 @@
 // Backend bodies of the fused raw-data downsample; see kernels/dispatch.h.
+#include <algorithm>
+
 #include "kernels/fused_downsample.h"
+#include "kernels/fused_downsample_vec.h"
 #include "kernels/fused_downsample_ops.h"
 
 namespace mrmf::kernels::MRMF_BACKEND_NS {
@@ -38,11 +41,31 @@ void run_rows(const F& f, int64_t lo, int64_t hi) {
 }
 #endif
 
+#if defined(__CUDACC__)
+// The vector kernel's last-axis factor for this request, or 0: fused_vector_f2()
+// plus the pointer alignment its 16-byte loads and kV-float stores need.
+int64_t vector_f2(const void* x, const FusedOutputs& o, const FusedGeom& g) {
+  const int64_t f2 = g.allow_vector ? fused_vector_f2(g) : 0;
+  if (f2 == 0) return 0;
+  const auto addr = [](const void* p) { return reinterpret_cast<uintptr_t>(p); };
+  const int64_t out_align = 4 * fused_vector_width(f2);
+  return addr(x) % 16 == 0 && addr(o.y[0]) % static_cast<uintptr_t>(out_align) == 0 ? f2 : 0;
+}
+#endif
+
 template <RawType R, FusedTransform TF>
 void run2(Stream& s, const void* x, const FusedOutputs& o, const FusedGeom& g) {
   using T = typename RawLoad<R>::T;
   const FusedDownsample<R, TF> f{static_cast<const T*>(x), o, g};
 #if defined(__CUDACC__)
+  // g.chunk > 1 on the GPU: fused_downsample() chose the vector kernel.
+  if (g.chunk > 1) {
+    switch (g.f[0][2]) {
+      case 1: cuda::launch_bounded<4>(s.native(), g.calls(), FusedDownsampleVec<R, TF, 1>{f}); return;
+      case 2: cuda::launch_bounded<4>(s.native(), g.calls(), FusedDownsampleVec<R, TF, 2>{f}); return;
+      default: cuda::launch_bounded<4>(s.native(), g.calls(), FusedDownsampleVec<R, TF, 4>{f}); return;
+    }
+  }
   // One level (every loader's case): its own kernel, held to 64 registers
   // (four resident 256-thread blocks per SM). ptxas -v, sm_90: 50-64
   // registers and no spills for every stored type and transform, where
@@ -89,6 +112,8 @@ void fused_downsample(Stream& s, const void* x, RawType r, const FusedOutputs& o
 #if defined(__CUDACC__)
   g.chunk = 1;  // one coarse position per thread: coalesced neighbours
   g.group1 = 1;  // slabs are the CPU's; one_level() and calls() count single positions
+  // Channels-last single levels: kV positions per thread, vector loads.
+  if (const int64_t f2 = vector_f2(x, o, g)) g.chunk = fused_vector_width(f2);
 #else
   // When no level averages along axis 1 (block 1 there), each row continues
   // into the next one in memory, input and outputs alike, and the blocks

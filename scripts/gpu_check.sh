@@ -15,8 +15,10 @@
 # .gpudeps/ (ignored by git); carry that folder along. They are unpacked into
 # a private prefix, never over /.
 #
-#   scripts/gpu_check.sh [--quick|--profile|--mrmf|--all-mrmf|--overlap-ab]
+#   scripts/gpu_check.sh [--quick|--data|--profile|--mrmf|--all-mrmf|--overlap-ab]
 #     --quick:   gpu tests and the training step only
+#     --data:    gpu tests, bench_data, bench_kernels and --overlap-ab's trainings
+#                (issue 3's GPU numbers, ~3 min after the build)
 #     --all-mrmf: the whole check, then --mrmf for what is left of the call
 #     --overlap-ab: gpu tests, then Neuron Inverter training with the batch copy
 #                waited for in next() against the copy from the I/O thread
@@ -112,11 +114,10 @@ run_gpu_tests() {
 # session runs there before the experiment relies on it.
 [[ $MODE == --mrmf ]] && { run_gpu_tests; run_mrmf; exit 0; }
 
-if [[ $MODE == --overlap-ab ]]; then
+overlap_ab() {
   # The batch's host-to-device copy waited for in next() (0) or made by the
   # I/O thread, overlapping the steps before it (1; data/loader.h
   # overlap_h2d), alternated twice on the same data: compare io and epoch.
-  run_gpu_tests
   stage "batch copy in next() vs from the I/O thread (MRMF_OVERLAP_H2D)"
   E=/tmp/mrmf-ab
   mkdir -p $E
@@ -126,7 +127,19 @@ if [[ $MODE == --overlap-ab ]]; then
     MRMF_OVERLAP_H2D=$ov timeout 120 $B/bin/mrmf train --config configs/neuron_inverter_gpu.yaml --out $E/run$ov --force \
       --set data.path=$E/ni.h5 --set stop.max_epochs=4 2>&1 | grep -E "epoch +[0-9]|error|MRMF_OVERLAP"
   done
-  stage "done (overlap-ab)"
+}
+[[ $MODE == --overlap-ab ]] && { run_gpu_tests; overlap_ab; stage "done (overlap-ab)"; exit 0; }
+# Issue 3's GPU numbers in one go: the gpu tests, bench_data (fused
+# downsample kernels against a device copy, the loader -> GPU rows), the
+# element-wise kernels, and the overlapped batch copy.
+if [[ $MODE == --data ]]; then
+  run_gpu_tests
+  stage "bench_data"
+  timeout 150 $B/bin/bench_data 2>&1
+  stage "bench_kernels"
+  timeout 60 $B/bin/bench_kernels 2>&1
+  overlap_ab
+  stage "done (data)"
   exit 0
 fi
 

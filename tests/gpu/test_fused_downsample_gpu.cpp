@@ -127,8 +127,36 @@ TEST_CASE("gpu: the single-level kernel gives the CPU backend's bits (within log
         spec.levels = {c.level};
         INFO(dtype_name(dt) << " transform " << static_cast<int>(tf) << " shape " << Shape(c.shape).str());
         const Tensor cpu = fused_downsample(cpu_stream(), raw, spec)[0];
-        const Tensor gpu = fused_downsample(gs, raw.to(Device::cuda(0), gs), spec)[0].to(Device::cpu(), gs);
-        gs.synchronize();
-        require_same(gpu, cpu, tf != FusedTransform::Log1p);
+        // Channels-last C = 4 runs the vector kernel by default; both GPU
+        // single-level kernels are checked.
+        for (bool vec : {true, false}) {
+          spec.vector_loads = vec;
+          INFO("vector loads " << vec);
+          const Tensor gpu = fused_downsample(gs, raw.to(Device::cuda(0), gs), spec)[0].to(Device::cpu(), gs);
+          gs.synchronize();
+          require_same(gpu, cpu, tf != FusedTransform::Log1p);
+        }
       }
+}
+
+TEST_CASE("gpu: the vector kernel's fallback for inputs not 16-byte aligned", "[gpu][fused_downsample]") {
+  // A raw pointer 8 bytes into a device buffer (a loader's sample inside a
+  // larger buffer, say): the 16-byte loads would fault, so the per-position
+  // kernel runs instead, with the same result.
+  Stream gs = Stream::create(Device::cuda(0));
+  const Tensor raw = data::from_float32(test_values({2, 4, 4, 16, 4}), DType::U16);
+  FusedDownsampleSpec spec;
+  spec.levels = {{1, 1, 2}};
+  const Tensor cpu = fused_downsample(cpu_stream(), raw, spec)[0];
+  Tensor padded = Tensor::empty({raw.numel() + 4}, DType::U16);
+  std::memcpy(static_cast<uint16_t*>(padded.raw_data()) + 4, raw.raw_data(), raw.nbytes());
+  const Tensor dpad = padded.to(Device::cuda(0), gs);
+  const FusedDownsamplePlan plan = plan_fused_downsample(raw.shape(), DType::U16, spec, "test");
+  Tensor y = Tensor::empty(cpu.shape(), DType::F32, Device::cuda(0));
+  FusedOutputs o;
+  o.y[0] = y.data<float>();
+  run_fused_downsample(gs, plan, static_cast<const uint16_t*>(dpad.raw_data()) + 4, o);
+  const Tensor back = y.to(Device::cpu(), gs);
+  gs.synchronize();
+  require_same(back, cpu, true);
 }

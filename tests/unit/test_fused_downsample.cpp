@@ -15,6 +15,7 @@
 #include "data/formats.h"
 #include "data/h5file.h"
 #include "kernels/fused_downsample_ops.h"
+#include "kernels/fused_downsample_vec.h"
 
 using namespace mrmf;
 using namespace mrmf::kernels;
@@ -174,42 +175,62 @@ TEST_CASE("fused downsample equals the offline reducer's files", "[fused_downsam
 }
 
 namespace {
-// The GPU path's math on the CPU: operator() over one coarse position per call.
-// one: the GPU's single-level kernel (FusedDownsampleOne; one level only).
+// The GPU path's math on the CPU, one call at a time: operator() over one
+// coarse position per call (Full), the single-level kernel
+// (FusedDownsampleOne; One), or the vector kernel (FusedDownsampleVec; Vec:
+// one level, channels-last C = 4, kV outputs per call).
+enum class Traversal { Full, One, Vec };
+
+template <RawType R, FusedTransform TF, int kF2>
+void by_vec(FusedDownsample<R, TF> f) {
+  f.g.chunk = FusedDownsampleVec<R, TF, kF2>::kV;
+  f.g.finalize();
+  const FusedDownsampleVec<R, TF, kF2> fv{f};
+  for (int64_t i = 0; i < f.g.calls(); ++i) fv(i);
+}
+
 template <RawType R, FusedTransform TF>
-void by_functor(const Tensor& x, const FusedDownsampleSpec& spec, const std::vector<Tensor>& ys, bool one) {
+void by_functor(const Tensor& x, const FusedDownsampleSpec& spec, const std::vector<Tensor>& ys, Traversal t) {
   FusedGeom g = make_fused_geom(x.shape(), spec, "test");
   g.chunk = 1;
   g.finalize();
   FusedDownsample<R, TF> f{static_cast<const typename RawLoad<R>::T*>(x.raw_data()), {}, g};
   for (size_t l = 0; l < ys.size(); ++l) f.o.y[l] = ys[l].data<float>();
   const FusedDownsampleOne<R, TF> f1{f};
+  if (t == Traversal::Vec) {
+    const int64_t f2 = fused_vector_f2(g);
+    REQUIRE(f2 != 0);
+    if (f2 == 1) by_vec<R, TF, 1>(f);
+    if (f2 == 2) by_vec<R, TF, 2>(f);
+    if (f2 == 4) by_vec<R, TF, 4>(f);
+    return;
+  }
   for (int64_t i = 0; i < g.calls(); ++i)
-    if (one)
+    if (t == Traversal::One)
       f1(i);
     else
       f(i);
 }
 
 template <RawType R>
-void by_functor_tf(const Tensor& x, const FusedDownsampleSpec& spec, const std::vector<Tensor>& ys, bool one) {
+void by_functor_tf(const Tensor& x, const FusedDownsampleSpec& spec, const std::vector<Tensor>& ys, Traversal t) {
   switch (spec.transform) {
-    case FusedTransform::None: by_functor<R, FusedTransform::None>(x, spec, ys, one); break;
-    case FusedTransform::Log1p: by_functor<R, FusedTransform::Log1p>(x, spec, ys, one); break;
-    case FusedTransform::Scale: by_functor<R, FusedTransform::Scale>(x, spec, ys, one); break;
+    case FusedTransform::None: by_functor<R, FusedTransform::None>(x, spec, ys, t); break;
+    case FusedTransform::Log1p: by_functor<R, FusedTransform::Log1p>(x, spec, ys, t); break;
+    case FusedTransform::Scale: by_functor<R, FusedTransform::Scale>(x, spec, ys, t); break;
   }
 }
 
 // The functor traversal (the GPU's math) on the CPU, outputs shaped like `like`.
 std::vector<Tensor> by_functor_any(const Tensor& raw, const FusedDownsampleSpec& spec,
-                                   const std::vector<Tensor>& like, bool one) {
+                                   const std::vector<Tensor>& like, Traversal t) {
   std::vector<Tensor> ys;
   for (const Tensor& y : like) ys.push_back(Tensor::full(y.shape(), 7.f));
   switch (raw_type_of(raw.dtype(), "test")) {
-    case RawType::U16: by_functor_tf<RawType::U16>(raw, spec, ys, one); break;
-    case RawType::I16: by_functor_tf<RawType::I16>(raw, spec, ys, one); break;
-    case RawType::F16: by_functor_tf<RawType::F16>(raw, spec, ys, one); break;
-    case RawType::F32: by_functor_tf<RawType::F32>(raw, spec, ys, one); break;
+    case RawType::U16: by_functor_tf<RawType::U16>(raw, spec, ys, t); break;
+    case RawType::I16: by_functor_tf<RawType::I16>(raw, spec, ys, t); break;
+    case RawType::F16: by_functor_tf<RawType::F16>(raw, spec, ys, t); break;
+    case RawType::F32: by_functor_tf<RawType::F32>(raw, spec, ys, t); break;
   }
   return ys;
 }
@@ -256,9 +277,12 @@ TEST_CASE("fused downsample: the CPU row traversal gives the functors' (GPU math
       // Six to eight channels: the per-position traversals' unrolled channel arrays filled to the end.
       {{1, 2, 4, 6, 8}, true, {{1, 1, 1}, {2, 2, 3}}},
       {{2, 4, 4, 14, 7}, true, {{2, 2, 7}, {1, 2, 1}}},
-      {{1, 6, 4, 4, 6}, false, {{2, 2, 2}, {1, 1, 1}}}};
+      {{1, 6, 4, 4, 6}, false, {{2, 2, 2}, {1, 1, 1}}},
+      // The vector kernel's last-axis factors 4, 2 and 1 (C = 4, channels-last).
+      {{2, 2, 4, 32, 4}, true, {{1, 1, 4}, {2, 1, 2}, {1, 2, 1}}}};
   const std::vector<float> scale{0.5f, 2.f, -1.f, 3.f, 0.25f, 1.5f, -0.75f, 4.f},
       shift{1.f, 0.f, 3.f, -2.f, 0.5f, -1.f, 0.125f, 2.f};
+  int vector_cases = 0;
   for (DType dt : {DType::U16, DType::I16, DType::F16, DType::F32})
     for (FusedTransform tf : {FusedTransform::None, FusedTransform::Log1p, FusedTransform::Scale})
       for (size_t k = 0; k < cases.size(); ++k) {
@@ -276,7 +300,7 @@ TEST_CASE("fused downsample: the CPU row traversal gives the functors' (GPU math
         spec.levels = c.levels;
         INFO(dtype_name(dt) << " transform " << static_cast<int>(tf) << " case " << k);
         const auto rows = fused_downsample(cpu_stream(), raw, spec);
-        const auto ref = by_functor_any(raw, spec, rows, false);
+        const auto ref = by_functor_any(raw, spec, rows, Traversal::Full);
         for (size_t l = 0; l < rows.size(); ++l) REQUIRE(bit_equal(rows[l], ref[l]));
         // Each level alone (read from the input, none derived): the GPU's
         // single-level kernel.
@@ -285,9 +309,16 @@ TEST_CASE("fused downsample: the CPU row traversal gives the functors' (GPU math
           one.levels = {level};
           const auto rows1 = fused_downsample(cpu_stream(), raw, one);
           INFO("single-level kernel");
-          REQUIRE(bit_equal(rows1[0], by_functor_any(raw, one, rows1, true)[0]));
+          REQUIRE(bit_equal(rows1[0], by_functor_any(raw, one, rows1, Traversal::One)[0]));
+          // ... and the vector kernel, where it applies (channels-last, C = 4).
+          if (fused_vector_f2(make_fused_geom(raw.shape(), one, "test")) != 0) {
+            INFO("vector kernel");
+            ++vector_cases;
+            REQUIRE(bit_equal(rows1[0], by_functor_any(raw, one, rows1, Traversal::Vec)[0]));
+          }
         }
       }
+  CHECK(vector_cases == 11 * 13);  // 11 dtype/transform pairs x 13 levels with C = 4 channels-last (f2 = 1, 2, 4)
 }
 
 TEST_CASE("fused downsample: a plan run per sample or per batch equals the checked call", "[fused_downsample]") {
