@@ -1,6 +1,7 @@
 // CPU instantiation of the fused raw-data downsample, plus the public checked
 // entry points that dispatch to either backend.
 #define MRMF_BACKEND_NS cpu
+#define MRMF_FUSED_RUN_ELSEWHERE  // the kernels: fused_downsample_cpu_*.cpp, one stored type each
 #include "kernels/launch_cpu.h"
 #include "kernels/fused_downsample_ops.inl"
 

@@ -1,46 +1,24 @@
 // Backend bodies of the fused raw-data downsample; see kernels/dispatch.h.
+// The kernels themselves are in fused_downsample_run.inl; the CPU's are
+// compiled apart, one stored type per translation unit
+// (MRMF_FUSED_RUN_ELSEWHERE, defined by fused_downsample_ops.cpp).
 #include <algorithm>
 
 #include "kernels/fused_downsample.h"
-#include "kernels/fused_downsample_vec.h"
 #include "kernels/fused_downsample_ops.h"
+#include "kernels/fused_downsample_vec.h"
+#if !defined(MRMF_FUSED_RUN_ELSEWHERE)
+#include "kernels/fused_downsample_run.inl"
+#endif
 
 namespace mrmf::kernels::MRMF_BACKEND_NS {
 
-namespace {
-#if !defined(__CUDACC__)
-template <class F>
-void rows(const F& f, int64_t lo, int64_t hi) {
-  for (int64_t i = lo; i < hi; ++i) f.row_cpu(i);
-}
-#if defined(__x86_64__) && defined(__GNUC__)
-// The library is built for baseline x86-64, whose SSE2 has no byte shuffle:
-// the channels-last deinterleave then stays compute-bound at well under
-// memcpy bandwidth on one core. The same rows compiled for AVX2 (flatten:
-// row_cpu and its helpers are inlined into this copy) are chosen at run time
-// where the CPU has it. Not "fma": contracting x * scale + shift would
-// change the bits.
-template <class F>
-__attribute__((target("avx2"), flatten)) void rows_avx2(const F& f, int64_t lo, int64_t hi) {
-  for (int64_t i = lo; i < hi; ++i) f.row_cpu(i);
-}
-inline bool cpu_has_avx2() {
-  static const bool yes = __builtin_cpu_supports("avx2");
-  return yes;
-}
-#endif
-template <class F>
-void run_rows(const F& f, int64_t lo, int64_t hi) {
-#if defined(__x86_64__) && defined(__GNUC__)
-  if (cpu_has_avx2()) {
-    rows_avx2(f, lo, hi);
-    return;
-  }
-#endif
-  rows(f, lo, hi);
-}
-#endif
+namespace fused_detail {
+template <RawType R>
+void run(Stream& s, const void* x, const FusedOutputs& o, const FusedGeom& g);
+}  // namespace fused_detail
 
+namespace {
 #if defined(__CUDACC__)
 // The vector kernel's last-axis factor for this request, or 0: fused_vector_f2()
 // plus the pointer alignment its 16-byte loads and kV-float stores need.
@@ -52,60 +30,6 @@ int64_t vector_f2(const void* x, const FusedOutputs& o, const FusedGeom& g) {
   return addr(x) % 16 == 0 && addr(o.y[0]) % static_cast<uintptr_t>(out_align) == 0 ? f2 : 0;
 }
 #endif
-
-template <RawType R, FusedTransform TF>
-void run2(Stream& s, const void* x, const FusedOutputs& o, const FusedGeom& g) {
-  using T = typename RawLoad<R>::T;
-  const FusedDownsample<R, TF> f{static_cast<const T*>(x), o, g};
-#if defined(__CUDACC__)
-  // g.chunk > 1 on the GPU: fused_downsample() chose the vector kernel.
-  if (g.chunk > 1) {
-    switch (g.f[0][2]) {
-      case 1: cuda::launch_bounded<4>(s.native(), g.calls(), FusedDownsampleVec<R, TF, 1>{f}); return;
-      case 2: cuda::launch_bounded<4>(s.native(), g.calls(), FusedDownsampleVec<R, TF, 2>{f}); return;
-      default: cuda::launch_bounded<4>(s.native(), g.calls(), FusedDownsampleVec<R, TF, 4>{f}); return;
-    }
-  }
-  // One level (every loader's case): its own kernel, held to 64 registers
-  // (four resident 256-thread blocks per SM). ptxas -v, sm_90: 50-64
-  // registers and no spills for every stored type and transform, where
-  // unbounded nvcc unrolled the grid-stride loop into 85-121; the general
-  // traversal takes 166-168 and spills under any bound (104-700 bytes at
-  // 128-64 registers), so the multi-level case keeps the plain launch.
-  if (g.levels == 1)
-    cuda::launch_bounded<4>(s.native(), g.calls(), FusedDownsampleOne<R, TF>{f});
-  else
-    launch(s.native(), g.calls(), f);
-#else
-  // Own loop rather than launch(): a call is a whole row here, so the
-  // parallel threshold is on the elements touched, not on the call count.
-  // Serial requests (small samples, one thread) skip the OpenMP region
-  // altogether: entering even a one-thread region costs about as much as
-  // converting a Neuron Inverter sample.
-  const int64_t calls = g.calls();
-  const bool par = calls > 1 && g.n * g.c * g.in[0] * g.in[1] * g.in[2] >= (int64_t(1) << 15) &&
-                   omp_get_max_threads() > 1;
-  if (!par) {
-    run_rows(f, 0, calls);
-    return;
-  }
-  // One contiguous range of rows per thread (what schedule(static) does).
-#pragma omp parallel
-  {
-    const int64_t nt = omp_get_num_threads(), id = omp_get_thread_num();
-    run_rows(f, calls * id / nt, calls * (id + 1) / nt);
-  }
-#endif
-}
-
-template <RawType R>
-void run(Stream& s, const void* x, const FusedOutputs& o, const FusedGeom& g) {
-  switch (g.transform) {
-    case FusedTransform::None: run2<R, FusedTransform::None>(s, x, o, g); break;
-    case FusedTransform::Log1p: run2<R, FusedTransform::Log1p>(s, x, o, g); break;
-    case FusedTransform::Scale: run2<R, FusedTransform::Scale>(s, x, o, g); break;
-  }
-}
 }  // namespace
 
 void fused_downsample(Stream& s, const void* x, RawType r, const FusedOutputs& o, FusedGeom g) {
@@ -151,10 +75,10 @@ void fused_downsample(Stream& s, const void* x, RawType r, const FusedOutputs& o
 #endif
   g.finalize();
   switch (r) {
-    case RawType::U16: run<RawType::U16>(s, x, o, g); break;
-    case RawType::I16: run<RawType::I16>(s, x, o, g); break;
-    case RawType::F16: run<RawType::F16>(s, x, o, g); break;
-    case RawType::F32: run<RawType::F32>(s, x, o, g); break;
+    case RawType::U16: fused_detail::run<RawType::U16>(s, x, o, g); break;
+    case RawType::I16: fused_detail::run<RawType::I16>(s, x, o, g); break;
+    case RawType::F16: fused_detail::run<RawType::F16>(s, x, o, g); break;
+    case RawType::F32: fused_detail::run<RawType::F32>(s, x, o, g); break;
   }
 }
 

@@ -1,0 +1,7 @@
+// The fused downsample's CPU kernels for float32 inputs (every transform), in a
+// translation unit of their own; see kernels/fused_downsample_run.inl.
+#define MRMF_BACKEND_NS cpu
+#include "kernels/launch_cpu.h"
+#include "kernels/fused_downsample_run.inl"
+
+MRMF_FUSED_DOWNSAMPLE_RUN(F32);
