@@ -41,6 +41,11 @@ export HDF5_USE_FILE_LOCKING=FALSE
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 MODE="${1:-all}"
+case $MODE in
+  all | --quick | --data | --profile | --mrmf | --all-mrmf | --overlap-ab) ;;
+  *) echo "gpu_check.sh: unknown mode '$MODE' (expected --quick, --data, --profile, --mrmf, --all-mrmf, --overlap-ab or none)" >&2
+     exit 2 ;;
+esac
 OUT_DIR="${OUT:-$ROOT/bench/results/gpu_$(date -u +%F)}"
 mkdir -p "$OUT_DIR"
 LOG="$OUT_DIR/gpu_check.log"
