@@ -6,8 +6,10 @@
 // output position per thread and loads its inputs element by element. For
 // a 2-byte type that is C loads of 2 bytes per block element, with one
 // block element's loads in flight per thread (its loops must stay rolled to
-// hold the registers): on an H100 the per-position kernels moved 18-25 % of
-// a device copy's bandwidth (sessions 13-14). Here one call owns kV
+// hold the registers): on an H100 the per-position kernel moved 46-50 % of
+// a device copy's bandwidth (18-25 % before session 14 loaded the C
+// channels together). This one moves 85-97 % (session 20,
+// bench/results/gpu_2026-11-26.md). Here one call owns kV
 // consecutive outputs along the last axis, all channels. For each of the
 // block's f0 x f1 input rows its inputs are ONE contiguous run of
 // kV * kF2 * C = 16 elements (32 or 64 bytes), read with 16-byte loads that
