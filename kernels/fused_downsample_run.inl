@@ -49,7 +49,6 @@ void run_rows(const F& f, int64_t lo, int64_t hi) {
 }
 #endif
 
-
 template <RawType R, FusedTransform TF>
 void run2(Stream& s, const void* x, const FusedOutputs& o, const FusedGeom& g) {
   using T = typename RawLoad<R>::T;
@@ -57,11 +56,8 @@ void run2(Stream& s, const void* x, const FusedOutputs& o, const FusedGeom& g) {
 #if defined(__CUDACC__)
   // g.chunk > 1 on the GPU: fused_downsample() chose the vector kernel.
   if (g.chunk > 1) {
-    switch (g.f[0][2]) {
-      case 1: cuda::launch_bounded<4>(s.native(), g.calls(), FusedDownsampleVec<R, TF, 1>{f}); return;
-      case 2: cuda::launch_bounded<4>(s.native(), g.calls(), FusedDownsampleVec<R, TF, 2>{f}); return;
-      default: cuda::launch_bounded<4>(s.native(), g.calls(), FusedDownsampleVec<R, TF, 4>{f}); return;
-    }
+    with_vector_kernel(f, [&](const auto& k) { cuda::launch_bounded<4>(s.native(), g.calls(), k); });
+    return;
   }
   // One level (every loader's case): its own kernel, held to 64 registers
   // (four resident 256-thread blocks per SM). ptxas -v, sm_90: 50-64

@@ -84,14 +84,14 @@ MRMF_HD MRMF_INLINE void store_floats(float* y, const float* v) {
   if constexpr (kN % 4 == 0) {
     MRMF_UNROLL
     for (int k = 0; k < kN; k += 4) *reinterpret_cast<float4*>(y + k) = make_float4(v[k], v[k + 1], v[k + 2], v[k + 3]);
-    return;
   } else if constexpr (kN == 2) {
     *reinterpret_cast<float2*>(y) = make_float2(v[0], v[1]);
-    return;
-  }
+  } else
 #endif
-  MRMF_UNROLL
-  for (int k = 0; k < kN; ++k) y[k] = v[k];
+  {
+    MRMF_UNROLL
+    for (int k = 0; k < kN; ++k) y[k] = v[k];
+  }
 }
 
 template <RawType R, FusedTransform TF, int kF2>
@@ -116,7 +116,7 @@ struct FusedDownsampleVec {
     const int64_t f0 = g.f[0][0], f1 = g.f[0][1];
     // s[2] == C: the segment of outputs [j2 kV, j2 kV + kV) starts kP elements per group in.
     const T* const x0 = f.x + n * g.s_n + o0 * f0 * g.s[0] + o1 * f1 * g.s[1] + j2 * kP;
-    float t[kP];
+    float t[kP] = {};  // every element is set by the block's first row (f0, f1 >= 1)
     MRMF_NO_UNROLL
     for (int64_t a = 0; a < f0; ++a) {
       MRMF_NO_UNROLL
@@ -153,5 +153,18 @@ struct FusedDownsampleVec {
     }
   }
 };
+
+// Calls fn(kernel) with the vector kernel for f.g's last-axis factor, one of
+// the 1, 2 or 4 that fused_vector_f2() admits (host side: the dispatch and
+// the CPU test of the kernel's math choose it the same way).
+template <RawType R, FusedTransform TF, class Fn>
+void with_vector_kernel(const FusedDownsample<R, TF>& f, Fn&& fn) {
+  switch (f.g.f[0][2]) {
+    case 1: fn(FusedDownsampleVec<R, TF, 1>{f}); return;
+    case 2: fn(FusedDownsampleVec<R, TF, 2>{f}); return;
+    case 4: fn(FusedDownsampleVec<R, TF, 4>{f}); return;
+    default: break;
+  }
+}
 
 }  // namespace mrmf::kernels

@@ -181,30 +181,25 @@ namespace {
 // one level, channels-last C = 4, kV outputs per call).
 enum class Traversal { Full, One, Vec };
 
-template <RawType R, FusedTransform TF, int kF2>
-void by_vec(FusedDownsample<R, TF> f) {
-  f.g.chunk = FusedDownsampleVec<R, TF, kF2>::kV;
-  f.g.finalize();
-  const FusedDownsampleVec<R, TF, kF2> fv{f};
-  for (int64_t i = 0; i < f.g.calls(); ++i) fv(i);
-}
-
 template <RawType R, FusedTransform TF>
 void by_functor(const Tensor& x, const FusedDownsampleSpec& spec, const std::vector<Tensor>& ys, Traversal t) {
   FusedGeom g = make_fused_geom(x.shape(), spec, "test");
   g.chunk = 1;
+  if (t == Traversal::Vec) {  // kV outputs per call, as the GPU dispatch sets it
+    const int64_t f2 = fused_vector_f2(g);
+    REQUIRE(f2 != 0);
+    g.chunk = fused_vector_width(f2);
+  }
   g.finalize();
   FusedDownsample<R, TF> f{static_cast<const typename RawLoad<R>::T*>(x.raw_data()), {}, g};
   for (size_t l = 0; l < ys.size(); ++l) f.o.y[l] = ys[l].data<float>();
-  const FusedDownsampleOne<R, TF> f1{f};
   if (t == Traversal::Vec) {
-    const int64_t f2 = fused_vector_f2(g);
-    REQUIRE(f2 != 0);
-    if (f2 == 1) by_vec<R, TF, 1>(f);
-    if (f2 == 2) by_vec<R, TF, 2>(f);
-    if (f2 == 4) by_vec<R, TF, 4>(f);
+    with_vector_kernel(f, [&](const auto& k) {
+      for (int64_t i = 0; i < g.calls(); ++i) k(i);
+    });
     return;
   }
+  const FusedDownsampleOne<R, TF> f1{f};
   for (int64_t i = 0; i < g.calls(); ++i)
     if (t == Traversal::One)
       f1(i);
