@@ -369,15 +369,15 @@ int main(int argc, char** argv) {
         for (const Tensor& y : ys) dys.push_back(Tensor::empty(y.shape(), DType::F32, Device::cuda(0)));
         Tensor da = Tensor::empty({bytes / 8}, DType::F32, Device::cuda(0)),
                db = Tensor::empty({bytes / 8}, DType::F32, Device::cuda(0));
-        // Single levels twice: the vector kernel (the default where it
-        // applies) and the per-position kernel it replaces, side by side.
+        // Each request twice: the vector kernel (one level) or the chain
+        // kernel (several), the default for these requests, and the
+        // per-position traversal they replace, side by side.
         for (bool vec : {true, false}) {
-          if (!vec && c.levels.size() > 1) break;  // multi-level requests have one kernel
           spec.vector_loads = vec;
           const double tg = time_dev(s, 10, [&] { kernels::fused_downsample(s, draw, dys, spec); });
           const double tgc = time_dev(s, 10, [&] { db.copy_from(da, s); });
           row("    cuda %-39s %9.3f %9.2f %9.2f %6.0f%%\n",
-              (std::string(c.name) + (c.levels.size() > 1 ? "" : vec ? ", vector" : ", per position")).c_str(),
+              (std::string(c.name) + (!vec ? ", per position" : c.levels.size() > 1 ? ", chain" : ", vector")).c_str(),
               tg * 1e3, bytes / tg / 1e9, bytes / tgc / 1e9, 100 * tgc / tg);
         }
       }

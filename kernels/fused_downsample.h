@@ -120,10 +120,14 @@ struct FusedGeom {
   int64_t r[kFusedMaxLevels][3] = {};
   float inv_r[kFusedMaxLevels] = {};
   FusedTransform transform = FusedTransform::None;
-  // The GPU may run one level of channels-last data with vector loads
-  // (fused_downsample_vec.h); false keeps the per-position kernel (benchmarks
-  // time the two side by side). The CPU ignores it.
+  // The GPU may run channels-last C = 4 data with vector loads: one level
+  // with fused_downsample_vec.h, a chain of levels with
+  // fused_downsample_chain.h; false keeps the per-position kernels
+  // (benchmarks time them side by side). The CPU ignores it.
   bool allow_vector = true;
+  // The GPU kernel the dispatch chose (it sets chunk to match).
+  enum class GpuKernel : int { Positions = 0, Vector = 1, Chain = 2 };
+  GpuKernel gpu_kernel = GpuKernel::Positions;
   float scale[kFusedMaxChannels] = {}, shift[kFusedMaxChannels] = {};
   FastDiv chunk_div, nblk1_div, nblk0_div;  // set by finalize() (host)
   // block / f[l]: level l's outputs per coarse block along each axis. Set by

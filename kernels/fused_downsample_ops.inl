@@ -6,7 +6,7 @@
 
 #include "kernels/fused_downsample.h"
 #include "kernels/fused_downsample_ops.h"
-#include "kernels/fused_downsample_vec.h"
+#include "kernels/fused_downsample_chain.h"
 #if !defined(MRMF_FUSED_RUN_ELSEWHERE)
 #include "kernels/fused_downsample_run.inl"
 #endif
@@ -20,24 +20,38 @@ void run(Stream& s, const void* x, const FusedOutputs& o, const FusedGeom& g);
 
 namespace {
 #if defined(__CUDACC__)
-// The vector kernel's last-axis factor for this request, or 0: fused_vector_f2()
-// plus the pointer alignment its 16-byte loads and kV-float stores need.
-int64_t vector_f2(const void* x, const FusedOutputs& o, const FusedGeom& g) {
-  const int64_t f2 = g.allow_vector ? fused_vector_f2(g) : 0;
-  if (f2 == 0) return 0;
+// The pointer alignment the vector kernels' 16-byte loads and their stores
+// of 4 / f2 floats per channel need.
+bool vector_aligned(const void* x, const FusedOutputs& o, const FusedGeom& g) {
   const auto addr = [](const void* p) { return reinterpret_cast<uintptr_t>(p); };
-  const int64_t out_align = 4 * fused_vector_width(f2);
-  return addr(x) % 16 == 0 && addr(o.y[0]) % static_cast<uintptr_t>(out_align) == 0 ? f2 : 0;
+  if (addr(x) % 16 != 0) return false;
+  for (int l = 0; l < g.levels; ++l)
+    if (addr(o.y[l]) % static_cast<uintptr_t>(4 * (kFusedChainVoxels / g.f[l][2])) != 0) return false;
+  return true;
+}
+
+// Picks the GPU kernel for this request and sets the geometry it runs with:
+// the calls' granularity along the last axis (g.chunk).
+void choose_gpu_kernel(const void* x, const FusedOutputs& o, FusedGeom& g) {
+  g.chunk = 1;  // one coarse position per thread: coalesced neighbours
+  g.gpu_kernel = FusedGeom::GpuKernel::Positions;
+  if (!g.allow_vector) return;
+  if (const int64_t f2 = fused_vector_f2(g)) {  // one level, kV positions per thread
+    if (!vector_aligned(x, o, g)) return;
+    g.chunk = fused_vector_width(f2);
+    g.gpu_kernel = FusedGeom::GpuKernel::Vector;
+  } else if (fused_chain_levels(g) != 0 && vector_aligned(x, o, g)) {  // 4 input positions per thread
+    g.chunk = kFusedChainVoxels / g.block[2];
+    g.gpu_kernel = FusedGeom::GpuKernel::Chain;
+  }
 }
 #endif
 }  // namespace
 
 void fused_downsample(Stream& s, const void* x, RawType r, const FusedOutputs& o, FusedGeom g) {
 #if defined(__CUDACC__)
-  g.chunk = 1;  // one coarse position per thread: coalesced neighbours
   g.group1 = 1;  // slabs are the CPU's; one_level() and calls() count single positions
-  // Channels-last single levels: kV positions per thread, vector loads.
-  if (const int64_t f2 = vector_f2(x, o, g)) g.chunk = fused_vector_width(f2);
+  choose_gpu_kernel(x, o, g);
 #else
   // When no level averages along axis 1 (block 1 there), each row continues
   // into the next one in memory, input and outputs alike, and the blocks

@@ -8,10 +8,11 @@
 #pragma once
 
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/fused_downsample.h"
 #include "kernels/fused_downsample_ops.h"
-#include "kernels/fused_downsample_vec.h"
+#include "kernels/fused_downsample_chain.h"
 
 namespace mrmf::kernels::MRMF_BACKEND_NS {
 
@@ -54,9 +55,15 @@ void run2(Stream& s, const void* x, const FusedOutputs& o, const FusedGeom& g) {
   using T = typename RawLoad<R>::T;
   const FusedDownsample<R, TF> f{static_cast<const T*>(x), o, g};
 #if defined(__CUDACC__)
-  // g.chunk > 1 on the GPU: fused_downsample() chose the vector kernel.
-  if (g.chunk > 1) {
+  // fused_downsample() chose the kernel (and g.chunk to match).
+  if (g.gpu_kernel == FusedGeom::GpuKernel::Vector) {
     with_vector_kernel(f, [&](const auto& k) { cuda::launch_bounded<4>(s.native(), g.calls(), k); });
+    return;
+  }
+  if (g.gpu_kernel == FusedGeom::GpuKernel::Chain) {
+    with_chain_kernel(f, [&](const auto& k) {
+      cuda::launch_bounded<std::decay_t<decltype(k)>::kMinBlocks>(s.native(), g.calls(), k);
+    });
     return;
   }
   // One level (every loader's case): its own kernel, held to 64 registers

@@ -1,7 +1,7 @@
 // The fused raw-data downsample on cuda:0 against the CPU backend, for every
-// dtype and layout, a multi-level request and single levels (the GPU's
-// single-level kernel), bit for bit except through log1pf. Compiles in every
-// build.
+// dtype and layout, multi-level requests (the chain kernel and the
+// per-position traversal) and single levels (the GPU's single-level
+// kernels), bit for bit except through log1pf. Compiles in every build.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -38,17 +38,24 @@ void require_same(const Tensor& gpu, const Tensor& cpu, bool bits) {
   REQUIRE(worst < 1e-6);
 }
 
-// Every level of one request, on the GPU and on the CPU.
-void require_levels_same(Stream& gs, const Tensor& raw, const FusedDownsampleSpec& spec, bool bits) {
+// Every level of one request, on the GPU and on the CPU; on the GPU with
+// each kernel that can run it (channels-last C = 4 chains of levels run the
+// chain kernel by default, fused_downsample_chain.h; vector_loads = false
+// runs the per-position traversal).
+void require_levels_same(Stream& gs, const Tensor& raw, FusedDownsampleSpec spec, bool bits) {
   const auto cpu = fused_downsample(cpu_stream(), raw, spec);
-  const auto gpu = fused_downsample(gs, raw.to(Device::cuda(0), gs), spec);
-  gs.synchronize();
-  REQUIRE(gpu.size() == cpu.size());
-  for (size_t l = 0; l < cpu.size(); ++l) {
-    INFO("level " << l);
-    const Tensor g = gpu[l].to(Device::cpu(), gs);
+  const Tensor draw = raw.to(Device::cuda(0), gs);
+  for (bool vec : {true, false}) {
+    spec.vector_loads = vec;
+    const auto gpu = fused_downsample(gs, draw, spec);
     gs.synchronize();
-    require_same(g, cpu[l], bits);
+    REQUIRE(gpu.size() == cpu.size());
+    for (size_t l = 0; l < cpu.size(); ++l) {
+      INFO("level " << l << ", vector loads " << vec);
+      const Tensor g = gpu[l].to(Device::cpu(), gs);
+      gs.synchronize();
+      require_same(g, cpu[l], bits);
+    }
   }
 }
 }  // namespace
@@ -70,9 +77,16 @@ TEST_CASE("gpu: fused downsample matches the CPU backend", "[gpu][fused_downsamp
           spec.scale.push_back(0.37f + 0.11f * k);
           spec.shift.push_back(-1.3f + 0.7f * k);
         }
-        spec.levels = {{1, 1, 1}, {2, 2, 2}, {2, 2, 4}};
         INFO(dtype_name(dt) << " transform " << static_cast<int>(tf) << " layout " << static_cast<int>(lay));
-        require_levels_same(gs, raw, spec, tf != FusedTransform::Log1p);
+        // A chain of three levels and one of two with an outer-axis first
+        // level (the chain kernel where channels-last), and two levels that
+        // are no chain (both read from the input).
+        for (const std::vector<std::vector<int64_t>>& levels :
+             {std::vector<std::vector<int64_t>>{{1, 1, 1}, {2, 2, 2}, {2, 2, 4}}, {{2, 1, 1}, {4, 2, 2}},
+              {{2, 1, 2}, {1, 2, 4}}}) {
+          spec.levels = levels;
+          require_levels_same(gs, raw, spec, tf != FusedTransform::Log1p);
+        }
       }
 }
 
@@ -83,7 +97,8 @@ TEST_CASE("gpu: fused downsample of a production-sized batch (every thread loops
   Stream gs = Stream::create(Device::cuda(0));
   const Tensor raw = data::from_float32(test_values({2, 128, 128, 128, 4}), DType::U16);
   for (const std::vector<std::vector<int64_t>>& levels :
-       {std::vector<std::vector<int64_t>>{{1, 1, 1}}, {{2, 2, 2}}, {{2, 1, 1}, {2, 2, 2}}}) {
+       {std::vector<std::vector<int64_t>>{{1, 1, 1}}, {{2, 2, 2}}, {{2, 1, 1}, {2, 2, 2}},
+        {{1, 1, 1}, {2, 2, 2}, {4, 4, 4}}, {{1, 1, 1}, {1, 1, 2}, {2, 2, 2}, {4, 4, 4}}}) {
     FusedDownsampleSpec spec;
     spec.levels = levels;
     INFO("levels " << levels.size() << ", first block " << levels[0][0] << "x" << levels[0][1] << "x" << levels[0][2]);

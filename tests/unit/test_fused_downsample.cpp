@@ -15,7 +15,7 @@
 #include "data/formats.h"
 #include "data/h5file.h"
 #include "kernels/fused_downsample_ops.h"
-#include "kernels/fused_downsample_vec.h"
+#include "kernels/fused_downsample_chain.h"
 
 using namespace mrmf;
 using namespace mrmf::kernels;
@@ -178,8 +178,9 @@ namespace {
 // The GPU path's math on the CPU, one call at a time: operator() over one
 // coarse position per call (Full), the single-level kernel
 // (FusedDownsampleOne; One), or the vector kernel (FusedDownsampleVec; Vec:
-// one level, channels-last C = 4, kV outputs per call).
-enum class Traversal { Full, One, Vec };
+// one level, channels-last C = 4, kV outputs per call), or the chain kernel
+// (FusedDownsampleChain; Chain: a chain of levels, channels-last C = 4).
+enum class Traversal { Full, One, Vec, Chain };
 
 template <RawType R, FusedTransform TF>
 void by_functor(const Tensor& x, const FusedDownsampleSpec& spec, const std::vector<Tensor>& ys, Traversal t) {
@@ -190,11 +191,21 @@ void by_functor(const Tensor& x, const FusedDownsampleSpec& spec, const std::vec
     REQUIRE(f2 != 0);
     g.chunk = fused_vector_width(f2);
   }
+  if (t == Traversal::Chain) {  // 4 input positions per call, as the GPU dispatch sets it
+    REQUIRE(fused_chain_levels(g) == g.levels);
+    g.chunk = kFusedChainVoxels / g.block[2];
+  }
   g.finalize();
   FusedDownsample<R, TF> f{static_cast<const typename RawLoad<R>::T*>(x.raw_data()), {}, g};
   for (size_t l = 0; l < ys.size(); ++l) f.o.y[l] = ys[l].data<float>();
   if (t == Traversal::Vec) {
     with_vector_kernel(f, [&](const auto& k) {
+      for (int64_t i = 0; i < g.calls(); ++i) k(i);
+    });
+    return;
+  }
+  if (t == Traversal::Chain) {
+    with_chain_kernel(f, [&](const auto& k) {
       for (int64_t i = 0; i < g.calls(); ++i) k(i);
     });
     return;
@@ -274,10 +285,20 @@ TEST_CASE("fused downsample: the CPU row traversal gives the functors' (GPU math
       {{2, 4, 4, 14, 7}, true, {{2, 2, 7}, {1, 2, 1}}},
       {{1, 6, 4, 4, 6}, false, {{2, 2, 2}, {1, 1, 1}}},
       // The vector kernel's last-axis factors 4, 2 and 1 (C = 4, channels-last).
-      {{2, 2, 4, 32, 4}, true, {{1, 1, 4}, {2, 1, 2}, {1, 2, 1}}}};
+      {{2, 2, 4, 32, 4}, true, {{1, 1, 4}, {2, 1, 2}, {1, 2, 1}}},
+      // Chains for the chain kernel (C = 4, channels-last; cases 0 and 6 are
+      // chains too): the CosmoFlow ladders 1/2 along an outer or the last
+      // axis -> 1/8, four levels, blocks of rows grouped 1 x 2 then 2 x 2
+      // then 1 x 2, levels listed coarsest first, and a level repeated.
+      {{2, 4, 4, 16, 4}, true, {{2, 1, 1}, {2, 2, 2}}},
+      {{1, 2, 6, 12, 4}, true, {{1, 1, 2}, {2, 2, 2}}},
+      {{1, 8, 4, 16, 4}, true, {{1, 1, 1}, {1, 1, 2}, {2, 2, 2}, {4, 4, 4}}},
+      {{2, 4, 8, 8, 4}, true, {{1, 2, 1}, {2, 2, 1}, {2, 4, 2}}},
+      {{1, 8, 8, 4, 4}, true, {{4, 4, 4}, {2, 2, 2}}},
+      {{1, 2, 2, 8, 4}, true, {{1, 1, 1}, {2, 2, 2}, {2, 2, 2}}}};
   const std::vector<float> scale{0.5f, 2.f, -1.f, 3.f, 0.25f, 1.5f, -0.75f, 4.f},
       shift{1.f, 0.f, 3.f, -2.f, 0.5f, -1.f, 0.125f, 2.f};
-  int vector_cases = 0;
+  int vector_cases = 0, chain_cases = 0;
   for (DType dt : {DType::U16, DType::I16, DType::F16, DType::F32})
     for (FusedTransform tf : {FusedTransform::None, FusedTransform::Log1p, FusedTransform::Scale})
       for (size_t k = 0; k < cases.size(); ++k) {
@@ -297,6 +318,15 @@ TEST_CASE("fused downsample: the CPU row traversal gives the functors' (GPU math
         const auto rows = fused_downsample(cpu_stream(), raw, spec);
         const auto ref = by_functor_any(raw, spec, rows, Traversal::Full);
         for (size_t l = 0; l < rows.size(); ++l) REQUIRE(bit_equal(rows[l], ref[l]));
+        // The GPU's chain kernel, where it applies.
+        if (fused_chain_levels(make_fused_geom(raw.shape(), spec, "test")) != 0) {
+          ++chain_cases;
+          const auto chain = by_functor_any(raw, spec, rows, Traversal::Chain);
+          for (size_t l = 0; l < rows.size(); ++l) {
+            INFO("chain kernel, level " << l);
+            REQUIRE(bit_equal(rows[l], chain[l]));
+          }
+        }
         // Each level alone (read from the input, none derived): the GPU's
         // single-level kernel.
         for (const auto& level : c.levels) {
@@ -313,7 +343,8 @@ TEST_CASE("fused downsample: the CPU row traversal gives the functors' (GPU math
           }
         }
       }
-  CHECK(vector_cases == 11 * 13);  // 11 dtype/transform pairs x 13 levels with C = 4 channels-last (f2 = 1, 2, 4)
+  CHECK(vector_cases == 11 * 29);  // 11 dtype/transform pairs x 29 levels with C = 4 channels-last (f2 = 1, 2, 4)
+  CHECK(chain_cases == 11 * 8);    // ... x 8 chains
 }
 
 TEST_CASE("fused downsample: a plan run per sample or per batch equals the checked call", "[fused_downsample]") {

@@ -1,0 +1,269 @@
+// The fused downsample's multi-level kernel for channels-last C = 4 data
+// (CosmoFlow): several resolution levels of a cube in one pass over the
+// input, with the vector kernel's whole-segment loads.
+//
+// Why: the general traversal (FusedDownsample::operator(), one coarsest-block
+// position per thread) keeps every level's loop nest and block sums in one
+// thread with element-by-element loads; on an H100 it moved 23-27 % of a
+// device copy's bandwidth for 1/1 + 1/8 + 1/64 and for the 1/2 + 1/8 ladder
+// (session 20), where the single-level vector kernel moves 85-97 %.
+//
+// What a call owns: one coarsest block along axes 0 and 1 (B0 x B1 input
+// rows) and one segment of kFusedChainVoxels = 4 input positions along the
+// last axis (16 elements: 16-byte loads, as in fused_downsample_vec.h). It
+// writes every level's outputs inside that region, so the input is read and
+// converted once for all levels.
+//
+// Which requests: a CHAIN of levels -- in computation order (g.order) the
+// first is read from the input and each later one is derived from the one
+// before it (g.src), e.g. 1/1 -> 1/8 -> 1/64, or 1/2 along one axis -> 1/8.
+// Then every level's blocks nest in the next one's, and the rows can be
+// visited in hierarchical order: level k's blocks, each in (a, b) row-major
+// order of its own rows, grouped by level k+1's blocks, ... So each level
+// completes its blocks one at a time and keeps ONE running-sum accumulator
+// in registers, fed by the rows of the level below it as they complete.
+// The row order inside every level's block is row-major, so the additions
+// are the header's summation rule and derived_outputs()'s, in the same
+// order: per input (or source-level) position a running sum over the
+// block's rows from the first, then per output the sum from 0 along the last
+// axis, scaled. The bits equal the CPU rows (tested on the CPU by running
+// this functor, tests/unit/test_fused_downsample.cpp).
+//
+// Preconditions (fused_chain_levels() and the dispatch check them): 2 to
+// kFusedMaxLevels levels forming a chain, channels-last with C == 4,
+// the last axis a multiple of 4 and its coarsest factor 1, 2 or 4; the input
+// 16-byte aligned, level l's output aligned to 4 * (4 / f[l][2]) bytes;
+// g.chunk == 4 / block[2], g.group1 == 1, finalize()d (calls() then counts
+// the calls).
+#pragma once
+
+#include "kernels/fused_downsample_vec.h"
+
+namespace mrmf::kernels {
+
+// Input positions along the last axis per call (one 16-element segment).
+constexpr int64_t kFusedChainVoxels = kFusedVecElems / kFusedVecChannels;
+
+// The number of levels if `g` is a chain the kernel runs, else 0. Pointer
+// alignment is the caller's to check.
+inline int fused_chain_levels(const FusedGeom& g) {
+  if (g.levels < 2 || g.s_c != 1 || g.c != kFusedVecChannels || g.s[2] != g.c) return 0;
+  if (g.in[2] % kFusedChainVoxels != 0 || kFusedChainVoxels % g.block[2] != 0) return 0;
+  if (g.src[g.order[0]] >= 0) return 0;
+  for (int k = 1; k < g.levels; ++k)
+    if (g.src[g.order[k]] != g.order[k - 1]) return 0;
+  return g.levels;
+}
+
+// out[w * C + c] = (0 + sum over z < kZ of a[(w * kZ + z) * C + c]) * inv for
+// the first nw outputs w: the per-output sum along the last axis.
+template <int kZ>
+MRMF_HD MRMF_INLINE void chain_zsum(const float* a, int nw, float inv, float* out) {
+  constexpr int kC = static_cast<int>(kFusedVecChannels);
+  MRMF_UNROLL
+  for (int w = 0; w < static_cast<int>(kFusedChainVoxels) / kZ; ++w)
+    if (w < nw) {
+      MRMF_UNROLL
+      for (int c = 0; c < kC; ++c) {
+        float s = 0.f;
+        MRMF_UNROLL
+        for (int z = 0; z < kZ; ++z) s += a[(w * kZ + z) * kC + c];
+        out[w * kC + c] = s * inv;
+      }
+    }
+}
+
+// Channel c's nw (= kN) consecutive outputs from out[w * C + c].
+template <int kN>
+MRMF_HD MRMF_INLINE void chain_store(float* y, int64_t plane, const float* out) {
+  constexpr int kC = static_cast<int>(kFusedVecChannels);
+  MRMF_UNROLL
+  for (int c = 0; c < kC; ++c) {
+    float v[kN];
+    MRMF_UNROLL
+    for (int w = 0; w < kN; ++w) v[w] = out[w * kC + c];
+    store_floats<kN>(y + c * plane, v);
+  }
+}
+
+template <RawType R, FusedTransform TF, int kL>
+struct FusedDownsampleChain {
+  using T = typename RawLoad<R>::T;
+  static constexpr int kC = static_cast<int>(kFusedVecChannels);
+  static constexpr int kP = static_cast<int>(kFusedVecElems);  // elements per row segment
+  static constexpr int kLoads = static_cast<int>(kP * sizeof(T) / 16);
+  static_assert(kL >= 2 && kL <= kFusedMaxLevels, "a chain has 2 to kFusedMaxLevels levels");
+  // Resident 256-thread blocks per SM the launch asks for. ptxas -v, sm_90,
+  // unbounded: 118-126 registers at two levels (164-167 with log1p), 146-156
+  // at three (182-186), 168-228 at four. Bounded to 128 (two blocks), two
+  // and three levels spill at most 16 bytes for 2-byte types (32-84 for
+  // float32 or log1p); four levels spilled 144-272 bytes there, so they run
+  // one block per SM without spills.
+  static constexpr int kMinBlocks = kL <= 3 ? 2 : 1;
+
+  FusedDownsample<R, TF> f;
+
+  MRMF_HD void operator()(int64_t i) const {
+    const FusedGeom& g = f.g;
+    int64_t q = g.chunk_div(i);
+    const int64_t j2 = i - q * g.nchunk;  // which segment of 4 input positions along the last axis
+    const int64_t q1 = g.nblk1_div(q);
+    const int64_t p1 = q - q1 * g.ngrp1;
+    const int64_t n = g.nblk0_div(q1);
+    const int64_t p0 = q1 - n * g.nblk[0];
+    // Chain position k = level g.order[k]. Its block holds rad0[k] x rad1[k]
+    // rows of level k-1's outputs (of input rows for k = 0); d0[k], d1[k]
+    // are the current row's digits in that grid (the hierarchical order is
+    // an odometer over them, level 0's b digit fastest).
+    int rad0[kL], rad1[kL], d0[kL], d1[kL];
+    MRMF_UNROLL
+    for (int k = 0; k < kL; ++k) {
+      const int l = g.order[k];
+      rad0[k] = static_cast<int>(k == 0 ? g.f[l][0] : g.r[l][0]);
+      rad1[k] = static_cast<int>(k == 0 ? g.f[l][1] : g.r[l][1]);
+      d0[k] = d1[k] = 0;
+    }
+    const T* const x0 = f.x + n * g.s_n + p0 * g.block[0] * g.s[0] + p1 * g.block[1] * g.s[1] + j2 * kP;
+    const int rows = static_cast<int>(g.block[0] * g.block[1]);
+    // The next row's loads are issued before this row's additions: two
+    // rows in flight per thread, at the occupancy this kernel's registers allow.
+    Raw16 cur[kLoads];
+    load_row(x0, cur);
+    // Level k's running sums per input / source position (k >= 1: the first
+    // kP / f2 used); every element is set by its block's first row.
+    float acc[kL][kP] = {};
+    MRMF_NO_UNROLL
+    for (int t = 0; t < rows; ++t) {
+      int e0[kL], e1[kL];  // the next row's digits
+      MRMF_UNROLL
+      for (int k = 0; k < kL; ++k) {
+        e0[k] = d0[k];
+        e1[k] = d1[k];
+      }
+      advance(e0, e1, rad0, rad1);
+      Raw16 nxt[kLoads];
+      if (t + 1 < rows) {
+        int64_t a = 0, b = 0;
+        row_of(e0, e1, rad0, rad1, -1, a, b);
+        load_row(x0 + a * g.s[0] + b * g.s[1], nxt);
+      } else {
+        MRMF_UNROLL
+        for (int k = 0; k < kLoads; ++k) nxt[k] = cur[k];
+      }
+      // Level 0 from the input row.
+      const bool first = d0[0] == 0 && d1[0] == 0;
+      MRMF_UNROLL
+      for (int k = 0; k < kP; ++k) {
+        const int e = k * static_cast<int>(sizeof(T));  // byte offset in the segment
+        const uint32_t bits = cur[e / 16].w[(e % 16) / 4] >> (8 * (e % 4));
+        const float v = f.transform(RawLoad<R>::from_bits(bits), k % kC);
+        acc[0][k] = first ? v : acc[0][k] + v;
+      }
+      // Each level whose block this row completes: its outputs, then added
+      // into the next level's running sums.
+      bool done = d0[0] == rad0[0] - 1 && d1[0] == rad1[0] - 1;
+      MRMF_UNROLL
+      for (int k = 0; k < kL; ++k)
+        if (done) {
+          float out[kP] = {};  // emit() sets the first nw * C
+          const int nw = emit(k, n, p0, p1, j2, acc[k], d0, d1, rad0, rad1, out);
+          if (k + 1 < kL) {
+            const bool first_up = d0[k + 1] == 0 && d1[k + 1] == 0;
+            MRMF_UNROLL
+            for (int e = 0; e < kP; ++e)
+              if (e < nw * kC) acc[k + 1][e] = first_up ? out[e] : acc[k + 1][e] + out[e];
+            done = d0[k + 1] == rad0[k + 1] - 1 && d1[k + 1] == rad1[k + 1] - 1;
+          }
+        }
+      MRMF_UNROLL
+      for (int k = 0; k < kL; ++k) {
+        d0[k] = e0[k];
+        d1[k] = e1[k];
+      }
+      MRMF_UNROLL
+      for (int k = 0; k < kLoads; ++k) cur[k] = nxt[k];
+    }
+  }
+
+ private:
+  MRMF_HD MRMF_INLINE static void load_row(const T* row, Raw16* r) {
+    MRMF_UNROLL
+    for (int k = 0; k < kLoads; ++k) r[k] = load_raw16(row + k * (16 / sizeof(T)));
+  }
+
+  // The odometer: level 0's b digit fastest, carries upward.
+  MRMF_HD MRMF_INLINE static void advance(int* e0, int* e1, const int* rad0, const int* rad1) {
+    bool carry = true;
+    MRMF_UNROLL
+    for (int k = 0; k < kL; ++k)
+      if (carry) {
+        carry = false;
+        if (++e1[k] == rad1[k]) {
+          e1[k] = 0;
+          if (++e0[k] == rad0[k]) {
+            e0[k] = 0;
+            carry = true;
+          }
+        }
+      }
+  }
+
+  // The row (a, b) of level k's current block inside the coarsest block, in
+  // level k's output rows (k = -1: input rows): sum over the levels above k
+  // of their digit times the size of one of their sub-blocks.
+  MRMF_HD MRMF_INLINE static void row_of(const int* d0, const int* d1, const int* rad0, const int* rad1, int k,
+                                         int64_t& a, int64_t& b) {
+    int64_t m0 = 1, m1 = 1;
+    a = b = 0;
+    MRMF_UNROLL
+    for (int j = 0; j < kL; ++j)
+      if (j > k) {
+        a += d0[j] * m0;
+        b += d1[j] * m1;
+        m0 *= rad0[j];
+        m1 *= rad1[j];
+      }
+  }
+
+  // Chain position k's outputs for its completed block from its running
+  // sums `acc`, written to level g.order[k] and left in out[w * C + c] for
+  // the next level. Returns nw, the outputs per channel along the last axis.
+  MRMF_HD MRMF_INLINE int emit(int k, int64_t n, int64_t p0, int64_t p1, int64_t j2, const float* acc,
+                               const int* d0, const int* d1, const int* rad0, const int* rad1, float* out) const {
+    const FusedGeom& g = f.g;
+    const int l = g.order[k];
+    const int z = static_cast<int>(k == 0 ? g.f[l][2] : g.r[l][2]);  // last-axis positions per output
+    const int nw = static_cast<int>(kFusedChainVoxels / g.f[l][2]);
+    const float inv = k == 0 ? g.inv[l] : g.inv_r[l];
+    switch (z) {
+      case 1: chain_zsum<1>(acc, nw, inv, out); break;
+      case 2: chain_zsum<2>(acc, nw, inv, out); break;
+      default: chain_zsum<4>(acc, nw, inv, out); break;
+    }
+    int64_t u0 = 0, u1 = 0;
+    row_of(d0, d1, rad0, rad1, k, u0, u1);
+    const int64_t O0 = g.out[l][0], O1 = g.out[l][1], O2 = g.out[l][2], plane = O0 * O1 * O2;
+    const int64_t o0 = p0 * g.per[l][0] + u0, o1 = p1 * g.per[l][1] + u1;
+    float* const y = f.o.y[l] + n * kC * plane + (o0 * O1 + o1) * O2 + j2 * nw;
+    switch (nw) {
+      case 4: chain_store<4>(y, plane, out); break;
+      case 2: chain_store<2>(y, plane, out); break;
+      default: chain_store<1>(y, plane, out); break;
+    }
+    return nw;
+  }
+};
+
+// Calls fn(kernel) with the chain kernel for f.g's level count (host side:
+// the GPU dispatch and the CPU test of the kernel's math).
+template <RawType R, FusedTransform TF, class Fn>
+void with_chain_kernel(const FusedDownsample<R, TF>& f, Fn&& fn) {
+  switch (f.g.levels) {
+    case 2: fn(FusedDownsampleChain<R, TF, 2>{f}); return;
+    case 3: fn(FusedDownsampleChain<R, TF, 3>{f}); return;
+    case 4: fn(FusedDownsampleChain<R, TF, 4>{f}); return;
+    default: break;
+  }
+}
+
+}  // namespace mrmf::kernels
