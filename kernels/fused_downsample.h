@@ -25,6 +25,9 @@
 // last spatial axis. The CPU backend uses whole rows (index arithmetic paid
 // once per row; contiguous streams), the GPU one position per thread
 // (neighbouring threads touch neighbouring addresses -> coalesced).
+// Channels-last C = 4 data (CosmoFlow) has its own GPU traversals with
+// 16-byte loads and the same sums: fused_downsample_vec.h (one level) and
+// fused_downsample_chain.h (a chain of levels).
 // Spatial dims are right-aligned in 3 slots: (N, T, C) -> in = (1, 1, T).
 #pragma once
 
