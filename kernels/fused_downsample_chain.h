@@ -68,7 +68,14 @@ MRMF_HD MRMF_INLINE void chain_zsum(const float* a, int nw, float inv, float* ou
         float s = 0.f;
         MRMF_UNROLL
         for (int z = 0; z < kZ; ++z) s += a[(w * kZ + z) * kC + c];
+#if defined(__CUDA_ARCH__)
+        // Rounded here: the next level adds it to a running sum, and nvcc
+        // would contract s * inv + sum into one FMA (one rounding, not the
+        // CPU's two) where 1/|block| is no power of two.
+        out[w * kC + c] = __fmul_rn(s, inv);
+#else
         out[w * kC + c] = s * inv;
+#endif
       }
     }
 }

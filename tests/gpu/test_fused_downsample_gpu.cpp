@@ -90,6 +90,27 @@ TEST_CASE("gpu: fused downsample matches the CPU backend", "[gpu][fused_downsamp
       }
 }
 
+TEST_CASE("gpu: chains of levels whose averages are no power of two (no FMA contraction)",
+          "[gpu][fused_downsample]") {
+  // 1/|block| is then inexact, so a product contracted into the next
+  // level's sum would change the bits.
+  Stream gs = Stream::create(Device::cuda(0));
+  for (DType dt : {DType::U16, DType::F32})
+    for (FusedTransform tf : {FusedTransform::None, FusedTransform::Scale}) {
+      const Tensor raw = data::from_float32(test_values({2, 6, 6, 24, 4}), dt);
+      FusedDownsampleSpec spec;
+      spec.transform = tf;
+      spec.scale = {0.37f, 0.48f, 0.59f, 0.7f};
+      spec.shift = {-1.3f, -0.6f, 0.1f, 0.8f};
+      for (const std::vector<std::vector<int64_t>>& levels :
+           {std::vector<std::vector<int64_t>>{{3, 1, 1}, {6, 2, 2}}, {{1, 1, 1}, {3, 3, 2}, {6, 6, 4}}}) {
+        spec.levels = levels;
+        INFO(dtype_name(dt) << " transform " << static_cast<int>(tf) << ", " << levels.size() << " levels");
+        require_levels_same(gs, raw, spec, true);
+      }
+    }
+}
+
 TEST_CASE("gpu: fused downsample of a production-sized batch (every thread loops several times)",
           "[gpu][fused_downsample]") {
   // 2 x 128^3 x 4 uint16: 4.2 M positions at 1/1, more than the grid's

@@ -295,7 +295,18 @@ TEST_CASE("fused downsample: the CPU row traversal gives the functors' (GPU math
       {{1, 8, 4, 16, 4}, true, {{1, 1, 1}, {1, 1, 2}, {2, 2, 2}, {4, 4, 4}}},
       {{2, 4, 8, 8, 4}, true, {{1, 2, 1}, {2, 2, 1}, {2, 4, 2}}},
       {{1, 8, 8, 4, 4}, true, {{4, 4, 4}, {2, 2, 2}}},
-      {{1, 2, 2, 8, 4}, true, {{1, 1, 1}, {2, 2, 2}, {2, 2, 2}}}};
+      {{1, 2, 2, 8, 4}, true, {{1, 1, 1}, {2, 2, 2}, {2, 2, 2}}},
+      // ... blocks that are no power of two (1/|block| inexact), no pooling
+      // along the last axis (4 outputs per call at every level), one row per
+      // block (pooling along the last axis only), a last-axis ratio of 4,
+      // a first level with f2 = 4, and 1-D and 2-D inputs.
+      {{2, 6, 6, 16, 4}, true, {{3, 1, 1}, {6, 2, 2}}},
+      {{2, 4, 8, 8, 4}, true, {{1, 1, 1}, {2, 2, 1}}},
+      {{2, 2, 2, 32, 4}, true, {{1, 1, 1}, {1, 1, 2}, {1, 1, 4}}},
+      {{1, 4, 4, 8, 4}, true, {{1, 1, 1}, {4, 4, 4}}},
+      {{1, 2, 2, 8, 4}, true, {{1, 1, 4}, {2, 2, 4}}},
+      {{2, 32, 4}, true, {{1}, {2}, {4}}},
+      {{2, 6, 8, 4}, true, {{1, 1}, {3, 2}}}};
   const std::vector<float> scale{0.5f, 2.f, -1.f, 3.f, 0.25f, 1.5f, -0.75f, 4.f},
       shift{1.f, 0.f, 3.f, -2.f, 0.5f, -1.f, 0.125f, 2.f};
   int vector_cases = 0, chain_cases = 0;
@@ -343,8 +354,8 @@ TEST_CASE("fused downsample: the CPU row traversal gives the functors' (GPU math
           }
         }
       }
-  CHECK(vector_cases == 11 * 29);  // 11 dtype/transform pairs x 29 levels with C = 4 channels-last (f2 = 1, 2, 4)
-  CHECK(chain_cases == 11 * 8);    // ... x 8 chains
+  CHECK(vector_cases == 11 * 45);  // 11 dtype/transform pairs x 45 levels with C = 4 channels-last (f2 = 1, 2, 4)
+  CHECK(chain_cases == 11 * 15);   // ... x 15 chains
 }
 
 TEST_CASE("fused downsample: a plan run per sample or per batch equals the checked call", "[fused_downsample]") {
