@@ -102,10 +102,11 @@ struct FusedDownsampleChain {
   static_assert(kL >= 2 && kL <= kFusedMaxLevels, "a chain has 2 to kFusedMaxLevels levels");
   // Resident 256-thread blocks per SM the launch asks for. ptxas -v, sm_90,
   // unbounded: 118-126 registers at two levels (164-167 with log1p), 146-156
-  // at three (182-186), 168-228 at four. Bounded to 128 (two blocks), two
-  // and three levels spill at most 16 bytes for 2-byte types (32-84 for
-  // float32 or log1p); four levels spilled 144-272 bytes there, so they run
-  // one block per SM without spills.
+  // at three (182-186), 168-228 at four. Bounded to 128 (two blocks): two
+  // and three levels use 116-128 without spilling, except 16-28 bytes for
+  // log1p or float32 at three levels (float32 + log1p at two); four levels
+  // spilled 144-272 bytes there, so they run one block per SM (166-204
+  // registers, no spills).
   static constexpr int kMinBlocks = kL <= 3 ? 2 : 1;
 
   FusedDownsample<R, TF> f;
