@@ -98,7 +98,6 @@ struct FusedDownsampleChain {
   using T = typename RawLoad<R>::T;
   static constexpr int kC = static_cast<int>(kFusedVecChannels);
   static constexpr int kP = static_cast<int>(kFusedVecElems);  // elements per row segment
-  static constexpr int kLoads = static_cast<int>(kP * sizeof(T) / 16);
   static_assert(kL >= 2 && kL <= kFusedMaxLevels, "a chain has 2 to kFusedMaxLevels levels");
   // Resident 256-thread blocks per SM the launch asks for. ptxas -v, sm_90,
   // unbounded: 118-126 registers at two levels (164-167 with log1p), 146-156
@@ -135,8 +134,8 @@ struct FusedDownsampleChain {
     const int rows = static_cast<int>(g.block[0] * g.block[1]);
     // The next row's loads are issued before this row's additions: two
     // rows in flight per thread, at the occupancy this kernel's registers allow.
-    Raw16 cur[kLoads];
-    load_row(x0, cur);
+    RawSegment<T> cur;
+    cur.load(x0);
     // Level k's running sums per input / source position (k >= 1: the first
     // kP / f2 used); every element is set by its block's first row.
     float acc[kL][kP] = {};
@@ -149,22 +148,17 @@ struct FusedDownsampleChain {
         e1[k] = d1[k];
       }
       advance(e0, e1, rad0, rad1);
-      Raw16 nxt[kLoads];
+      RawSegment<T> nxt = cur;
       if (t + 1 < rows) {
         int64_t a = 0, b = 0;
         row_of(e0, e1, rad0, rad1, -1, a, b);
-        load_row(x0 + a * g.s[0] + b * g.s[1], nxt);
-      } else {
-        MRMF_UNROLL
-        for (int k = 0; k < kLoads; ++k) nxt[k] = cur[k];
+        nxt.load(x0 + a * g.s[0] + b * g.s[1]);
       }
       // Level 0 from the input row.
       const bool first = d0[0] == 0 && d1[0] == 0;
       MRMF_UNROLL
       for (int k = 0; k < kP; ++k) {
-        const int e = k * static_cast<int>(sizeof(T));  // byte offset in the segment
-        const uint32_t bits = cur[e / 16].w[(e % 16) / 4] >> (8 * (e % 4));
-        const float v = f.transform(RawLoad<R>::from_bits(bits), k % kC);
+        const float v = cur.value(f, k);
         acc[0][k] = first ? v : acc[0][k] + v;
       }
       // Each level whose block this row completes: its outputs, then added
@@ -188,17 +182,11 @@ struct FusedDownsampleChain {
         d0[k] = e0[k];
         d1[k] = e1[k];
       }
-      MRMF_UNROLL
-      for (int k = 0; k < kLoads; ++k) cur[k] = nxt[k];
+      cur = nxt;
     }
   }
 
  private:
-  MRMF_HD MRMF_INLINE static void load_row(const T* row, Raw16* r) {
-    MRMF_UNROLL
-    for (int k = 0; k < kLoads; ++k) r[k] = load_raw16(row + k * (16 / sizeof(T)));
-  }
-
   // The odometer: level 0's b digit fastest, carries upward.
   MRMF_HD MRMF_INLINE static void advance(int* e0, int* e1, const int* rad0, const int* rad1) {
     bool carry = true;

@@ -77,6 +77,26 @@ MRMF_HD MRMF_INLINE Raw16 load_raw16(const void* p) {
   return r;
 }
 
+// One row segment of kFusedVecElems elements of type T: its 16-byte loads,
+// all issued together, and element k's converted, transformed value (the
+// transform's channel is k % C: the segment starts at a position).
+template <class T>
+struct RawSegment {
+  static constexpr int kLoads = static_cast<int>(kFusedVecElems * sizeof(T) / 16);
+  Raw16 r[kLoads];
+
+  MRMF_HD MRMF_INLINE void load(const T* row) {
+    MRMF_UNROLL
+    for (int k = 0; k < kLoads; ++k) r[k] = load_raw16(row + k * (16 / sizeof(T)));
+  }
+  template <RawType R, FusedTransform TF>
+  MRMF_HD MRMF_INLINE float value(const FusedDownsample<R, TF>& f, int k) const {
+    const int e = k * static_cast<int>(sizeof(T));  // byte offset in the segment
+    const uint32_t bits = r[e / 16].w[(e % 16) / 4] >> (8 * (e % 4));  // little-endian: element k's bytes
+    return f.transform(RawLoad<R>::from_bits(bits), k % kFusedVecChannels);
+  }
+};
+
 // kN consecutive floats (kN * 4 bytes aligned) in 16-, 8- or 4-byte stores.
 template <int kN>
 MRMF_HD MRMF_INLINE void store_floats(float* y, const float* v) {
@@ -100,7 +120,6 @@ struct FusedDownsampleVec {
   static constexpr int kC = static_cast<int>(kFusedVecChannels);
   static constexpr int kV = static_cast<int>(fused_vector_width(kF2));
   static constexpr int kP = kV * kF2 * kC;                       // elements per row segment
-  static constexpr int kLoads = static_cast<int>(kP * sizeof(T) / 16);  // 16-byte loads per segment
   static_assert(kV >= 1 && kP == kFusedVecElems, "a segment is kFusedVecElems elements");
 
   FusedDownsample<R, TF> f;
@@ -121,17 +140,12 @@ struct FusedDownsampleVec {
     for (int64_t a = 0; a < f0; ++a) {
       MRMF_NO_UNROLL
       for (int64_t b = 0; b < f1; ++b) {
-        const T* const row = x0 + a * g.s[0] + b * g.s[1];
-        Raw16 r[kLoads];
-        MRMF_UNROLL
-        for (int k = 0; k < kLoads; ++k) r[k] = load_raw16(row + k * (16 / sizeof(T)));
+        RawSegment<T> seg;
+        seg.load(x0 + a * g.s[0] + b * g.s[1]);
         const bool first = a == 0 && b == 0;
         MRMF_UNROLL
         for (int k = 0; k < kP; ++k) {
-          const int e = k * static_cast<int>(sizeof(T));  // byte offset in the segment
-          const uint32_t word = r[e / 16].w[(e % 16) / 4];
-          const uint32_t bits = word >> (8 * (e % 4));  // little-endian: element k's bytes
-          const float v = f.transform(RawLoad<R>::from_bits(bits), k % kC);
+          const float v = seg.value(f, k);
           t[k] = first ? v : t[k] + v;
         }
       }
