@@ -7,6 +7,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "layers/conv_single_output.h"
+
 namespace mrmf::onednn_conv {
 
 using dnnl::memory;
@@ -105,10 +107,13 @@ struct Entry {
   std::optional<Backward> bwd;  // built on the first backward call (eval-only layers never need it)
 };
 
+constexpr const char* kSingleOutputInfo = "one output position: dnnl_sgemm over the valid taps";
+
 }  // namespace
 
 struct Primitives::Impl {
   std::map<std::vector<int64_t>, std::unique_ptr<Entry>> cache;
+  SingleOutputConv single;  // shapes with one output position (see its header)
   size_t builds = 0;
   std::string last_info;
 
@@ -230,6 +235,11 @@ std::string Primitives::impl_info() const { return impl_->last_info; }
 
 void Primitives::forward(const ConvSpec& spec, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) {
   guarded("forward", spec, x.shape(), [&] {
+    if (SingleOutputConv::applies(spec, x.shape())) {
+      impl_->single.forward(spec, x, w, b, y);
+      impl_->last_info = kSingleOutputInfo;
+      return;
+    }
     Entry& e = impl_->entry(spec, x.shape());
     auto& s = cpu_dnnl_stream();
     e.f_src_of = e.f_src.direct() ? nullptr : x.raw_data();
@@ -246,6 +256,10 @@ void Primitives::forward(const ConvSpec& spec, const Tensor& x, const Tensor& w,
 void Primitives::backward(const ConvSpec& spec, const Tensor& x, const Tensor& dy, const Tensor& w, const Tensor& dx,
                           const Tensor& dw, const Tensor& db) {
   guarded("backward", spec, x.shape(), [&] {
+    if (SingleOutputConv::applies(spec, x.shape())) {
+      impl_->single.backward(spec, x, dy, w, dx, dw, db);
+      return;
+    }
     Entry& e = impl_->entry(spec, x.shape());
     if (!e.bwd) impl_->build_backward(spec, e);
     Backward& b = *e.bwd;

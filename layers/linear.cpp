@@ -1,23 +1,12 @@
 #include "layers/linear.h"
 
-#include <dnnl.h>
-
 #include "kernels/elementwise_ops.h"
+#include "layers/cpu_sgemm.h"
 #ifdef MRMF_HAVE_CUDA
 #include "layers/linear_cublas.h"
 #endif
 
 namespace mrmf {
-
-namespace {
-// Row-major C[M, N] = op(A)[M, K] op(B)[K, N] with beta = 0 (overwrite).
-void cpu_sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
-               int64_t ldb, float* C, int64_t ldc) {
-  const dnnl_status_t st = dnnl_sgemm(ta, tb, M, N, K, 1.f, A, lda, B, ldb, 0.f, C, ldc);
-  MRMF_CHECK(st == dnnl_success, "Linear: dnnl_sgemm(", ta, tb, ", M=", M, ", N=", N, ", K=", K,
-             ") failed with status ", static_cast<int>(st));
-}
-}  // namespace
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool bias)
     : in_(in_features), out_(out_features), has_bias_(bias) {

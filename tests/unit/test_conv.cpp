@@ -77,6 +77,12 @@ const std::vector<Case>& cases() {
       {3, 1, 4, 5, {7, 6, 5}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, false},
       {3, 2, 2, 3, {4, 5, 6}, {2, 3, 1}, {2, 1, 1}, {0, 1, 0}, true},  // anisotropic
       {3, 2, 16, 17, {4, 4, 4}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, true},
+      // One output position (the GEMM path, layers/conv_single_output.h):
+      {3, 3, 5, 7, {1, 1, 1}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, true},   // centre tap only (CosmoFlow's conv5-7)
+      {3, 2, 4, 6, {2, 2, 2}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, false},  // 8 taps meet every input (conv4 at 16^3)
+      {3, 2, 3, 2, {2, 1, 4}, {3, 1, 3}, {2, 1, 2}, {1, 0, 0}, true},   // 6 taps; input x = 3 meets none
+      {1, 3, 2, 4, {4}, {3}, {2}, {0}, true},                           // 1-D, the last sample meets no tap
+      {1, 2, 3, 4, {1}, {1}, {4}, {1}, true},                           // no tap meets the input: bias only
   };
   return cs;
 }
@@ -113,7 +119,8 @@ TEST_CASE("conv: forward and backward match the plain-loop reference", "[conv]")
 
 TEST_CASE("conv: gradients match central finite differences", "[conv]") {
   for (const Case& c : {Case{1, 2, 3, 4, {11}, {4}, {2}, {1}, true},
-                        Case{3, 1, 2, 3, {5, 4, 5}, {3, 3, 3}, {1, 2, 1}, {1, 1, 1}, true}}) {
+                        Case{3, 1, 2, 3, {5, 4, 5}, {3, 3, 3}, {1, 2, 1}, {1, 1, 1}, true},
+                        Case{3, 2, 3, 4, {2, 1, 4}, {3, 1, 3}, {2, 1, 2}, {1, 0, 0}, true}}) {  // one output position
     INFO(describe(c));
     Fixture f(c);
     Context ctx(Device::cpu());
@@ -252,4 +259,42 @@ TEST_CASE("conv: oneDNN primitives are cached per input shape", "[conv]") {
   Tensor xt = x.transpose(0, 1).contiguous().transpose(0, 1);
   REQUIRE_FALSE(xt.is_contiguous());
   CHECK(test::max_abs_diff(f.conv->forward(ctx, xt), y1) == 0.0);
+}
+
+TEST_CASE("conv: one output position runs as GEMMs over the taps that meet the input", "[conv]") {
+  // CosmoFlow's conv5-7 at 16^3-64^3 cubes: a 1^3 input, 3^3 kernel, padding 1.
+  Case c{3, 4, 6, 5, {1, 1, 1}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, true};
+  Fixture f(c);
+  Context ctx(Device::cpu());
+  Tensor x = test::random_tensor(batch_shape(c), 5);
+  Tensor y = f.conv->forward(ctx, x);
+  CHECK(f.conv->cpu_impl_info().find("dnnl_sgemm") != std::string::npos);
+  CHECK(f.conv->cpu_primitive_builds() == 0);  // no oneDNN convolution built
+
+  // The weights change between forward and backward (a finite-difference
+  // check does this): backward reads them afresh, as the oneDNN path does.
+  Tensor w = f.conv->weight();
+  w.copy_from(test::random_tensor(w.shape(), 6));
+  Tensor dy = test::random_tensor(y.shape(), 7);
+  Tensor dx = f.conv->backward(ctx, dy, true);
+  const auto g = ref::conv_geom(x.shape(), w.shape(), c.s, c.p);
+  CHECK(max_rel(ref::to_vec(dx), ref::conv_backward_data(g, ref::to_vec(dy), ref::to_vec(w))) < 1e-5);
+
+  // Gradients are overwritten: stale values in the non-centre taps are cleared.
+  ParamStore& ps = f.model->params();
+  ps.grad(ps.at("conv.weight")).fill_(3.f);
+  f.conv->forward(ctx, x);
+  f.conv->backward(ctx, dy, false);
+  std::vector<double> dw, db;
+  ref::conv_backward_weights(g, ref::to_vec(x), ref::to_vec(dy), dw, db);
+  CHECK(max_rel(ref::to_vec(ps.grad(ps.at("conv.weight"))), dw) < 1e-5);
+  int64_t nonzero = 0;
+  for (double v : ref::to_vec(ps.grad(ps.at("conv.weight")))) nonzero += v != 0.0;
+  CHECK(nonzero == c.O * c.C);  // the centre tap alone
+
+  // A larger input of the same layer goes back to oneDNN.
+  Tensor x3 = test::random_tensor(Shape{2, 6, 3, 3, 3}, 8);
+  f.conv->forward(ctx, x3);
+  CHECK(f.conv->cpu_primitive_builds() == 1);
+  CHECK(f.conv->cpu_impl_info().find("dnnl_sgemm") == std::string::npos);
 }
