@@ -4,7 +4,7 @@
 The PyTorch counterpart of bench/bench_train_step.cpp (same workloads, same step, same statistics:
 median of N timed steps after W warm-up steps). scripts/bench_vs_torch.sh runs both and prints ratios.
 
-  torch_train_step.py [--workload ni1600|ni800|cf32|cf64|cf128]... [--steps N] [--warmup W] [--threads 2]
+  torch_train_step.py [--workload ni1600|ni800|cf16|cf32|cf64|cf128]... [--steps N] [--warmup W] [--threads 2]
                       [--device cpu|cuda] [--json]
 
 On a GPU, cuDNN autotuning (torch.backends.cudnn.benchmark) is on -- PyTorch's fastest setting -- and the
@@ -89,6 +89,7 @@ class CosmoFlowMrmf(nn.Module):
 WORKLOADS = {
     "ni1600": ("Neuron Inverter, batch 512, T = 1600", lambda: NeuronInverter(3, 1600), (512, 1600, 3), 19),
     "ni800": ("Neuron Inverter, batch 512, T = 800", lambda: NeuronInverter(3, 800), (512, 800, 3), 19),
+    "cf16": ("CosmoFlow mrmf, batch 8, 16^3", lambda: CosmoFlowMrmf(16), (8, 4, 16, 16, 16), 4),
     "cf32": ("CosmoFlow mrmf, batch 8, 32^3", lambda: CosmoFlowMrmf(32), (8, 4, 32, 32, 32), 4),
     "cf64": ("CosmoFlow mrmf, batch 8, 64^3", lambda: CosmoFlowMrmf(64), (8, 4, 64, 64, 64), 4),
     "cf128": ("CosmoFlow mrmf, batch 8, 128^3", lambda: CosmoFlowMrmf(128), (8, 4, 128, 128, 128), 4),
