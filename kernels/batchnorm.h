@@ -37,11 +37,16 @@ struct ChannelIndex {
   }
 };
 
+// The reduction terms below are written at a flat element index (`at`); the
+// CPU's segmented_sum walks each channel's contiguous rows of [N, C, inner]
+// through it (kernels/launch_cpu.h), the GPU goes through operator().
+
 // Reduction term: x[n, c, k] for segment c, j over (n, k) (also d beta with x = dy).
 struct BnSumTerm {
   const float* x;
   ChannelIndex ci;
-  MRMF_HD float operator()(int64_t c, int64_t j) const { return x[ci.flat(c, j)]; }
+  MRMF_HD float at(int64_t, int64_t idx) const { return x[idx]; }
+  MRMF_HD float operator()(int64_t c, int64_t j) const { return at(c, ci.flat(c, j)); }
 };
 
 // Reduction term: (x - mean[c])^2.
@@ -49,10 +54,11 @@ struct BnCenteredSquareTerm {
   const float* x;
   const float* mean;
   ChannelIndex ci;
-  MRMF_HD float operator()(int64_t c, int64_t j) const {
-    const float d = x[ci.flat(c, j)] - mean[c];
+  MRMF_HD float at(int64_t c, int64_t idx) const {
+    const float d = x[idx] - mean[c];
     return d * d;
   }
+  MRMF_HD float operator()(int64_t c, int64_t j) const { return at(c, ci.flat(c, j)); }
 };
 
 // Reduction term: dy * (x - mean) * invstd  (d gamma).
@@ -62,10 +68,8 @@ struct BnGammaGradTerm {
   const float* mean;
   const float* invstd;
   ChannelIndex ci;
-  MRMF_HD float operator()(int64_t c, int64_t j) const {
-    const int64_t idx = ci.flat(c, j);
-    return dy[idx] * (x[idx] - mean[c]) * invstd[c];
-  }
+  MRMF_HD float at(int64_t c, int64_t idx) const { return dy[idx] * (x[idx] - mean[c]) * invstd[c]; }
+  MRMF_HD float operator()(int64_t c, int64_t j) const { return at(c, ci.flat(c, j)); }
 };
 
 // mean[c] = sum[c] * inv_count (in place).
