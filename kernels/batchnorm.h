@@ -117,10 +117,9 @@ struct BnApply {
   const float* gamma;
   const float* beta;
   ChannelIndex ci;
-  MRMF_HD void operator()(int64_t i) const {
-    const int64_t c = ci.channel(i);
-    y[i] = bn_affine(x[i], mean[c], invstd[c], gamma[c], beta[c]);
-  }
+  // Element i of channel c (the CPU's launch walks rows through this).
+  MRMF_HD void at(int64_t c, int64_t i) const { y[i] = bn_affine(x[i], mean[c], invstd[c], gamma[c], beta[c]); }
+  MRMF_HD void operator()(int64_t i) const { at(ci.channel(i), i); }
 };
 
 // Input gradient. With batch statistics (training):
@@ -138,8 +137,7 @@ struct BnBackwardInput {
   ChannelIndex ci;
   float count;
   bool batch_stats;
-  MRMF_HD void operator()(int64_t i) const {
-    const int64_t c = ci.channel(i);
+  MRMF_HD void at(int64_t c, int64_t i) const {
     const float k = gamma[c] * invstd[c];
     if (!batch_stats) {
       dx[i] = k * dy[i];
@@ -148,6 +146,7 @@ struct BnBackwardInput {
     const float xhat = (x[i] - mean[c]) * invstd[c];
     dx[i] = k * (dy[i] - (dbeta[c] + xhat * dgamma[c]) / count);
   }
+  MRMF_HD void operator()(int64_t i) const { at(ci.channel(i), i); }
 };
 
 // v[0] += 1 (num_batches_tracked, stored as float).

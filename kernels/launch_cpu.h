@@ -4,12 +4,36 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 #include <omp.h>
 
 namespace mrmf::kernels::cpu {
 
 constexpr int64_t kSerialBelow = 1 << 14;
+
+// A functor over the rows of [N, C, inner]: it has a ChannelIndex `ci` and
+// runs (or, as a reduction term, evaluates) at a flat element index of a known
+// channel, `at(c, idx)` (kernels/batchnorm.h). The CPU walks such functors one
+// contiguous row at a time: no per-element division, and the channel's
+// constants stay in registers.
+template <class T, class = void>
+struct HasRows : std::false_type {};
+template <class T>
+struct HasRows<T, std::void_t<decltype(std::declval<const T&>().at(int64_t(0), int64_t(0))), decltype(T::ci)>>
+    : std::true_type {};
+
+// Elements [lo, hi) of a HasRows functor, row by row.
+template <class F>
+void rows_of(const F& f, int64_t lo, int64_t hi) {
+  const int64_t inner = f.ci.inner, channels = f.ci.channels;
+  for (int64_t i = lo; i < hi;) {
+    const int64_t r = i / inner, c = r % channels;
+    const int64_t end = (r + 1) * inner < hi ? (r + 1) * inner : hi;
+    for (; i < end; ++i) f.at(c, i);
+  }
+}
 
 // Each thread runs a private copy of the functor: with the shared original,
 // a store through one of its float pointers might alias its own float
@@ -19,7 +43,10 @@ template <class F>
 void launch(void* /*stream*/, int64_t n, const F& f) {
   if (n < kSerialBelow) {
     const F local = f;
-    for (int64_t i = 0; i < n; ++i) local(i);
+    if constexpr (HasRows<F>::value)
+      rows_of(local, 0, n);
+    else
+      for (int64_t i = 0; i < n; ++i) local(i);
     return;
   }
   // Each thread takes one contiguous chunk (what schedule(static) does), but
@@ -35,25 +62,18 @@ void launch(void* /*stream*/, int64_t n, const F& f) {
     const int64_t chunk = (per + 15) / 16 * 16;
     const int64_t lo = id * chunk < n ? id * chunk : n;
     const int64_t hi = lo + chunk < n ? lo + chunk : n;
-    for (int64_t i = lo; i < hi; ++i) local(i);
+    if constexpr (HasRows<F>::value)
+      rows_of(local, lo, hi);
+    else
+      for (int64_t i = lo; i < hi; ++i) local(i);
   }
 }
 
 }  // namespace mrmf::kernels::cpu
 
-#include <type_traits>
-#include <utility>
 #include <vector>
 
 namespace mrmf::kernels::cpu {
-
-// A reduction term over the rows of [N, C, inner]: it has a ChannelIndex `ci`
-// and evaluates at a flat element index, `at(c, idx)` (kernels/batchnorm.h).
-template <class T, class = void>
-struct HasRows : std::false_type {};
-template <class T>
-struct HasRows<T, std::void_t<decltype(std::declval<const T&>().at(int64_t(0), int64_t(0))), decltype(T::ci)>>
-    : std::true_type {};
 
 // Deterministic segmented sum: out[s] = sum_{j<m} term(s, j) for s in [0, S).
 // The summation order depends only on (S, m) -- never on the thread count:
