@@ -8,9 +8,32 @@
 namespace mrmf::onednn_conv {
 
 namespace {
-// Gathers and scatters below move a few MB at most; below this many
-// elements an OpenMP region costs more than it saves.
+// The gathers and scatters move a few MB at most; below this many elements
+// an OpenMP region costs more than it saves.
 constexpr int64_t kParallelElements = int64_t(1) << 15;
+
+// Rows of `width` elements: dst[r, v] = src[r, idx[v]] for v < V. The
+// weights ([O I, taps] -> the valid taps) and the input ([N I, positions] ->
+// im2col) are both such gathers.
+void gather_rows(const float* src, int64_t rows, int64_t width, const std::vector<int64_t>& idx, float* dst) {
+  const int64_t V = static_cast<int64_t>(idx.size());
+  const int64_t* ix = idx.data();
+#pragma omp parallel for schedule(static) if (rows * width >= kParallelElements)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t v = 0; v < V; ++v) dst[r * V + v] = src[r * width + ix[v]];
+}
+
+// The inverse: dst[r, idx[v]] = src[r, v], and 0 elsewhere in each row.
+void scatter_rows(const float* src, int64_t rows, int64_t width, const std::vector<int64_t>& idx, float* dst) {
+  const int64_t V = static_cast<int64_t>(idx.size());
+  const int64_t* ix = idx.data();
+#pragma omp parallel for schedule(static) if (rows * width >= kParallelElements)
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = dst + r * width;
+    std::memset(row, 0, sizeof(float) * static_cast<size_t>(width));
+    for (int64_t v = 0; v < V; ++v) row[ix[v]] = src[r * V + v];
+  }
+}
 }  // namespace
 
 bool SingleOutputConv::applies(const ConvSpec& spec, const Shape& x) {
@@ -56,28 +79,17 @@ void SingleOutputConv::plan(const ConvSpec& spec, const Shape& x) {
 }
 
 void SingleOutputConv::gather_weights(const ConvSpec& spec, const float* w) {
-  const int64_t O = spec.out_channels, I = spec.in_channels, V = static_cast<int64_t>(tap_.size()), K = taps_;
-  wv_.resize(static_cast<size_t>(O * I * V));
-  float* wv = wv_.data();
-  const int64_t* tap = tap_.data();
-#pragma omp parallel for schedule(static) if (O * I * K >= kParallelElements)
-  for (int64_t o = 0; o < O; ++o)
-    for (int64_t i = 0; i < I; ++i)
-      for (int64_t v = 0; v < V; ++v) wv[(o * I + i) * V + v] = w[(o * I + i) * K + tap[v]];
+  const int64_t rows = spec.out_channels * spec.in_channels;
+  wv_.resize(static_cast<size_t>(rows) * tap_.size());
+  gather_rows(w, rows, taps_, tap_, wv_.data());
 }
 
 const float* SingleOutputConv::columns(const Tensor& x) {
-  const float* xp = x.data<float>();
-  if (dense_) return xp;
-  const int64_t N = x.size(0), I = x.size(1), S = positions_, V = static_cast<int64_t>(tap_.size());
-  cols_.resize(static_cast<size_t>(N * I * V));
-  const int64_t* pos = pos_.data();
-  float* c = cols_.data();
-#pragma omp parallel for schedule(static) if (N * I * V >= kParallelElements)
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t i = 0; i < I; ++i)
-      for (int64_t v = 0; v < V; ++v) c[(n * I + i) * V + v] = xp[(n * I + i) * S + pos[v]];
-  return c;
+  if (dense_) return x.data<float>();
+  const int64_t rows = x.size(0) * x.size(1);
+  cols_.resize(static_cast<size_t>(rows) * pos_.size());
+  gather_rows(x.data<float>(), rows, positions_, pos_, cols_.data());
+  return cols_.data();
 }
 
 void SingleOutputConv::forward(const ConvSpec& spec, const Tensor& x, const Tensor& w, const Tensor& b,
@@ -107,8 +119,6 @@ void SingleOutputConv::backward(const ConvSpec& spec, const Tensor& x, const Ten
   const int64_t N = x.size(0), O = spec.out_channels, I = spec.in_channels, S = positions_, K = taps_;
   const int64_t V = static_cast<int64_t>(tap_.size()), IV = I * V;
   const float* dyp = dy.data<float>();
-  const int64_t* tap = tap_.data();
-  const int64_t* pos = pos_.data();
 
   // Bias: db[o] = sum_n dy[n, o], in n order.
   if (db.defined()) {
@@ -129,14 +139,7 @@ void SingleOutputConv::backward(const ConvSpec& spec, const Tensor& x, const Ten
     const float* cols = columns(x);  // again: an evaluation forward may have run since
     grad_.resize(static_cast<size_t>(O * IV));
     cpu_sgemm('T', 'N', O, IV, N, dyp, O, cols, IV, grad_.data(), IV);
-    const float* g = grad_.data();
-#pragma omp parallel for schedule(static) if (O * I * K >= kParallelElements)
-    for (int64_t o = 0; o < O; ++o)
-      for (int64_t i = 0; i < I; ++i) {
-        float* row = dwp + (o * I + i) * K;
-        std::memset(row, 0, sizeof(float) * static_cast<size_t>(K));
-        for (int64_t v = 0; v < V; ++v) row[tap[v]] = g[(o * I + i) * V + v];
-      }
+    scatter_rows(grad_.data(), O * I, K, tap_, dwp);
   }
 
   // Input: dcols[N, I V] = dy W_v, scattered into dx (zero where no tap meets).
@@ -153,14 +156,7 @@ void SingleOutputConv::backward(const ConvSpec& spec, const Tensor& x, const Ten
   }
   grad_.resize(static_cast<size_t>(N * IV));
   cpu_sgemm('N', 'N', N, IV, O, dyp, O, wv_.data(), IV, grad_.data(), IV);
-  const float* g = grad_.data();
-#pragma omp parallel for schedule(static) if (N * I * S >= kParallelElements)
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t i = 0; i < I; ++i) {
-      float* row = dxp + (n * I + i) * S;
-      std::memset(row, 0, sizeof(float) * static_cast<size_t>(S));
-      for (int64_t v = 0; v < V; ++v) row[pos[v]] = g[(n * I + i) * V + v];
-    }
+  scatter_rows(grad_.data(), N * I, S, pos_, dxp);
 }
 
 }  // namespace mrmf::onednn_conv
