@@ -24,14 +24,26 @@ template <class T>
 struct HasRows<T, std::void_t<decltype(std::declval<const T&>().at(int64_t(0), int64_t(0))), decltype(T::ci)>>
     : std::true_type {};
 
-// Elements [lo, hi) of a HasRows functor, row by row.
+// Elements [lo, hi) of a HasRows functor, row by row: one division for the
+// first row, then the channel advances with the row. Flat [N, F] inputs
+// (inner = 1) are walked along the channels instead, where element and
+// channel advance together (as contiguous and vectorizable as a row).
 template <class F>
 void rows_of(const F& f, int64_t lo, int64_t hi) {
   const int64_t inner = f.ci.inner, channels = f.ci.channels;
-  for (int64_t i = lo; i < hi;) {
-    const int64_t r = i / inner, c = r % channels;
-    const int64_t end = (r + 1) * inner < hi ? (r + 1) * inner : hi;
-    for (; i < end; ++i) f.at(c, i);
+  if (lo >= hi) return;
+  if (inner == 1) {
+    for (int64_t i = lo, c = lo % channels; i < hi; c = 0) {
+      const int64_t stop = i + (channels - c) < hi ? i + (channels - c) : hi;
+      for (; i < stop; ++i, ++c) f.at(c, i);
+    }
+    return;
+  }
+  int64_t r = lo / inner, c = r % channels, end = (r + 1) * inner;
+  for (int64_t i = lo; i < hi; end += inner) {
+    const int64_t stop = end < hi ? end : hi;
+    for (; i < stop; ++i) f.at(c, i);
+    if (++c == channels) c = 0;
   }
 }
 

@@ -30,9 +30,12 @@ double max_diff(const std::vector<double>& a, const std::vector<double>& b) {
 }  // namespace
 
 TEST_CASE("batchnorm kernels: stats, apply and backward match the closed form", "[batchnorm]") {
-  // Rows of 10 (lane blocks straddle rows), flat [N, F], 3^3 rows, and rows
-  // longer than a 4096-element reduction chunk (chunks start inside rows).
-  for (const Shape& s : {Shape{4, 3, 10}, Shape{8, 5}, Shape{2, 2, 3, 3, 3}, Shape{3, 2, 4101}}) {
+  // Rows of 10 (lane blocks straddle rows), flat [N, F], 3^3 rows, rows
+  // longer than a 4096-element reduction chunk (chunks start inside rows),
+  // and a flat input large enough for several threads (whose element ranges
+  // start inside a row of F channels).
+  for (const Shape& s :
+       {Shape{4, 3, 10}, Shape{8, 5}, Shape{2, 2, 3, 3, 3}, Shape{3, 2, 4101}, Shape{4100, 5}}) {
     INFO(s.str());
     const int64_t C = s[1];
     const Tensor x = test::random_tensor(s, 5, -2.f, 3.f);
