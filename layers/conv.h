@@ -64,7 +64,8 @@ class Conv : public Module {
   // Number of oneDNN primitive sets created so far (one per distinct input
   // shape); lets tests check that repeated steps reuse the cache.
   size_t cpu_primitive_builds() const;
-  // oneDNN's implementation names for the last shape built (for benchmarks).
+  // The CPU implementation of the last forward or backward (oneDNN's names,
+  // or the one-output-position GEMM path), for benchmarks and tests.
   std::string cpu_impl_info() const;
 
  private:

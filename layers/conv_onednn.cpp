@@ -105,6 +105,7 @@ struct Entry {
   // the same address since then was a forward of the same data.
   const void* f_src_of = nullptr;
   std::optional<Backward> bwd;  // built on the first backward call (eval-only layers never need it)
+  std::string info;             // oneDNN's implementation names (fwd, then bwd-data and bwd-weights once built)
 };
 
 constexpr const char* kSingleOutputInfo = "one output position: dnnl_sgemm over the valid taps";
@@ -115,7 +116,7 @@ struct Primitives::Impl {
   std::map<std::vector<int64_t>, std::unique_ptr<Entry>> cache;
   SingleOutputConv single;  // shapes with one output position (see its header)
   size_t builds = 0;
-  std::string last_info;
+  std::string last_info;  // the implementation of the last forward or backward run
 
   static std::vector<int64_t> key(const ConvSpec& s, const Shape& x) {
     std::vector<int64_t> k = x.vec();
@@ -166,7 +167,7 @@ struct Primitives::Impl {
     e->f_src = Staged(e->src_plain, e->fwd_pd.src_desc(), true);
     e->f_wei = Staged(e->wei_plain, e->fwd_pd.weights_desc(), true);
     e->f_dst = Staged(e->dst_plain, e->fwd_pd.dst_desc(), false);
-    last_info = std::string("fwd ") + e->fwd_pd.impl_info_str();
+    e->info = std::string("fwd ") + e->fwd_pd.impl_info_str();
     return e;
   }
 
@@ -223,7 +224,7 @@ struct Primitives::Impl {
     b.w_ddst = Staged(e.dst_plain, b.wei_pd.diff_dst_desc(), true);
     b.w_dwei = Staged(e.wei_plain, b.wei_pd.diff_weights_desc(), false);
     e.bwd.emplace(std::move(b));
-    last_info +=
+    e.info +=
         std::string(", bwd-data ") + e.bwd->data_pd.impl_info_str() + ", bwd-weights " + e.bwd->wei_pd.impl_info_str();
   }
 };
@@ -241,6 +242,7 @@ void Primitives::forward(const ConvSpec& spec, const Tensor& x, const Tensor& w,
       return;
     }
     Entry& e = impl_->entry(spec, x.shape());
+    impl_->last_info = e.info;
     auto& s = cpu_dnnl_stream();
     e.f_src_of = e.f_src.direct() ? nullptr : x.raw_data();
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, e.f_src.input(x.raw_data())},
@@ -258,10 +260,12 @@ void Primitives::backward(const ConvSpec& spec, const Tensor& x, const Tensor& d
   guarded("backward", spec, x.shape(), [&] {
     if (SingleOutputConv::applies(spec, x.shape())) {
       impl_->single.backward(spec, x, dy, w, dx, dw, db);
+      impl_->last_info = kSingleOutputInfo;
       return;
     }
     Entry& e = impl_->entry(spec, x.shape());
     if (!e.bwd) impl_->build_backward(spec, e);
+    impl_->last_info = e.info;
     Backward& b = *e.bwd;
     auto& s = cpu_dnnl_stream();
 

@@ -32,9 +32,10 @@ class Primitives {
 
   // Number of per-shape primitive sets created (for cache tests).
   size_t builds() const;
-  // oneDNN's implementation names chosen for the last built shape (fwd,
-  // bwd-data, bwd-weights), or the GEMM path's name after a forward whose
-  // output had one spatial position (layers/conv_single_output.h).
+  // The implementation of the last forward or backward run: oneDNN's names
+  // for that input shape (fwd, and bwd-data, bwd-weights once a backward was
+  // built), or the GEMM path's name for an output with one spatial position
+  // (layers/conv_single_output.h).
   std::string impl_info() const;
 
  private:

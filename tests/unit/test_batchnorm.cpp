@@ -30,12 +30,12 @@ double max_diff(const std::vector<double>& a, const std::vector<double>& b) {
 }  // namespace
 
 TEST_CASE("batchnorm kernels: stats, apply and backward match the closed form", "[batchnorm]") {
-  // Rows of 10 (lane blocks straddle rows), flat [N, F], 3^3 rows, rows
+  // Rows of 10 and of 3 (lane blocks straddle rows), flat [N, F], 3^3 rows, rows
   // longer than a 4096-element reduction chunk (chunks start inside rows),
   // and a flat input large enough for several threads (whose element ranges
   // start inside a row of F channels).
   for (const Shape& s :
-       {Shape{4, 3, 10}, Shape{8, 5}, Shape{2, 2, 3, 3, 3}, Shape{3, 2, 4101}, Shape{4100, 5}}) {
+       {Shape{4, 3, 10}, Shape{6, 2, 3}, Shape{8, 5}, Shape{2, 2, 3, 3, 3}, Shape{3, 2, 4101}, Shape{4100, 5}}) {
     INFO(s.str());
     const int64_t C = s[1];
     const Tensor x = test::random_tensor(s, 5, -2.f, 3.f);
@@ -190,7 +190,7 @@ TEST_CASE("batchnorm layers: the context's momentum override (1/k: cumulative av
 }
 
 TEST_CASE("batchnorm kernels: reductions are identical with 1 and 2 threads", "[batchnorm]") {
-  const Shape s{8, 4, 4100};  // several 4096-element chunks per channel
+  const Shape s{8, 4, 4101};  // several 4096-element chunks per channel; the threads' ranges split a row
   const Tensor x = test::random_tensor(s, 41, -3.f, 5.f), dy = test::random_tensor(s, 42);
   const Tensor gamma = test::random_tensor({4}, 43, 0.5f, 1.5f);
   auto run = [&](int threads) {

@@ -83,6 +83,8 @@ const std::vector<Case>& cases() {
       {3, 2, 3, 2, {2, 1, 4}, {3, 1, 3}, {2, 1, 2}, {1, 0, 0}, true},   // 6 taps; input x = 3 meets none
       {1, 3, 2, 4, {4}, {3}, {2}, {0}, true},                           // 1-D, the last sample meets no tap
       {1, 2, 3, 4, {1}, {1}, {4}, {1}, true},                           // no tap meets the input: bias only
+      {3, 2, 3, 4, {3, 3, 3}, {3, 3, 3}, {1, 1, 1}, {0, 0, 0}, true},   // kernel = input, no padding: every tap
+      {3, 2, 2, 3, {2, 1, 1}, {3, 1, 1}, {2, 4, 1}, {1, 1, 0}, true},   // no tap along y (padding >= kernel)
   };
   return cs;
 }
@@ -292,8 +294,14 @@ TEST_CASE("conv: one output position runs as GEMMs over the taps that meet the i
   for (double v : ref::to_vec(ps.grad(ps.at("conv.weight")))) nonzero += v != 0.0;
   CHECK(nonzero == c.O * c.C);  // the centre tap alone
 
-  // A larger input of the same layer goes back to oneDNN.
+  // A larger input of the same layer goes back to oneDNN; the reported
+  // implementation follows the shape that ran last, cached or not.
   Tensor x3 = test::random_tensor(Shape{2, 6, 3, 3, 3}, 8);
+  f.conv->forward(ctx, x3);
+  CHECK(f.conv->cpu_primitive_builds() == 1);
+  CHECK(f.conv->cpu_impl_info().find("dnnl_sgemm") == std::string::npos);
+  f.conv->forward(ctx, x);
+  CHECK(f.conv->cpu_impl_info().find("dnnl_sgemm") != std::string::npos);
   f.conv->forward(ctx, x3);
   CHECK(f.conv->cpu_primitive_builds() == 1);
   CHECK(f.conv->cpu_impl_info().find("dnnl_sgemm") == std::string::npos);
