@@ -47,6 +47,15 @@ void rows_of(const F& f, int64_t lo, int64_t hi) {
   }
 }
 
+// Elements [lo, hi) of any functor: by rows where it has them.
+template <class F>
+void run_range(const F& f, int64_t lo, int64_t hi) {
+  if constexpr (HasRows<F>::value)
+    rows_of(f, lo, hi);
+  else
+    for (int64_t i = lo; i < hi; ++i) f(i);
+}
+
 // Each thread runs a private copy of the functor: with the shared original,
 // a store through one of its float pointers might alias its own float
 // members (a slope, a scale), which forces reloads and blocks vectorization;
@@ -55,10 +64,7 @@ template <class F>
 void launch(void* /*stream*/, int64_t n, const F& f) {
   if (n < kSerialBelow) {
     const F local = f;
-    if constexpr (HasRows<F>::value)
-      rows_of(local, 0, n);
-    else
-      for (int64_t i = 0; i < n; ++i) local(i);
+    run_range(local, 0, n);
     return;
   }
   // Each thread takes one contiguous chunk (what schedule(static) does), but
@@ -74,10 +80,7 @@ void launch(void* /*stream*/, int64_t n, const F& f) {
     const int64_t chunk = (per + 15) / 16 * 16;
     const int64_t lo = id * chunk < n ? id * chunk : n;
     const int64_t hi = lo + chunk < n ? lo + chunk : n;
-    if constexpr (HasRows<F>::value)
-      rows_of(local, lo, hi);
-    else
-      for (int64_t i = lo; i < hi; ++i) local(i);
+    run_range(local, lo, hi);
   }
 }
 
@@ -113,16 +116,15 @@ void segmented_sum(void* /*stream*/, int64_t S, int64_t m, const Term& term, flo
       if constexpr (HasRows<Term>::value) {
         const int64_t inner = local.ci.inner, channels = local.ci.channels;
         double lane[kLanes] = {};
-        int64_t n = j0 / inner, k = j0 - n * inner, p = 0;  // p: position in the chunk
-        for (int64_t j = j0; j < j1; ++n, k = 0) {
-          const int64_t run = inner - k < j1 - j ? inner - k : j1 - j;
-          const int64_t base = (n * channels + s) * inner + k - p;  // element of chunk position p: base + p
-          const int64_t end = p + run;
+        const int64_t len = j1 - j0;
+        int64_t n = j0 / inner, k = j0 - n * inner;  // element j0 + p of the chunk is (n, k) of its row
+        for (int64_t p = 0; p < len; ++n, k = 0) {
+          const int64_t end = p + (inner - k < len - p ? inner - k : len - p);
+          const int64_t base = (n * channels + s) * inner + k - p;  // chunk position p is element base + p
           for (; p < end && p % kLanes; ++p) lane[p % kLanes] += static_cast<double>(local.at(s, base + p));
           for (; p + kLanes <= end; p += kLanes)
             for (int64_t u = 0; u < kLanes; ++u) lane[u] += static_cast<double>(local.at(s, base + p + u));
           for (; p < end; ++p) lane[p % kLanes] += static_cast<double>(local.at(s, base + p));
-          j += run;
         }
         partial[static_cast<size_t>(w)] =
             ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));

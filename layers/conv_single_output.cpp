@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/elementwise_ops.h"
 #include "layers/cpu_sgemm.h"
 
 namespace mrmf::onednn_conv {
@@ -44,7 +45,7 @@ bool SingleOutputConv::applies(const ConvSpec& spec, const Shape& x) {
 }
 
 void SingleOutputConv::plan(const ConvSpec& spec, const Shape& x) {
-  if (x == planned_ && !tap_.empty()) return;
+  if (x == planned_) return;
   // The single output sits at position 0, so tap k of dimension d meets
   // input index k - pad[d] (whatever the stride); valid taps, in row-major
   // order, meet input positions in row-major order too.
@@ -106,11 +107,7 @@ void SingleOutputConv::forward(const ConvSpec& spec, const Tensor& x, const Tens
     gather_weights(spec, w.data<float>());
     cpu_sgemm('N', 'T', N, O, IV, cols, IV, wv_.data(), IV, yp, O);  // y[N, O] = cols W_v^T
   }
-  if (spec.bias) {
-    const float* bp = b.data<float>();
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t o = 0; o < O; ++o) yp[n * O + o] += bp[o];
-  }
+  if (spec.bias) kernels::bias_add(cpu_stream(), y, b);
 }
 
 void SingleOutputConv::backward(const ConvSpec& spec, const Tensor& x, const Tensor& dy, const Tensor& w,
@@ -120,14 +117,11 @@ void SingleOutputConv::backward(const ConvSpec& spec, const Tensor& x, const Ten
   const int64_t V = static_cast<int64_t>(tap_.size()), IV = I * V;
   const float* dyp = dy.data<float>();
 
-  // Bias: db[o] = sum_n dy[n, o], in n order.
   if (db.defined()) {
-    float* dbp = db.data<float>();
-    for (int64_t o = 0; o < O; ++o) {
-      float s = 0.f;
-      for (int64_t n = 0; n < N; ++n) s += dyp[n * O + o];
-      dbp[o] = s;
-    }
+    if (N == 0)
+      std::memset(db.data<float>(), 0, sizeof(float) * static_cast<size_t>(O));  // bias_grad divides by N
+    else
+      kernels::bias_grad(cpu_stream(), dy, db);
   }
 
   // Weights: dW_v[O, I V] = dy^T cols, scattered into the full kernel
