@@ -15,15 +15,23 @@
 # .gpudeps/ (ignored by git); carry that folder along. They are unpacked into
 # a private prefix, never over /.
 #
-#   scripts/gpu_check.sh [--quick|--data|--profile|--mrmf|--all-mrmf|--overlap-ab]
+#   scripts/gpu_check.sh [MODE ...]   (none: the whole check)
+# Several modes run one after the other over one build and one run of the gpu
+# tests, e.g. `--data --profile --mrmf`: a device call costs a machine start
+# and a build, so one call should do everything it can.
 #     --quick:   gpu tests and the training step only
 #     --data:    gpu tests, bench_data, bench_kernels and --overlap-ab's trainings
 #                (issue 3's GPU numbers, ~3 min after the build)
 #     --all-mrmf: the whole check, then --mrmf for what is left of the call
+#     --run:     after the build, `bash -c "$MRMF_GPU_CMD"` with the built tree's
+#                environment ($B: the build folder) -- a prepared one-off
+#                measurement without a mode of its own
 #     --overlap-ab: gpu tests, then Neuron Inverter training with the batch copy
 #                waited for in next() against the copy from the I/O thread
 #     --profile: build, then a per-kernel GPU time profile of the training step
-#                (Nsight Systems, or Nsight Compute where nsys is missing)
+#                (Nsight Systems, or Nsight Compute where nsys is missing) for
+#                MRMF_PROFILE_WORKLOADS; MRMF_PROFILE_WORKSPACE=0 skips the
+#                cf128 cuDNN workspace-cap sweep before it
 #     --mrmf:    build, then issue 5's experiment in the paper's regime
 #                (configs/experiments/ni_gpu_scale.yaml: ~100-epoch baselines,
 #                out of reach of the CPU VM). Resumable: it stops before the
@@ -33,19 +41,23 @@
 #                Report, summary and time-to-target tables go to $OUT.
 #                MRMF_EXP=cf: CosmoFlow 128^3 instead (configs/experiments/
 #                cf_gpu_scale.yaml, ~3 min per run); see gpu_mrmf_experiment.sh
-#                for the other overrides. The
+#                for the other overrides; MRMF_EXP_ARGS adds arguments to
+#                every `mrmf experiment` call (e.g. --set ...). The
 #                experiment folder (stage checkpoints) lives on that machine
 #                only: issue the next call before it is released.
 set -uo pipefail
 export HDF5_USE_FILE_LOCKING=FALSE
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-MODE="${1:-all}"
-case $MODE in
-  all | --quick | --data | --profile | --mrmf | --all-mrmf | --overlap-ab) ;;
-  *) echo "gpu_check.sh: unknown mode '$MODE' (expected --quick, --data, --profile, --mrmf, --all-mrmf, --overlap-ab or none)" >&2
-     exit 2 ;;
-esac
+MODES=("$@")
+((${#MODES[@]})) || MODES=(all)
+for MODE in "${MODES[@]}"; do
+  case $MODE in
+    all | --quick | --data | --profile | --mrmf | --all-mrmf | --overlap-ab | --run) ;;
+    *) echo "gpu_check.sh: unknown mode '$MODE' (expected --quick, --data, --profile, --mrmf, --all-mrmf, --overlap-ab, --run or none)" >&2
+       exit 2 ;;
+  esac
+done
 OUT_DIR="${OUT:-$ROOT/bench/results/gpu_$(date -u +%F)}"
 mkdir -p "$OUT_DIR"
 LOG="$OUT_DIR/gpu_check.log"
@@ -107,17 +119,22 @@ $B/bin/mrmf info
 
 run_mrmf() {
   stage "MRMF experiment on the GPU (MRMF_EXP=${MRMF_EXP:-ni}, ${MRMF_EXP_CONFIG:-its default experiment file})"
-  MRMF_CALL_SECONDS=$((${MRMF_CALL_SECONDS:-570} - SECONDS)) bash scripts/gpu_mrmf_experiment.sh "$B/bin/mrmf" "$OUT_DIR/mrmf_${MRMF_EXP:-ni}"
+  # MRMF_EXP_ARGS is split on blanks: arguments without spaces inside them.
+  # shellcheck disable=SC2086
+  MRMF_CALL_SECONDS=$((${MRMF_CALL_SECONDS:-570} - SECONDS)) bash scripts/gpu_mrmf_experiment.sh "$B/bin/mrmf" \
+    "$OUT_DIR/mrmf_${MRMF_EXP:-ni}" ${MRMF_EXP_ARGS:-}
   stage "done (mrmf): results in $OUT_DIR/mrmf_${MRMF_EXP:-ni}"
 }
+GPU_TESTS_RAN=0
 run_gpu_tests() {
+  # Once per invocation, first (a few seconds): code written since the last
+  # GPU session runs there before anything else relies on it.
+  ((GPU_TESTS_RAN)) && return
+  GPU_TESTS_RAN=1
   stage "gpu tests"
   (cd $B && timeout 180 ctest -L gpu --output-on-failure) >"$OUT_DIR/gpu_tests.txt" 2>&1
   grep -E "assertions|test cases|passed|failed|FAILED|Error|error" "$OUT_DIR/gpu_tests.txt" | head -60
 }
-# The gpu tests first (a few seconds): code written since the last GPU
-# session runs there before the experiment relies on it.
-[[ $MODE == --mrmf ]] && { run_gpu_tests; run_mrmf; exit 0; }
 
 overlap_ab() {
   # The batch's host-to-device copy waited for in next() (0) or made by the
@@ -133,27 +150,27 @@ overlap_ab() {
       --set data.path=$E/ni.h5 --set stop.max_epochs=4 2>&1 | grep -E "epoch +[0-9]|error|MRMF_OVERLAP"
   done
 }
-[[ $MODE == --overlap-ab ]] && { run_gpu_tests; overlap_ab; stage "done (overlap-ab)"; exit 0; }
-# Issue 3's GPU numbers in one go: the gpu tests, bench_data (fused
-# downsample kernels against a device copy, the loader -> GPU rows), the
-# element-wise kernels, and the overlapped batch copy.
-if [[ $MODE == --data ]]; then
-  run_gpu_tests
+
+# Issue 3's GPU numbers in one go: bench_data (fused downsample kernels
+# against a device copy, the loader -> GPU rows), the element-wise kernels,
+# and the overlapped batch copy.
+run_data() {
   stage "bench_data"
   timeout 150 $B/bin/bench_data 2>&1
   stage "bench_kernels"
   timeout 60 $B/bin/bench_kernels 2>&1
   overlap_ab
   stage "done (data)"
-  exit 0
-fi
+}
 
-if [[ $MODE == --profile ]]; then
+run_profile() {
   stage "profile of the training step"
-  for ws in 256 1024 4096 16384; do
-    echo "cuDNN workspace cap $ws MB:"
-    timeout 60 $B/bin/bench_train_step --workload cf128 --steps 5 --warmup 2 --device cuda --workspace-mb $ws | tail -1
-  done
+  if [[ ${MRMF_PROFILE_WORKSPACE:-1} != 0 ]]; then
+    for ws in 256 1024 4096 16384; do
+      echo "cuDNN workspace cap $ws MB:"
+      timeout 60 $B/bin/bench_train_step --workload cf128 --steps 5 --warmup 2 --device cuda --workspace-mb $ws | tail -1
+    done
+  fi
   # Neuron Inverter at T = 1600 and 800 too: its step runs only 1.42x faster at
   # half the length (session 13), which caps MRMF's saving on one GPU.
   # MRMF_PROFILE_WORKLOADS picks others (each profile may take minutes).
@@ -180,21 +197,20 @@ PY
     fi
     head -30 "$OUT_DIR/profile_$w.csv" | cut -c1-250
   done
-  stage "done (profile)"; exit 0
-fi
+  stage "done (profile)"
+}
 
-run_gpu_tests
-
-stage "training step vs PyTorch on the same GPU"
-WL=(--workload ni1600 --workload ni800 --workload cf32 --workload cf64 --workload cf128)
-# Defaults of both (TF32 convolutions, timed algorithm search), then strict FP32.
-{
-  timeout 100 $B/bin/bench_train_step "${WL[@]}" --steps 20 --warmup 5 --device cuda --json
-  timeout 100 python3 bench/torch_train_step.py "${WL[@]}" --steps 20 --warmup 5 --device cuda --json
-  timeout 100 $B/bin/bench_train_step "${WL[@]}" --steps 20 --warmup 5 --device cuda --tf32 0 --json
-  timeout 100 python3 bench/torch_train_step.py "${WL[@]}" --steps 20 --warmup 5 --device cuda --no-tf32 --json
-} >"$OUT_DIR/train_step.json"
-python3 - "$OUT_DIR/train_step.json" <<'PY'
+train_step_vs_torch() {
+  stage "training step vs PyTorch on the same GPU"
+  WL=(--workload ni1600 --workload ni800 --workload cf32 --workload cf64 --workload cf128)
+  # Defaults of both (TF32 convolutions, timed algorithm search), then strict FP32.
+  {
+    timeout 100 $B/bin/bench_train_step "${WL[@]}" --steps 20 --warmup 5 --device cuda --json
+    timeout 100 python3 bench/torch_train_step.py "${WL[@]}" --steps 20 --warmup 5 --device cuda --json
+    timeout 100 $B/bin/bench_train_step "${WL[@]}" --steps 20 --warmup 5 --device cuda --tf32 0 --json
+    timeout 100 python3 bench/torch_train_step.py "${WL[@]}" --steps 20 --warmup 5 --device cuda --no-tf32 --json
+  } >"$OUT_DIR/train_step.json"
+  python3 - "$OUT_DIR/train_step.json" <<'PY'
 import json, sys
 txt = open(sys.argv[1]).read()
 dec, runs, i = json.JSONDecoder(), [], 0
@@ -209,26 +225,42 @@ for a, b in zip(runs[0::2], runs[1::2]):
         if t: print(f"{r['label']:<40} {a['tf32']:>5} {r['samples_per_s']:>15.1f} {t['samples_per_s']:>16.1f} "
                     f"{r['samples_per_s'] / t['samples_per_s']:>6.2f} {r['peak_gpu_gb']:>8.2f} {t['peak_gpu_gb']:>8.2f}")
 PY
-[[ $MODE == --quick ]] && { stage "done (quick)"; exit 0; }
+}
 
-stage "end-to-end training on the GPU"
-E=/tmp/mrmf-e2e
-mkdir -p $E
-$B/bin/mrmf datagen neuron-inverter --out $E/ni.h5 --train 4096 --val 512 --test 512 --seed 1 | tail -2
-timeout 180 $B/bin/mrmf train --config configs/neuron_inverter_cpu.yaml --out $E/run --force --set data.path=$E/ni.h5 \
-  --device cuda --set runtime.device=cuda --set stop.max_epochs=4
-cat $E/run/metrics.jsonl 2>/dev/null | head -5
-$B/bin/mrmf eval --checkpoint $E/run/checkpoint.h5 --data $E/ni.h5 --split test --device cuda
+run_full() {
+  train_step_vs_torch
+  [[ $1 == --quick ]] && { stage "done (quick)"; return; }
 
-stage benchmarks
-# bench_data at full size: the fused downsample kernel on 128^3 CosmoFlow batches.
-for b in "bench_kernels" "bench_optim 20 cuda" "bench_conv" "bench_data"; do
-  set -- $b
-  [[ -x $B/bin/$1 ]] || continue
-  echo "-- $b"
-  timeout 150 $B/bin/$b 2>&1
+  stage "end-to-end training on the GPU"
+  E=/tmp/mrmf-e2e
+  mkdir -p $E
+  $B/bin/mrmf datagen neuron-inverter --out $E/ni.h5 --train 4096 --val 512 --test 512 --seed 1 | tail -2
+  timeout 180 $B/bin/mrmf train --config configs/neuron_inverter_cpu.yaml --out $E/run --force --set data.path=$E/ni.h5 \
+    --device cuda --set runtime.device=cuda --set stop.max_epochs=4
+  cat $E/run/metrics.jsonl 2>/dev/null | head -5
+  $B/bin/mrmf eval --checkpoint $E/run/checkpoint.h5 --data $E/ni.h5 --split test --device cuda
+
+  stage benchmarks
+  # bench_data at full size: the fused downsample kernel on 128^3 CosmoFlow batches.
+  for b in "bench_kernels" "bench_optim 20 cuda" "bench_conv" "bench_data"; do
+    set -- $b
+    [[ -x $B/bin/$1 ]] || continue
+    echo "-- $b"
+    timeout 150 $B/bin/$b 2>&1
+  done
+  echo "-- mrmf bench --device cuda"
+  timeout 60 $B/bin/mrmf bench --device cuda --workload ni1600 cf32 --steps 5
+  stage "done: results in $OUT_DIR"
+}
+
+for MODE in "${MODES[@]}"; do
+  case $MODE in
+    --profile) run_profile ;; # the profile needs no test run before it
+    --mrmf) run_gpu_tests; run_mrmf ;;
+    --overlap-ab) run_gpu_tests; overlap_ab; stage "done (overlap-ab)" ;;
+    --data) run_gpu_tests; run_data ;;
+    --quick | all) run_gpu_tests; run_full "$MODE" ;;
+    --all-mrmf) run_gpu_tests; run_full all; run_mrmf ;;
+    --run) stage "MRMF_GPU_CMD"; B=$B bash -c "${MRMF_GPU_CMD:?--run needs MRMF_GPU_CMD}"; stage "done (run)" ;;
+  esac
 done
-echo "-- mrmf bench --device cuda"
-timeout 60 $B/bin/mrmf bench --device cuda --workload ni1600 cf32 --steps 5
-[[ $MODE == --all-mrmf ]] && run_mrmf
-stage "done: results in $OUT_DIR"
