@@ -117,6 +117,9 @@ class LoaderImpl final : public Loader {
     if (o_.cache_in_memory && !(preloaded && (dev_reduce_ || converted >= s.raw_bytes()))) {
       cache_on_ = (o_.cache_max_bytes <= 0 || want <= o_.cache_max_bytes) && cache_reservation_.reserve(want);
       raw_cache_host_ = cache_on_ && cache_raw_ && !dev_reduce_;
+      log::debug("data cache: {} for {} ({} samples, {:.0f} MB as {}; {:.0f} of {:.0f} MB of the budget in use)",
+                 cache_on_ ? "on" : "off", s.file, s.count(), want / 1e6, cache_raw_ ? "stored bytes" : "float32",
+                 cache_in_use() / 1e6, cache_budget() / 1e6);
       if (!cache_on_)
         log::info("data cache: this rank's shard of {} ({:.0f} MB) does not fit the process's cache budget ({:.0f} of "
                   "{:.0f} MB in use); it is read again every epoch (data.cache_max_mb sets the budget)",

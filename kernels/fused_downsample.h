@@ -20,7 +20,8 @@
 // element is written once; a derived level equals the direct average within
 // float rounding (an average of averages), and the CPU rows and the GPU
 // positions derive it in the same order, so the two give the same bits
-// (with log1p within its ulps: CUDA's log1pf is not glibc's).
+// (log1p too: kernels/log1p.h is the project's own, the same operations on
+// both sides, where CUDA's log1pf and glibc's differed by an ulp).
 // Granularity: a call handles `chunk` consecutive coarse positions along the
 // last spatial axis. The CPU backend uses whole rows (index arithmetic paid
 // once per row; contiguous streams), the GPU one position per thread
@@ -31,10 +32,9 @@
 // Spatial dims are right-aligned in 3 slots: (N, T, C) -> in = (1, 1, T).
 #pragma once
 
-#include <cmath>
-
 #include "kernels/fastdiv.h"
 #include "kernels/hd.h"
+#include "kernels/log1p.h"
 
 namespace mrmf::kernels {
 
@@ -167,7 +167,7 @@ struct FusedDownsample {
 
   // The per-element transform of an already converted value of channel c.
   MRMF_HD MRMF_INLINE float transform(float v, int64_t c) const {
-    if (TF == FusedTransform::Log1p) return log1pf(v);
+    if (TF == FusedTransform::Log1p) return log1p_f32(v);
     if (TF == FusedTransform::Scale) {
 #if defined(__CUDA_ARCH__)
       return __fadd_rn(__fmul_rn(v, g.scale[c]), g.shift[c]);  // never contracted into an FMA: the CPU's bits
@@ -383,6 +383,15 @@ struct FusedDownsample {
   void seg_out(float* acc, int64_t row, int64_t wn, int64_t C, int64_t f2, int64_t c_fixed, float* y,
                int64_t ystride, float inv) const {
     const int64_t Cn = kC > 0 ? kC : C;
+    if (kF2 == 1 && TF == FusedTransform::Log1p) {
+      // Two passes, the same additions: log1p's ~40 operations per element
+      // inside the deinterleave kept g++ from vectorizing it (1/1 with log1p
+      // at 7 % of memcpy); the unit-stride pass into acc vectorizes.
+      seg_add<kFirst, kC, kF2>(acc, row, wn, C, f2, c_fixed);
+      for (int64_t w = 0; w < wn; ++w)
+        for (int64_t c = 0; c < Cn; ++c) y[c * ystride + w] = (0.f + acc[w * Cn + c]) * inv;
+      return;
+    }
     if (kF2 == 1) {
       for (int64_t w = 0; w < wn; ++w)
         for (int64_t c = 0; c < Cn; ++c) {

@@ -1,9 +1,11 @@
 // The fused raw-data downsample on cuda:0 against the CPU backend, for every
 // dtype and layout, multi-level requests (the chain kernel and the
 // per-position traversal) and single levels (the GPU's single-level
-// kernels), bit for bit except through log1pf. Compiles in every build.
+// kernels), bit for bit -- log1p included since it is the project's own
+// (kernels/log1p.h) rather than CUDA's log1pf and glibc's, which differed by
+// an ulp; written without a GPU at hand (2026-11-27), first run pending.
+// Compiles in every build.
 #include <catch2/catch.hpp>
-#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -25,24 +27,16 @@ Tensor test_values(const Shape& shape) {
   return f;
 }
 
-void require_same(const Tensor& gpu, const Tensor& cpu, bool bits) {
+void require_same(const Tensor& gpu, const Tensor& cpu) {
   REQUIRE(gpu.shape() == cpu.shape());
-  if (bits) {
-    REQUIRE(std::memcmp(gpu.raw_data(), cpu.raw_data(), cpu.nbytes()) == 0);
-    return;
-  }
-  double worst = 0;
-  for (int64_t i = 0; i < cpu.numel(); ++i)
-    worst = std::max(worst, std::fabs(double(gpu.data<float>()[i]) - cpu.data<float>()[i]) /
-                                (1 + std::fabs(double(cpu.data<float>()[i]))));
-  REQUIRE(worst < 1e-6);
+  REQUIRE(std::memcmp(gpu.raw_data(), cpu.raw_data(), cpu.nbytes()) == 0);
 }
 
 // Every level of one request, on the GPU and on the CPU; on the GPU with
 // each kernel that can run it (channels-last C = 4 chains of levels run the
 // chain kernel by default, fused_downsample_chain.h; vector_loads = false
 // runs the per-position traversal).
-void require_levels_same(Stream& gs, const Tensor& raw, FusedDownsampleSpec spec, bool bits) {
+void require_levels_same(Stream& gs, const Tensor& raw, FusedDownsampleSpec spec) {
   const auto cpu = fused_downsample(cpu_stream(), raw, spec);
   const Tensor draw = raw.to(Device::cuda(0), gs);
   for (bool vec : {true, false}) {
@@ -54,7 +48,7 @@ void require_levels_same(Stream& gs, const Tensor& raw, FusedDownsampleSpec spec
       INFO("level " << l << ", vector loads " << vec);
       const Tensor g = gpu[l].to(Device::cpu(), gs);
       gs.synchronize();
-      require_same(g, cpu[l], bits);
+      require_same(g, cpu[l]);
     }
   }
 }
@@ -85,7 +79,7 @@ TEST_CASE("gpu: fused downsample matches the CPU backend", "[gpu][fused_downsamp
              {std::vector<std::vector<int64_t>>{{1, 1, 1}, {2, 2, 2}, {2, 2, 4}}, {{2, 1, 1}, {4, 2, 2}},
               {{2, 1, 2}, {1, 2, 4}}}) {
           spec.levels = levels;
-          require_levels_same(gs, raw, spec, tf != FusedTransform::Log1p);
+          require_levels_same(gs, raw, spec);
         }
       }
 }
@@ -106,7 +100,7 @@ TEST_CASE("gpu: chains of levels whose averages are no power of two (no FMA cont
            {std::vector<std::vector<int64_t>>{{3, 1, 1}, {6, 2, 2}}, {{1, 1, 1}, {3, 3, 2}, {6, 6, 4}}}) {
         spec.levels = levels;
         INFO(dtype_name(dt) << " transform " << static_cast<int>(tf) << ", " << levels.size() << " levels");
-        require_levels_same(gs, raw, spec, true);
+        require_levels_same(gs, raw, spec);
       }
     }
 }
@@ -123,15 +117,15 @@ TEST_CASE("gpu: fused downsample of a production-sized batch (every thread loops
     FusedDownsampleSpec spec;
     spec.levels = levels;
     INFO("levels " << levels.size() << ", first block " << levels[0][0] << "x" << levels[0][1] << "x" << levels[0][2]);
-    require_levels_same(gs, raw, spec, true);
+    require_levels_same(gs, raw, spec);
   }
 }
 
-TEST_CASE("gpu: the single-level kernel gives the CPU backend's bits (within log1pf's ulps)",
+TEST_CASE("gpu: the single-level kernel gives the CPU backend's bits",
           "[gpu][fused_downsample]") {
   // One level per call: what every GPU loader runs. Without a transform and
-  // with Scale (no FMA contraction on the device) the sums are the CPU's in
-  // the CPU's order: bit-equal; log1p goes through CUDA's log1pf.
+  // with Scale (no FMA contraction on the device) and log1p (the same IEEE
+  // operations on both sides) the sums are the CPU's in the CPU's order.
   Stream gs = Stream::create(Device::cuda(0));
   struct Case {
     std::vector<int64_t> shape;
@@ -170,7 +164,7 @@ TEST_CASE("gpu: the single-level kernel gives the CPU backend's bits (within log
           INFO("vector loads " << vec);
           const Tensor gpu = fused_downsample(gs, raw.to(Device::cuda(0), gs), spec)[0].to(Device::cpu(), gs);
           gs.synchronize();
-          require_same(gpu, cpu, tf != FusedTransform::Log1p);
+          require_same(gpu, cpu);
         }
       }
 }
@@ -194,5 +188,5 @@ TEST_CASE("gpu: the vector kernel's fallback for inputs not 16-byte aligned", "[
   run_fused_downsample(gs, plan, static_cast<const uint16_t*>(dpad.raw_data()) + 4, o);
   const Tensor back = y.to(Device::cpu(), gs);
   gs.synchronize();
-  require_same(back, cpu, true);
+  require_same(back, cpu);
 }
