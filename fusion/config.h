@@ -51,6 +51,7 @@ struct StopConfig {
   // decrease is below `threshold` for `patience` consecutive epochs. 0: disabled.
   double plateau_threshold = 0.0;
   int64_t plateau_patience = 0;
+  int64_t min_epochs = 0;  // the plateau rule cannot stop the run before this many epochs (the target can)
 };
 
 struct DataConfig {

@@ -33,6 +33,7 @@ RunConfig Orchestrator::stage_config(const Resolution& r, uint64_t seed, const S
   sets.push_back("stop.max_epochs=" + std::to_string(stop.max_epochs));
   sets.push_back("stop.plateau_threshold=" + fmt::format("{}", stop.threshold));
   sets.push_back("stop.plateau_patience=" + std::to_string(stop.patience));
+  sets.push_back("stop.min_epochs=" + std::to_string(stop.min_epochs));
   sets.push_back("stop.target_val_loss=" + fmt::format("{}", target));
   return parse_run_config(cfg_.run_yaml, sets, "experiment run configuration");
 }
@@ -59,14 +60,15 @@ void Orchestrator::check_before_training() {
     }
   }
   // A plateau rule first fires after Tp + 1 epochs (the first epoch has no
-  // predecessor to compare with): a guard shorter than that always wins.
+  // predecessor to compare with), and never before min_epochs: a guard
+  // shorter than that always wins.
   for (size_t st = 0; st + 1 < cfg_.ladder.size(); ++st) {
     const StageStops stops = cfg_.stops_for_stage(st);
     for (const auto& [role, rule] : {std::make_pair("coarse", stops.coarse), std::make_pair("dense", stops.dense)})
-      if (rule.threshold > 0 && rule.patience + 1 > rule.max_epochs)
-        log::info("notice: stage {} {} stop rule (threshold {}, patience {}) cannot fire within its {}-epoch guard; "
-                  "the guard will end that stage",
-                  st + 1, role, rule.threshold, rule.patience, rule.max_epochs);
+      if (rule.threshold > 0 && std::max(rule.patience + 1, rule.min_epochs) > rule.max_epochs)
+        log::info("notice: stage {} {} stop rule (threshold {}, patience {}, min_epochs {}) cannot fire within its "
+                  "{}-epoch guard; the guard will end that stage",
+                  st + 1, role, rule.threshold, rule.patience, rule.min_epochs, rule.max_epochs);
   }
   const auto uses = [&](const std::string& m) {
     return std::find(cfg_.methods.begin(), cfg_.methods.end(), m) != cfg_.methods.end();

@@ -56,7 +56,7 @@ static void maybe_inject_fault(int64_t step) {
 // ------------------------------------------------------------------ Trainer
 Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, TrainerOptions opts)
     : cfg_(cfg), comm_(comm), device_(device), opts_(std::move(opts)),
-      plateau_(cfg.stop.plateau_threshold, cfg.stop.plateau_patience) {
+      plateau_(cfg.stop.plateau_threshold, cfg.stop.plateau_patience, cfg.stop.min_epochs) {
   MRMF_CHECK_KIND(Config, !cfg_.data.path.empty() || !cfg_.data.train_files.empty(),
                   "config key 'data.path': no dataset given");
   // Ranks must agree on the whole configuration before anything else.
@@ -359,6 +359,7 @@ bool Trainer::try_resume() {
       "stop.target_val_loss=" + fmt::format("{}", cfg_.stop.target_val_loss),
       "stop.plateau_threshold=" + fmt::format("{}", cfg_.stop.plateau_threshold),
       "stop.plateau_patience=" + std::to_string(cfg_.stop.plateau_patience),
+      "stop.min_epochs=" + std::to_string(cfg_.stop.min_epochs),
       "train.checkpoint_every=" + std::to_string(cfg_.train.checkpoint_every),
       "train.checkpoint_every_steps=" + std::to_string(cfg_.train.checkpoint_every_steps),
       "runtime.device=" + (cfg_.runtime.device.empty() ? std::string("''") : cfg_.runtime.device),
@@ -390,7 +391,8 @@ bool Trainer::try_resume() {
     MRMF_CHECK_KIND(Data, it != h.training.state.end(), ck.string(), ": missing training state '", k, "'");
     return std::visit([](auto v) { return static_cast<double>(v); }, it->second);
   };
-  plateau_.restore(static_cast<int64_t>(num("plateau_count")), num("plateau_has_prev") != 0, num("plateau_prev"));
+  plateau_.restore(static_cast<int64_t>(num("plateau_count")), num("plateau_has_prev") != 0, num("plateau_prev"),
+                   h.training.epoch);
   resume_batch_ = static_cast<int64_t>(num("loader_batch"));
   resume_loss_sum_ = num("epoch_loss_sum", 0.0);  // absent before mid-epoch checkpoints existed
   resumed_val_known_ = h.training.state.count("last_val_loss") > 0;  // absent in older checkpoints

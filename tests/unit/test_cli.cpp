@@ -666,8 +666,8 @@ TEST_CASE("cli: experiment bad input is refused before training, and the 1-rank 
   INFO(r.out);
   REQUIRE(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("running the one-fusion stages sequentially"));
-  CHECK_THAT(r.out, Catch::Contains("stage 1 coarse stop rule (threshold 0.1, patience 3) cannot fire within its "
-                                    "2-epoch guard"));
+  CHECK_THAT(r.out, Catch::Contains("stage 1 coarse stop rule (threshold 0.1, patience 3, min_epochs 0) cannot fire "
+                                    "within its 2-epoch guard"));
   for (const char* m : {"mrmf1", "concurrent"})
     for (const char* st : {"stage1_coarse", "stage1_dense", "finetune"}) {
       INFO(m << " " << st);

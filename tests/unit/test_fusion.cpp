@@ -146,6 +146,30 @@ TEST_CASE("stop rule: the plateau fires exactly after T_p small reductions in a 
   for (int i = 0; i < 10; ++i) REQUIRE_FALSE(off.update(1.0));
 }
 
+TEST_CASE("stop rule: min_epochs holds the plateau back, counting the epochs before it", "[fusion][stop]") {
+  // Flat from the start: patience 1 would fire at the 2nd epoch; min_epochs
+  // 4 makes it the 4th (the small reductions before it counted).
+  PlateauRule flat(0.01, 1, 4);
+  const double flat_losses[] = {1.0, 0.999, 0.998, 0.997, 0.996};
+  std::vector<bool> fired;
+  for (double l : flat_losses) fired.push_back(flat.update(l));
+  REQUIRE(fired == std::vector<bool>{false, false, false, true, true});
+  // An early flat stretch that ends before min_epochs does not stop the
+  // run: the reduction at epoch 4 resets the count, the rule waits for two
+  // new small reductions (epochs 5 and 6).
+  PlateauRule early(0.01, 2, 4);
+  const double early_losses[] = {1.0, 0.999, 0.998, 0.5, 0.499, 0.498};
+  fired.clear();
+  for (double l : early_losses) fired.push_back(early.update(l));
+  REQUIRE(fired == std::vector<bool>{false, false, false, false, false, true});
+  // Restored from a checkpoint after 2 epochs: the epochs already run count.
+  PlateauRule resumed(0.01, 1, 4);
+  resumed.restore(1, true, 0.998, 2);
+  REQUIRE_FALSE(resumed.fired());
+  REQUIRE_FALSE(resumed.update(0.997));  // 3rd epoch
+  REQUIRE(resumed.update(0.996));        // 4th
+}
+
 TEST_CASE("concurrent split: groups sized by epoch times, never empty", "[fusion]") {
   // Paper: 32 GPUs, 20 dense / 12 coarse.
   REQUIRE(Orchestrator::dense_group_size(32, 20, 12) == 20);
@@ -200,6 +224,9 @@ TEST_CASE("experiment config: bad input is reported before any training", "[fusi
   fails("experiment: {methods: [baseline]}", "target_val_loss");
   fails("experiment: {target_val_loss: 0.1, coarse_stop: {threshold: 0.1, patience: 0}}", "patience");
   fails("experiment: {target_val_loss: 0.1, colour: red}", "unknown experiment key 'colour'");
+  fails("experiment: {target_val_loss: 0.1, coarse_stop: {min_epochs: -1}}", "'coarse_stop.min_epochs': must be >= 0");
+  fails("experiment: {target_val_loss: 0.1, dense_stop: {min_epoch: 3}}",
+        "unknown experiment key 'dense_stop.min_epoch' (expected threshold, patience, max_epochs, min_epochs)");
   fails("experiment: {target_val_loss: 0.1, resolution_overrides: {\"8\": [\"train.batch_size=2\"]}}",
         "'8' is not a rung");
   fails("experiment: {target_val_loss: 0.1, resolution_overrides: {\"2\": [\"train.batch_size=0\"]}}",

@@ -293,6 +293,23 @@ TEST_CASE("trainer: kill and resume ends with bit-identical weights", "[trainer]
     CHECK(again2.epochs() == 0);
     CHECK(again2.stop_reason == "plateau");
   }
+  SECTION("stop.min_epochs holds a plateau rule back, also across a resume") {
+    // Threshold 10: every reduction is "small", so the rule alone stops
+    // after epoch 2 (above); min_epochs 4 makes it epoch 4, and a run
+    // interrupted after 2 epochs and resumed stops there too.
+    const std::vector<std::string> rule = {"stop.plateau_threshold=10", "stop.plateau_patience=1",
+                                           "stop.min_epochs=4", "stop.max_epochs=6"};
+    const FitResult held = run(config(rule), out_dir("min_epochs"));
+    CHECK(held.stop_reason == "plateau");
+    CHECK(held.epochs() == 4);
+    std::vector<std::string> first_two = rule;
+    first_two.back() = "stop.max_epochs=2";
+    const std::string out3 = out_dir("min_epochs_resumed");
+    REQUIRE(run(config(first_two), out3).epochs() == 2);
+    const FitResult resumed = run(config(rule), out3, /*resume=*/true);
+    CHECK(resumed.stop_reason == "plateau");
+    CHECK(resumed.epochs() == 2);  // epochs 3 and 4
+  }
 }
 
 TEST_CASE("trainer: target validation loss and the plateau rule stop exactly when they should", "[trainer]") {
