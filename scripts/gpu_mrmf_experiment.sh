@@ -50,6 +50,9 @@ collect() {
   for f in report.md summary.json chart.svg experiment_state.json; do
     [[ -f $X/$f ]] && cp "$X/$f" "$OUT_DIR/"
   done
+  # Every stage's per-epoch metrics (io / compute / validation per epoch:
+  # the report keeps only their means), in one file.
+  (cd "$X" && find . -name metrics.jsonl -print0 | tar czf "$OUT_DIR/metrics.tgz" --null -T -) 2>/dev/null
   if [[ -f $X/summary.json ]] && grep -q '"method": *"baseline"' "$X/summary.json"; then
     # Targets above the baseline's mean best loss: at 1.00 some seed never gets there by construction.
     python3 scripts/time_to_target.py "$X" --relative 1.10 1.05 1.03 1.01 --out "$OUT_DIR/time_to_target.md" || true
