@@ -57,6 +57,7 @@ for MODE in "${MODES[@]}"; do
     *) echo "gpu_check.sh: unknown mode '$MODE' (expected --quick, --data, --profile, --mrmf, --all-mrmf, --overlap-ab, --run or none)" >&2
        exit 2 ;;
   esac
+  [[ $MODE == --run && -z ${MRMF_GPU_CMD:-} ]] && { echo "gpu_check.sh: --run needs MRMF_GPU_CMD (the command to run)" >&2; exit 2; }
 done
 OUT_DIR="${OUT:-$ROOT/bench/results/gpu_$(date -u +%F)}"
 mkdir -p "$OUT_DIR"
@@ -261,6 +262,6 @@ for MODE in "${MODES[@]}"; do
     --data) run_gpu_tests; run_data ;;
     --quick | all) run_gpu_tests; run_full "$MODE" ;;
     --all-mrmf) run_gpu_tests; run_full all; run_mrmf ;;
-    --run) stage "MRMF_GPU_CMD"; B=$B bash -c "${MRMF_GPU_CMD:?--run needs MRMF_GPU_CMD}"; stage "done (run)" ;;
+    --run) stage "MRMF_GPU_CMD"; B=$B bash -c "$MRMF_GPU_CMD"; stage "done (run)" ;;
   esac
 done
