@@ -28,6 +28,14 @@ class Shape {
     for (int i = 0; i < ndim_; ++i) n *= d_[i];
     return n;
   }
+  // Elements per index of dimension dim - 1 (the product of the dimensions
+  // from `dim` on): a channel's inner size without dividing by the others,
+  // which may be 0 (an empty batch).
+  int64_t numel_from(int dim) const {
+    int64_t n = 1;
+    for (int i = dim; i < ndim_; ++i) n *= d_[i];
+    return n;
+  }
   std::vector<int64_t> vec() const { return {d_.begin(), d_.begin() + ndim_}; }
   std::string str() const;  // "[2, 3, 4]"
   bool operator==(const Shape& o) const {

@@ -13,12 +13,12 @@ void leaky_relu_backward(Stream& s, const Tensor& x, const Tensor& dy, const Ten
 }
 
 void bias_add(Stream& s, const Tensor& y, const Tensor& bias) {
-  const int64_t C = y.size(1), inner = y.numel() / (y.size(0) * C);
+  const int64_t C = y.size(1), inner = y.shape().numel_from(2);
   launch(s.native(), y.numel(), BiasAdd{y.data<float>(), bias.data<float>(), C, inner});
 }
 
 void bias_grad(Stream& s, const Tensor& dy, const Tensor& dbias) {
-  const int64_t N = dy.size(0), C = dy.size(1), inner = dy.numel() / (N * C);
+  const int64_t N = dy.size(0), C = dy.size(1), inner = dy.shape().numel_from(2);
   segmented_sum(s.native(), C, N * inner, BiasGradTerm{dy.data<float>(), C, inner}, dbias.data<float>());
 }
 

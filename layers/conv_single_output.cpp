@@ -117,12 +117,7 @@ void SingleOutputConv::backward(const ConvSpec& spec, const Tensor& x, const Ten
   const int64_t V = static_cast<int64_t>(tap_.size()), IV = I * V;
   const float* dyp = dy.data<float>();
 
-  if (db.defined()) {
-    if (N == 0)
-      std::memset(db.data<float>(), 0, sizeof(float) * static_cast<size_t>(O));  // bias_grad divides by N
-    else
-      kernels::bias_grad(cpu_stream(), dy, db);
-  }
+  if (db.defined()) kernels::bias_grad(cpu_stream(), dy, db);
 
   // Weights: dW_v[O, I V] = dy^T cols, scattered into the full kernel
   // (zero for the taps that meet no input).

@@ -44,6 +44,16 @@ TEST_CASE("elementwise: bias add and bias gradient", "[kernels]") {
                       Catch::Contains("[5]") && Catch::Contains("[3, 4, 5]"));
 }
 
+TEST_CASE("elementwise: bias add and gradient of an empty batch", "[kernels]") {
+  // The channel's inner size comes from the shape, not numel / (N C): an
+  // empty batch is no division by zero, and its bias gradient is 0.
+  const Tensor y = Tensor::empty({0, 4, 5}), b = Tensor::full({4}, 1.f);
+  kernels::bias_add(cpu_stream(), y, b);
+  Tensor db = Tensor::full({4}, 7.f);
+  kernels::bias_grad(cpu_stream(), y, db);
+  for (int64_t c = 0; c < 4; ++c) CHECK(db.at({c}) == 0.f);
+}
+
 TEST_CASE("elementwise: MSE loss and gradient", "[kernels]") {
   Tensor p = test::random_tensor({8, 19}, 5), t = test::random_tensor({8, 19}, 6);
   double s = 0;
