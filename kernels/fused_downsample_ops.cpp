@@ -9,6 +9,28 @@
 
 namespace mrmf::kernels {
 
+namespace {
+template <RawType R>
+const float* log1p_table_of() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(size_t(1) << 16);
+    for (uint32_t b = 0; b < t.size(); ++b) t[b] = log1p_f32(RawLoad<R>::from_bits(b));
+    return t;
+  }();
+  return table.data();
+}
+}  // namespace
+
+const float* log1p_table(RawType r) {
+  switch (r) {
+    case RawType::U16: return log1p_table_of<RawType::U16>();
+    case RawType::I16: return log1p_table_of<RawType::I16>();
+    case RawType::F16: return log1p_table_of<RawType::F16>();
+    case RawType::F32: break;
+  }
+  return nullptr;
+}
+
 RawType raw_type_of(DType dt, const std::string& who) {
   switch (dt) {
     case DType::U16: return RawType::U16;

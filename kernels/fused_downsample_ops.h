@@ -30,6 +30,9 @@ struct FusedDownsampleSpec {
 };
 
 RawType raw_type_of(DType dt, const std::string& who);  // Shape error for unsupported types
+// log1p_f32 of every 16-bit pattern of r (2^16 floats, host memory built on
+// first use, thread-safe; FusedDownsample::lut): null for F32.
+const float* log1p_table(RawType r);
 FusedGeom make_fused_geom(const Shape& x, const FusedDownsampleSpec& spec, const std::string& who);
 std::vector<Shape> fused_downsample_shapes(const Shape& x, const FusedDownsampleSpec& spec, const std::string& who);
 

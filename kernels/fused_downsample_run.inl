@@ -8,7 +8,10 @@
 #pragma once
 
 #include <algorithm>
+#include <mutex>
+#include <set>
 #include <type_traits>
+#include <utility>
 
 #include "kernels/fused_downsample.h"
 #include "kernels/fused_downsample_ops.h"
@@ -50,10 +53,43 @@ void run_rows(const F& f, int64_t lo, int64_t hi) {
 }
 #endif
 
+#if defined(__CUDACC__)
+// log1p_table()'s three tables on the device: module-scope memory, which the
+// CUDA context owns (nothing to free at static exit), filled from the
+// host's tables once per device -- the same bits as the CPU's rows.
+__device__ float g_log1p_tables[3][1 << 16];
+
+const float* device_log1p_table(RawType r) {
+  const int slot = r == RawType::U16 ? 0 : r == RawType::I16 ? 1 : 2;
+  constexpr size_t kBytes = sizeof(float) << 16;
+  int dev = 0;
+  MRMF_CUDA_CHECK(cudaGetDevice(&dev));
+  static std::mutex mu;
+  static std::set<std::pair<int, int>> filled;  // (device, slot)
+  std::lock_guard<std::mutex> lock(mu);
+  if (!filled.count({dev, slot})) {
+    MRMF_CUDA_CHECK(cudaMemcpyToSymbol(g_log1p_tables, log1p_table(r), kBytes, slot * kBytes, cudaMemcpyHostToDevice));
+    // Complete before any stream of any thread may read it.
+    MRMF_CUDA_CHECK(cudaDeviceSynchronize());
+    filled.insert({dev, slot});
+  }
+  void* p = nullptr;
+  MRMF_CUDA_CHECK(cudaGetSymbolAddress(&p, g_log1p_tables));
+  return static_cast<const float*>(p) + (size_t(slot) << 16);
+}
+#endif
+
 template <RawType R, FusedTransform TF>
 void run2(Stream& s, const void* x, const FusedOutputs& o, const FusedGeom& g) {
   using T = typename RawLoad<R>::T;
-  const FusedDownsample<R, TF> f{static_cast<const T*>(x), o, g};
+  FusedDownsample<R, TF> f{static_cast<const T*>(x), o, g};
+  if (TF == FusedTransform::Log1p && RawLoad<R>::kBits16) {
+#if defined(__CUDACC__)
+    f.lut = device_log1p_table(R);
+#else
+    f.lut = log1p_table(R);
+#endif
+  }
 #if defined(__CUDACC__)
   // fused_downsample() chose the kernel (and g.chunk to match).
   if (g.gpu_kernel == FusedGeom::GpuKernel::Vector) {

@@ -182,8 +182,11 @@ namespace {
 // (FusedDownsampleChain; Chain: a chain of levels, channels-last C = 4).
 enum class Traversal { Full, One, Vec, Chain };
 
+// table: log1p from log1p_table() (FusedDownsample::lut, as the backends
+// run it for 16-bit types), else computed per element.
 template <RawType R, FusedTransform TF>
-void by_functor(const Tensor& x, const FusedDownsampleSpec& spec, const std::vector<Tensor>& ys, Traversal t) {
+void by_functor(const Tensor& x, const FusedDownsampleSpec& spec, const std::vector<Tensor>& ys, Traversal t,
+                bool table) {
   FusedGeom g = make_fused_geom(x.shape(), spec, "test");
   g.chunk = 1;
   if (t == Traversal::Vec) {  // kV outputs per call, as the GPU dispatch sets it
@@ -198,6 +201,7 @@ void by_functor(const Tensor& x, const FusedDownsampleSpec& spec, const std::vec
   g.finalize();
   FusedDownsample<R, TF> f{static_cast<const typename RawLoad<R>::T*>(x.raw_data()), {}, g};
   for (size_t l = 0; l < ys.size(); ++l) f.o.y[l] = ys[l].data<float>();
+  if (table) f.lut = log1p_table(R);
   if (t == Traversal::Vec) {
     with_vector_kernel(f, [&](const auto& k) {
       for (int64_t i = 0; i < g.calls(); ++i) k(i);
@@ -219,24 +223,25 @@ void by_functor(const Tensor& x, const FusedDownsampleSpec& spec, const std::vec
 }
 
 template <RawType R>
-void by_functor_tf(const Tensor& x, const FusedDownsampleSpec& spec, const std::vector<Tensor>& ys, Traversal t) {
+void by_functor_tf(const Tensor& x, const FusedDownsampleSpec& spec, const std::vector<Tensor>& ys, Traversal t,
+                   bool table) {
   switch (spec.transform) {
-    case FusedTransform::None: by_functor<R, FusedTransform::None>(x, spec, ys, t); break;
-    case FusedTransform::Log1p: by_functor<R, FusedTransform::Log1p>(x, spec, ys, t); break;
-    case FusedTransform::Scale: by_functor<R, FusedTransform::Scale>(x, spec, ys, t); break;
+    case FusedTransform::None: by_functor<R, FusedTransform::None>(x, spec, ys, t, table); break;
+    case FusedTransform::Log1p: by_functor<R, FusedTransform::Log1p>(x, spec, ys, t, table); break;
+    case FusedTransform::Scale: by_functor<R, FusedTransform::Scale>(x, spec, ys, t, table); break;
   }
 }
 
 // The functor traversal (the GPU's math) on the CPU, outputs shaped like `like`.
 std::vector<Tensor> by_functor_any(const Tensor& raw, const FusedDownsampleSpec& spec,
-                                   const std::vector<Tensor>& like, Traversal t) {
+                                   const std::vector<Tensor>& like, Traversal t, bool table = false) {
   std::vector<Tensor> ys;
   for (const Tensor& y : like) ys.push_back(Tensor::full(y.shape(), 7.f));
   switch (raw_type_of(raw.dtype(), "test")) {
-    case RawType::U16: by_functor_tf<RawType::U16>(raw, spec, ys, t); break;
-    case RawType::I16: by_functor_tf<RawType::I16>(raw, spec, ys, t); break;
-    case RawType::F16: by_functor_tf<RawType::F16>(raw, spec, ys, t); break;
-    case RawType::F32: by_functor_tf<RawType::F32>(raw, spec, ys, t); break;
+    case RawType::U16: by_functor_tf<RawType::U16>(raw, spec, ys, t, table); break;
+    case RawType::I16: by_functor_tf<RawType::I16>(raw, spec, ys, t, table); break;
+    case RawType::F16: by_functor_tf<RawType::F16>(raw, spec, ys, t, table); break;
+    case RawType::F32: by_functor_tf<RawType::F32>(raw, spec, ys, t, table); break;
   }
   return ys;
 }
@@ -356,6 +361,53 @@ TEST_CASE("fused downsample: the CPU row traversal gives the functors' (GPU math
       }
   CHECK(vector_cases == 11 * 45);  // 11 dtype/transform pairs x 45 levels with C = 4 channels-last (f2 = 1, 2, 4)
   CHECK(chain_cases == 11 * 15);   // ... x 15 chains
+}
+
+TEST_CASE("fused downsample: log1p by table gives log1p_f32's bits for every 16-bit pattern", "[fused_downsample]") {
+  CHECK(log1p_table(RawType::F32) == nullptr);
+  const auto bits = [](float v) {
+    uint32_t u;
+    std::memcpy(&u, &v, sizeof u);
+    return u;
+  };
+  for (DType dt : {DType::U16, DType::I16, DType::F16}) {
+    INFO(dtype_name(dt));
+    const RawType r = raw_type_of(dt, "test");
+    const float* table = log1p_table(r);
+    REQUIRE(table != nullptr);
+    CHECK(log1p_table(r) == table);  // built once
+    // Every pattern once: a [1, 16, 16, 64, 4] channels-last cube (NaN,
+    // infinities, -1 and below for int16 and float16 included).
+    Tensor raw = Tensor::empty({1, 16, 16, 64, 4}, dt);
+    auto* p = static_cast<uint16_t*>(raw.raw_data());
+    for (uint32_t b = 0; b < (1u << 16); ++b) {
+      p[b] = static_cast<uint16_t>(b);
+      float want = 0.f;
+      switch (r) {
+        case RawType::U16: want = log1p_f32(RawLoad<RawType::U16>::from_bits(b)); break;
+        case RawType::I16: want = log1p_f32(RawLoad<RawType::I16>::from_bits(b)); break;
+        default: want = log1p_f32(RawLoad<RawType::F16>::from_bits(b)); break;
+      }
+      if (bits(table[b]) != bits(want)) FAIL_CHECK("pattern " << b << ": table " << table[b] << ", log1p_f32 " << want);
+    }
+    FusedDownsampleSpec spec;
+    spec.transform = FusedTransform::Log1p;
+    spec.levels = {{1, 1, 1}, {2, 2, 2}};
+    // The CPU rows (with the table) against the functors computing log1p,
+    // and the GPU's chain and vector kernels with the table.
+    const auto rows = fused_downsample(cpu_stream(), raw, spec);
+    const auto computed = by_functor_any(raw, spec, rows, Traversal::Full);
+    const auto chain = by_functor_any(raw, spec, rows, Traversal::Chain, true);
+    for (size_t l = 0; l < rows.size(); ++l) {
+      INFO("level " << l);
+      CHECK(bit_equal(rows[l], computed[l]));
+      CHECK(bit_equal(rows[l], chain[l]));
+    }
+    FusedDownsampleSpec one = spec;
+    one.levels = {{2, 2, 2}};
+    CHECK(bit_equal(rows[1], by_functor_any(raw, one, {rows[1]}, Traversal::Vec, true)[0]));
+    CHECK(bit_equal(rows[1], by_functor_any(raw, one, {rows[1]}, Traversal::One, true)[0]));
+  }
 }
 
 TEST_CASE("fused downsample: a plan run per sample or per batch equals the checked call", "[fused_downsample]") {
