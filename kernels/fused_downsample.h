@@ -188,9 +188,19 @@ struct FusedDownsample {
 #endif
   }
 
+  MRMF_HD MRMF_INLINE bool by_table() const { return TF == FusedTransform::Log1p && RawLoad<R>::kBits16 && lut; }
+
+  // Element idx of channel c, converted and transformed.
   MRMF_HD MRMF_INLINE float value(int64_t idx, int64_t c) const {
-    if (TF == FusedTransform::Log1p && RawLoad<R>::kBits16 && lut != nullptr) return lut_at(RawLoad<R>::bits16(x, idx));
+    if (by_table()) return lut_at(RawLoad<R>::bits16(x, idx));
     return transform(RawLoad<R>::get(x, idx), c);
+  }
+
+  // The same for an element given by its bits (the low sizeof(T) bytes of
+  // `b`; the vector kernels' loads).
+  MRMF_HD MRMF_INLINE float value_of_bits(uint32_t b, int64_t c) const {
+    if (by_table()) return lut_at(b & 0xFFFFu);
+    return transform(RawLoad<R>::from_bits(b), c);
   }
 
   // The per-element transform of an already converted value of channel c.

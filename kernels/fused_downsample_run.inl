@@ -8,8 +8,8 @@
 #pragma once
 
 #include <algorithm>
+#include <map>
 #include <mutex>
-#include <set>
 #include <type_traits>
 #include <utility>
 
@@ -65,17 +65,18 @@ const float* device_log1p_table(RawType r) {
   int dev = 0;
   MRMF_CUDA_CHECK(cudaGetDevice(&dev));
   static std::mutex mu;
-  static std::set<std::pair<int, int>> filled;  // (device, slot)
+  static std::map<std::pair<int, int>, const float*> filled;  // (device, slot) -> its table
   std::lock_guard<std::mutex> lock(mu);
-  if (!filled.count({dev, slot})) {
-    MRMF_CUDA_CHECK(cudaMemcpyToSymbol(g_log1p_tables, log1p_table(r), kBytes, slot * kBytes, cudaMemcpyHostToDevice));
-    // Complete before any stream of any thread may read it.
-    MRMF_CUDA_CHECK(cudaDeviceSynchronize());
-    filled.insert({dev, slot});
-  }
+  const auto it = filled.find({dev, slot});
+  if (it != filled.end()) return it->second;
+  MRMF_CUDA_CHECK(cudaMemcpyToSymbol(g_log1p_tables, log1p_table(r), kBytes, slot * kBytes, cudaMemcpyHostToDevice));
+  // Complete before any stream of any thread may read it.
+  MRMF_CUDA_CHECK(cudaDeviceSynchronize());
   void* p = nullptr;
   MRMF_CUDA_CHECK(cudaGetSymbolAddress(&p, g_log1p_tables));
-  return static_cast<const float*>(p) + (size_t(slot) << 16);
+  const float* table = static_cast<const float*>(p) + (size_t(slot) << 16);
+  filled.emplace(std::make_pair(dev, slot), table);
+  return table;
 }
 #endif
 

@@ -93,8 +93,7 @@ struct RawSegment {
   MRMF_HD MRMF_INLINE float value(const FusedDownsample<R, TF>& f, int k) const {
     const int e = k * static_cast<int>(sizeof(T));  // byte offset in the segment
     const uint32_t bits = r[e / 16].w[(e % 16) / 4] >> (8 * (e % 4));  // little-endian: element k's bytes
-    if (TF == FusedTransform::Log1p && RawLoad<R>::kBits16 && f.lut != nullptr) return f.lut_at(bits & 0xFFFFu);
-    return f.transform(RawLoad<R>::from_bits(bits), k % kFusedVecChannels);
+    return f.value_of_bits(bits, k % kFusedVecChannels);
   }
 };
 
