@@ -99,6 +99,61 @@ void validate_methods(const ExperimentConfig& c) {
     }
   }
 }
+// An experiment file's top level: 'experiment' and either 'run' or 'base'.
+void check_sections(const YAML::Node& root, const std::string& origin) {
+  MRMF_CHECK_KIND(Config, root.IsMap(), origin, ": expected a map with 'run' (or 'base') and 'experiment'");
+  for (const auto& kv : root) {
+    const std::string k = kv.first.as<std::string>();
+    MRMF_CHECK_KIND(Config, k == "run" || k == "base" || k == "experiment", origin, ": unknown section '", k,
+                    "' (expected run, base, experiment)");
+  }
+  MRMF_CHECK_KIND(Config, !(root["run"] && root["base"]), origin, ": give either 'run' or 'base', not both");
+}
+
+// The file `root["base"]` names: as given where that exists from the
+// working directory, else relative to the naming file's folder.
+fs::path base_path(const YAML::Node& root, const std::string& base_dir) {
+  fs::path p = get<std::string>(root["base"], "base");
+  if (p.is_relative() && !fs::exists(p)) p = fs::path(base_dir) / p;
+  return p;
+}
+
+// `base` may name a run configuration or another EXPERIMENT file (one with
+// an 'experiment' section). An experiment base lends its run configuration
+// and every experiment key this file does not set; a key set here replaces
+// the inherited value whole (a coarse_stop given here replaces the base's
+// coarse_stop). So a variant of an experiment states only what it changes
+// (configs/experiments/cf_gpu_paper_stops.yaml). Returns `root` with the
+// chain resolved: 'run' inline, or 'base' as a path to a run configuration.
+YAML::Node resolve_base_chain(const YAML::Node& root, const std::string& origin, const std::string& base_dir,
+                              int depth) {
+  if (!root["base"]) return root;
+  const fs::path p = base_path(root, base_dir);
+  std::ifstream in(p);
+  MRMF_CHECK_KIND(Config, in.good(), origin, ": cannot read the base run configuration '", p.string(), "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  YAML::Node parent;
+  try {
+    parent = YAML::Load(ss.str());
+  } catch (const YAML::ParserException& e) {
+    MRMF_THROW(Config, p.string(), ":", e.mark.line + 1, ": invalid YAML: ", e.msg, " (the base of ", origin, ")");
+  }
+  YAML::Node out = YAML::Clone(root);
+  if (!parent.IsMap() || !parent["experiment"]) {  // a run configuration
+    out["base"] = p.string();
+    return out;
+  }
+  check_sections(parent, p.string());
+  MRMF_CHECK_KIND(Config, depth < 8, origin, ": more than 8 experiment files chained by 'base' (does one name itself?)");
+  YAML::Node merged = YAML::Clone(resolve_base_chain(parent, p.string(), p.parent_path().string(), depth + 1));
+  if (root["experiment"]) {
+    MRMF_CHECK_KIND(Config, root["experiment"].IsMap(), origin, ": 'experiment' must be a map");
+    MRMF_CHECK_KIND(Config, merged["experiment"].IsMap(), p.string(), ": 'experiment' must be a map");
+    for (const auto& kv : root["experiment"]) merged["experiment"][kv.first.as<std::string>()] = kv.second;
+  }
+  return merged;
+}
 }  // namespace
 
 ExperimentConfig parse_experiment_config(const std::string& text, const std::vector<std::string>& overrides,
@@ -109,21 +164,15 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
   } catch (const YAML::ParserException& e) {
     MRMF_THROW(Config, origin, ":", e.mark.line + 1, ": invalid YAML: ", e.msg);
   }
-  MRMF_CHECK_KIND(Config, root.IsMap(), origin, ": expected a map with 'run' (or 'base') and 'experiment'");
+  check_sections(root, origin);
+  root = resolve_base_chain(root, origin, base_dir, 0);
   ExperimentConfig c;
   for (const auto& o : overrides) {
     if (o.rfind("experiment.", 0) == 0) apply_override(root, o);
     else c.run_sets.push_back(o);
   }
-  for (const auto& kv : root) {
-    const std::string k = kv.first.as<std::string>();
-    MRMF_CHECK_KIND(Config, k == "run" || k == "base" || k == "experiment", origin, ": unknown section '", k,
-                    "' (expected run, base, experiment)");
-  }
-  MRMF_CHECK_KIND(Config, !(root["run"] && root["base"]), origin, ": give either 'run' or 'base', not both");
   if (root["base"]) {
-    fs::path p = get<std::string>(root["base"], "base");
-    if (p.is_relative() && !fs::exists(p)) p = fs::path(base_dir) / p;
+    const fs::path p = root["base"].as<std::string>();  // resolved above
     std::ifstream in(p);
     MRMF_CHECK_KIND(Config, in.good(), origin, ": cannot read the base run configuration '", p.string(), "'");
     std::stringstream ss;

@@ -3,7 +3,9 @@
 // stage, and the seeds.
 //
 //   run: {...}                      # a run configuration (fusion/config.h), or
-//   base: configs/neuron_inverter_cpu.yaml
+//   base: configs/neuron_inverter_cpu.yaml   # or another experiment file: its run
+//                                   # configuration and every experiment key not set here
+//                                   # (a key set here replaces the inherited value whole)
 //   experiment:
 //     methods: [baseline, mrt, mrmf1, mrmf2, concurrent]
 //     seeds: [1, 2, 3]

@@ -252,6 +252,49 @@ TEST_CASE("experiment config: bad input is reported before any training", "[fusi
               .shared_init);
 }
 
+TEST_CASE("experiment config: an experiment file as the base of another", "[fusion][config]") {
+  test::TempDir tmp("mrmf_exp_base");
+  const auto write = [&](const std::string& name, const std::string& text) {
+    std::filesystem::create_directories(std::filesystem::path(tmp / name).parent_path());
+    std::ofstream(tmp / name) << text;
+  };
+  // The parent names its run configuration relative to its own folder.
+  write("runs/run.yaml", "data: {path: x.h5}\ntrain: {batch_size: 16}\n");
+  write("runs/parent.yaml",
+        "base: run.yaml\nexperiment: {target_val_loss: 0.1, methods: [baseline, mrt, mrmf1], ladder: [[4], [2], [1]],\n"
+        "  coarse_stop: {threshold: 0.01, patience: 2, max_epochs: 9}, dense_stop: {max_epochs: 3}}\n");
+  write("child.yaml", "base: runs/parent.yaml\nexperiment: {methods: [mrt], coarse_stop: {patience: 5}}\n");
+  const ExperimentConfig c = load_experiment_config(tmp / "child.yaml", {"experiment.max_epochs=7"});
+  CHECK(c.methods == std::vector<std::string>{"mrt"});  // set here: replaces the parent's
+  CHECK(c.target_val_loss == 0.1);                      // inherited
+  CHECK(c.ladder.size() == 3);
+  CHECK(c.max_epochs == 7);  // --set applies to the merged experiment
+  // A key set here replaces the inherited value whole: the parent's
+  // threshold and max_epochs do not carry into the child's coarse_stop.
+  CHECK(c.coarse_stop.patience == 5);
+  CHECK(c.coarse_stop.threshold == ExperimentConfig{}.coarse_stop.threshold);
+  CHECK(c.coarse_stop.max_epochs == ExperimentConfig{}.coarse_stop.max_epochs);
+  CHECK(c.dense_stop.max_epochs == 3);
+  CHECK_THAT(c.run_yaml, Catch::Contains("batch_size: 16"));
+
+  const auto fails = [&](const std::string& file, const std::string& needle) {
+    try {
+      load_experiment_config(tmp / file, {});
+      FAIL("accepted: " << file);
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::Config);
+      CHECK_THAT(std::string(e.what()), Catch::Contains(needle));
+    }
+  };
+  write("self.yaml", "base: self.yaml\nexperiment: {target_val_loss: 0.1}\n");
+  fails("self.yaml", "more than 8 experiment files chained by 'base'");
+  write("lost.yaml", "base: runs/missing.yaml\nexperiment: {target_val_loss: 0.1}\n");
+  fails("lost.yaml", "cannot read the base run configuration '" + (tmp / "runs/missing.yaml") + "'");
+  write("runs/odd.yaml", "base: run.yaml\nexperiment: {target_val_loss: 0.1}\ncolour: red\n");
+  write("odd_child.yaml", "base: runs/odd.yaml\nexperiment: {methods: [mrt]}\n");
+  fails("odd_child.yaml", "odd.yaml: unknown section 'colour'");
+}
+
 TEST_CASE("shared_init: the same seed gives coarse and dense models identical convolutions", "[fusion]") {
   // What experiment.shared_init relies on: initial values are drawn per
   // parameter from its offset in the flat store, and the bottom's offsets do
