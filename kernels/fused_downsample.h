@@ -137,6 +137,9 @@ struct FusedGeom {
   // fused_downsample_chain.h; false keeps the per-position kernels
   // (benchmarks time them side by side). The CPU ignores it.
   bool allow_vector = true;
+  // log1p of a 16-bit stored type read from log1p_table() (false: computed
+  // by log1p_f32; the same bits either way -- benchmarks time both).
+  bool allow_table = true;
   // The GPU kernel the dispatch chose (it sets chunk to match).
   enum class GpuKernel : int { Positions = 0, Vector = 1, Chain = 2 };
   GpuKernel gpu_kernel = GpuKernel::Positions;

@@ -27,6 +27,7 @@ struct FusedDownsampleSpec {
   std::vector<float> scale, shift;           // per channel, for FusedTransform::Scale (shift may be empty)
   std::vector<std::vector<int64_t>> levels;  // per level, one factor per spatial axis; empty = one level of 1s
   bool vector_loads = true;                  // GPU: see FusedGeom::allow_vector
+  bool log1p_table = true;                   // see FusedGeom::allow_table
 };
 
 RawType raw_type_of(DType dt, const std::string& who);  // Shape error for unsupported types

@@ -84,7 +84,7 @@ template <RawType R, FusedTransform TF>
 void run2(Stream& s, const void* x, const FusedOutputs& o, const FusedGeom& g) {
   using T = typename RawLoad<R>::T;
   FusedDownsample<R, TF> f{static_cast<const T*>(x), o, g};
-  if (TF == FusedTransform::Log1p && RawLoad<R>::kBits16) {
+  if (TF == FusedTransform::Log1p && RawLoad<R>::kBits16 && g.allow_table) {
 #if defined(__CUDACC__)
     f.lut = device_log1p_table(R);
 #else
