@@ -130,6 +130,7 @@ const std::vector<Field>& schema() {
       MRMF_FIELD("stop.plateau_threshold", stop.plateau_threshold, double),
       MRMF_FIELD("stop.plateau_patience", stop.plateau_patience, int64_t),
       MRMF_FIELD("stop.min_epochs", stop.min_epochs, int64_t),
+      MRMF_FIELD("stop.plateau_reference", stop.plateau_reference, std::string),
       MRMF_FIELD("runtime.device", runtime.device, std::string),
       MRMF_FIELD("runtime.threads", runtime.threads, int64_t),
       MRMF_FIELD("runtime.allow_tf32", runtime.allow_tf32, bool),
@@ -289,6 +290,7 @@ void validate(const RunConfig& c) {
                   c.stop.plateau_patience);
   MRMF_CHECK_KIND(Config, c.stop.min_epochs >= 0, "config key 'stop.min_epochs': must be >= 0, got ",
                   c.stop.min_epochs);
+  require_one_of("stop.plateau_reference", c.stop.plateau_reference, {"previous", "best"});
   MRMF_CHECK_KIND(Config, finite_positive(c.optimizer.lr), "config key 'optimizer.lr': must be positive and finite, got ",
                   c.optimizer.lr);
   MRMF_CHECK_KIND(Config, c.optimizer.momentum >= 0 && c.optimizer.momentum < 1,

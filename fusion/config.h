@@ -52,6 +52,10 @@ struct StopConfig {
   double plateau_threshold = 0.0;
   int64_t plateau_patience = 0;
   int64_t min_epochs = 0;  // the plateau rule cannot stop the run before this many epochs (the target can)
+  // What an epoch's reduction is measured from: "previous" (the epoch
+  // before, the paper's rule) or "best" (the lowest loss so far;
+  // fusion/stop_rules.h says why).
+  std::string plateau_reference = "previous";
 };
 
 struct DataConfig {

@@ -63,22 +63,25 @@ Resolution parse_resolution(const YAML::Node& n, const std::string& key) {
 
 StopRule parse_stop(const YAML::Node& n, const std::string& key, StopRule base) {
   MRMF_CHECK_KIND(Config, n.IsMap(), "experiment key '", key,
-                  "': expected {threshold, patience, max_epochs, min_epochs}");
+                  "': expected {threshold, patience, max_epochs, min_epochs, reference}");
   for (const auto& kv : n) {
     const std::string k = kv.first.as<std::string>();
     if (k == "threshold") base.threshold = get<double>(kv.second, key + ".threshold");
     else if (k == "patience") base.patience = get<int64_t>(kv.second, key + ".patience");
     else if (k == "max_epochs") base.max_epochs = get<int64_t>(kv.second, key + ".max_epochs");
     else if (k == "min_epochs") base.min_epochs = get<int64_t>(kv.second, key + ".min_epochs");
+    else if (k == "reference") base.reference = get<std::string>(kv.second, key + ".reference");
     else
       MRMF_THROW(Config, "unknown experiment key '", key, ".", k,
-                 "' (expected threshold, patience, max_epochs, min_epochs)");
+                 "' (expected threshold, patience, max_epochs, min_epochs, reference)");
   }
   MRMF_CHECK_KIND(Config, base.threshold >= 0, "experiment key '", key, ".threshold': must be >= 0");
   MRMF_CHECK_KIND(Config, base.threshold == 0 || base.patience >= 1, "experiment key '", key,
                   ".patience': must be at least 1 when a threshold is set");
   MRMF_CHECK_KIND(Config, base.max_epochs >= 1, "experiment key '", key, ".max_epochs': must be at least 1");
   MRMF_CHECK_KIND(Config, base.min_epochs >= 0, "experiment key '", key, ".min_epochs': must be >= 0");
+  MRMF_CHECK_KIND(Config, base.reference == "previous" || base.reference == "best", "experiment key '", key,
+                  ".reference': '", base.reference, "' is not one of previous, best");
   return base;
 }
 

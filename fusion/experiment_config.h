@@ -13,7 +13,8 @@
 //     max_epochs: 40                # guard for baseline, MRT and fine-tuning
 //     ladder: [[4], [2], [1]]       # reduction factors, coarsest first, original last
 //     one_fusion_coarse: [2]        # coarse resolution of mrmf1 / mrt / concurrent (default: ladder[-2])
-//     coarse_stop: {threshold: 0.002, patience: 2, max_epochs: 20}   # also min_epochs (default 0)
+//     coarse_stop: {threshold: 0.002, patience: 2, max_epochs: 20}   # also min_epochs (default 0) and
+//                                   # reference: previous (the paper's) or best (fusion/stop_rules.h)
 //     dense_stop:  {threshold: 0.005, patience: 1, max_epochs: 10}
 //     stages:                       # optional per-stage overrides, first fusion stage first
 //       - {dense_stop: {threshold: 0.01}}
@@ -44,6 +45,7 @@ struct StopRule {
   int64_t patience = 0;  // T_p
   int64_t max_epochs = 20;  // the guard
   int64_t min_epochs = 0;   // the plateau rule cannot stop the stage earlier (stop.min_epochs)
+  std::string reference = "previous";  // or "best" (stop.plateau_reference, fusion/stop_rules.h)
 };
 
 struct StageStops {

@@ -26,6 +26,9 @@ YAML::Node stop_node(const StopRule& s) {
   n["threshold"] = s.threshold;
   n["patience"] = s.patience;
   n["max_epochs"] = s.max_epochs;
+  // Only when set: experiments recorded before these keys counted keep their identity.
+  if (s.min_epochs > 0) n["min_epochs"] = s.min_epochs;
+  if (s.reference != "previous") n["reference"] = s.reference;
   return n;
 }
 
@@ -46,6 +49,9 @@ std::string experiment_identity(const ExperimentConfig& cfg, const LaunchInfo& l
   // Compared as the launch's effective values below (flags count too).
   root["run"]["runtime"].remove("device");
   root["run"]["runtime"].remove("threads");
+  // The experiment's stop rules set it per stage (below); the base's value is
+  // not used. Removed so that experiments recorded before the key keep their identity.
+  root["run"]["stop"].remove("plateau_reference");
   // The data behind the paths: a data set regenerated or replaced under the
   // same name must not be mixed with the runs measured on the old one.
   root["data"]["train"] = data::data_fingerprint(data_spec(rc, data::Split::Train));

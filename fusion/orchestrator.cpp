@@ -34,6 +34,7 @@ RunConfig Orchestrator::stage_config(const Resolution& r, uint64_t seed, const S
   sets.push_back("stop.plateau_threshold=" + fmt::format("{}", stop.threshold));
   sets.push_back("stop.plateau_patience=" + std::to_string(stop.patience));
   sets.push_back("stop.min_epochs=" + std::to_string(stop.min_epochs));
+  sets.push_back("stop.plateau_reference=" + stop.reference);
   sets.push_back("stop.target_val_loss=" + fmt::format("{}", target));
   return parse_run_config(cfg_.run_yaml, sets, "experiment run configuration");
 }
@@ -147,9 +148,9 @@ Orchestrator::Stage Orchestrator::train_stage(const std::string& name, const std
     }
   }
   if (before_fit) before_fit(*s.trainer);
-  log::info("[{}] {} on {} rank(s): {} samples/rank/epoch, stop: plateau eps={} Tp={}, target {}, guard {} epochs",
+  log::info("[{}] {} on {} rank(s): {} samples/rank/epoch, stop: plateau eps={} Tp={}{}, target {}, guard {} epochs",
             name, s.trainer->spec().str(), comm.size(), s.trainer->train_loader().samples_per_epoch(), stop.threshold,
-            stop.patience, target, stop.max_epochs);
+            stop.patience, stop.reference == "best" ? " (against the best)" : "", target, stop.max_epochs);
   const FitResult fr = s.trainer->fit();
   s.trainer->release_data();  // later stages need the memory; this one's model and optimizer are what is kept
   s.result.name = name;

@@ -56,7 +56,8 @@ static void maybe_inject_fault(int64_t step) {
 // ------------------------------------------------------------------ Trainer
 Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, TrainerOptions opts)
     : cfg_(cfg), comm_(comm), device_(device), opts_(std::move(opts)),
-      plateau_(cfg.stop.plateau_threshold, cfg.stop.plateau_patience, cfg.stop.min_epochs) {
+      plateau_(cfg.stop.plateau_threshold, cfg.stop.plateau_patience, cfg.stop.min_epochs,
+               cfg.stop.plateau_reference == "best") {
   MRMF_CHECK_KIND(Config, !cfg_.data.path.empty() || !cfg_.data.train_files.empty(),
                   "config key 'data.path': no dataset given");
   // Ranks must agree on the whole configuration before anything else.
@@ -360,6 +361,7 @@ bool Trainer::try_resume() {
       "stop.plateau_threshold=" + fmt::format("{}", cfg_.stop.plateau_threshold),
       "stop.plateau_patience=" + std::to_string(cfg_.stop.plateau_patience),
       "stop.min_epochs=" + std::to_string(cfg_.stop.min_epochs),
+      "stop.plateau_reference=" + cfg_.stop.plateau_reference,
       "train.checkpoint_every=" + std::to_string(cfg_.train.checkpoint_every),
       "train.checkpoint_every_steps=" + std::to_string(cfg_.train.checkpoint_every_steps),
       "runtime.device=" + (cfg_.runtime.device.empty() ? std::string("''") : cfg_.runtime.device),
@@ -489,8 +491,9 @@ FitResult Trainer::fit() {
                 epoch, r.val_loss);
     } else if (plateau) {
       res.stop_reason = "plateau";
-      log::info("{}stopped by its plateau rule after epoch {}: the training loss fell by less than {:g} in {} "
-                "epoch(s) in a row", who, epoch, cfg_.stop.plateau_threshold, cfg_.stop.plateau_patience);
+      log::info("{}stopped by its plateau rule after epoch {}: the training loss fell by less than {:g}{} in {} "
+                "epoch(s) in a row", who, epoch, cfg_.stop.plateau_threshold,
+                cfg_.stop.plateau_reference == "best" ? " below its lowest value" : "", cfg_.stop.plateau_patience);
     } else if (last) {
       res.stop_reason = "max_epochs";
     }

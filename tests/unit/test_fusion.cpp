@@ -7,6 +7,7 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
 
 #include "core/error.h"
 #include "fusion/experiment_config.h"
@@ -146,6 +147,34 @@ TEST_CASE("stop rule: the plateau fires exactly after T_p small reductions in a 
   for (int i = 0; i < 10; ++i) REQUIRE_FALSE(off.update(1.0));
 }
 
+TEST_CASE("stop rule: against the best, a flat but noisy loss is a plateau", "[fusion][stop]") {
+  // Session 25's 32^3 coarse stage in shape: flat near 0.19, each epoch
+  // 0.002-0.008 up or down. From the epoch before, every drop after a rise
+  // resets the count (threshold 0.005, patience 3): it never fires. From the
+  // best so far (0.190 after epoch 2), no epoch gets 0.005 below it.
+  const double losses[] = {0.30, 0.20, 0.190, 0.196, 0.189, 0.195, 0.188, 0.194, 0.187};
+  PlateauRule prev(0.005, 3), best(0.005, 3, 0, /*against_best=*/true);
+  std::vector<bool> fired_prev, fired_best;
+  for (double l : losses) {
+    fired_prev.push_back(prev.update(l));
+    fired_best.push_back(best.update(l));
+  }
+  CHECK(fired_prev == std::vector<bool>(9, false));
+  // Reductions from the best: -, 0.1 (best 0.20), 0.01 (0.190), -0.006, 0.001 (0.189), -0.006, 0.001
+  // (0.188): three small ones in a row after epoch 5 -> fires at the 6th epoch (index 5).
+  CHECK(fired_best == std::vector<bool>{false, false, false, false, false, true, true, true, true});
+  CHECK(best.previous() == 0.187);  // the best so far: what a checkpoint keeps
+  // A real drop resets the count against the best too.
+  PlateauRule again(0.005, 3, 0, true);
+  for (double l : {1.0, 0.999, 0.998, 0.5, 0.499, 0.4995}) CHECK_FALSE(again.update(l));
+  CHECK(again.update(0.499));
+  // Restored from a checkpoint: the reference is the saved best.
+  PlateauRule resumed(0.005, 1, 0, true);
+  resumed.restore(0, true, 0.187, 9);
+  CHECK(resumed.update(0.19));  // above the best: no reduction
+  CHECK_FALSE(resumed.update(0.18));  // 0.007 below it
+}
+
 TEST_CASE("stop rule: min_epochs holds the plateau back, counting the epochs before it", "[fusion][stop]") {
   // Flat from the start: patience 1 would fire at the 2nd epoch; min_epochs
   // 4 makes it the 4th (the small reductions before it counted).
@@ -226,7 +255,10 @@ TEST_CASE("experiment config: bad input is reported before any training", "[fusi
   fails("experiment: {target_val_loss: 0.1, colour: red}", "unknown experiment key 'colour'");
   fails("experiment: {target_val_loss: 0.1, coarse_stop: {min_epochs: -1}}", "'coarse_stop.min_epochs': must be >= 0");
   fails("experiment: {target_val_loss: 0.1, dense_stop: {min_epoch: 3}}",
-        "unknown experiment key 'dense_stop.min_epoch' (expected threshold, patience, max_epochs, min_epochs)");
+        "unknown experiment key 'dense_stop.min_epoch' (expected threshold, patience, max_epochs, min_epochs, "
+        "reference)");
+  fails("experiment: {target_val_loss: 0.1, coarse_stop: {reference: lowest}}",
+        "'coarse_stop.reference': 'lowest' is not one of previous, best");
   fails("experiment: {target_val_loss: 0.1, resolution_overrides: {\"8\": [\"train.batch_size=2\"]}}",
         "'8' is not a rung");
   fails("experiment: {target_val_loss: 0.1, resolution_overrides: {\"2\": [\"train.batch_size=0\"]}}",
@@ -396,6 +428,20 @@ TEST_CASE("experiment state: runs round-trip through JSON (NaN included), identi
   CHECK_THAT(d[1], Catch::Contains("launch.ranks: 1 -> 2"));
   CHECK_THAT(d[2], Catch::Contains("run.optimizer.lr") && Catch::Contains("-> 0.5"));
   CHECK_THAT(d[3], Catch::Contains("run.runtime.allow_tf32: true -> false"));
+  // The stop rules' min_epochs and reference count, and only where set (an
+  // experiment recorded before they counted keeps its identity: no key
+  // appears for the defaults, and the run's own stop.plateau_reference,
+  // which every stage overrides, is left out).
+  CHECK(a.find("reference") == std::string::npos);
+  CHECK_FALSE(YAML::Load(a)["experiment"]["stages"][0]["coarse_stop"]["min_epochs"]);
+  const auto stops = identity_differences(
+      a, identity(base, {"experiment.coarse_stop={threshold: 0.002, patience: 2, max_epochs: 20, min_epochs: 3, "
+                         "reference: best}"}));
+  REQUIRE(stops.size() == 1);  // the stages list, one line
+  const std::string now = stops[0].substr(stops[0].find("->"));
+  CHECK_THAT(stops[0], Catch::StartsWith("experiment.stages:"));
+  CHECK(stops[0].find("min_epochs") > stops[0].find("->"));  // only on the new side
+  CHECK_THAT(now, Catch::Contains("min_epochs: 3") && Catch::Contains("reference: best"));
 
   // The same path holding other data (regenerated with another seed, or more
   // samples) is another experiment; a copy of the same data is not.
