@@ -23,6 +23,19 @@
 using namespace mrmf;
 
 namespace {
+// `load` must throw a Config error whose message contains `needle`
+// (`what`: the input, named if it is accepted).
+template <class F>
+void config_error(F&& load, const std::string& what, const std::string& needle) {
+  try {
+    load();
+    FAIL("accepted: " << what);
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::Config);
+    CHECK_THAT(std::string(e.what()), Catch::Contains(needle));
+  }
+}
+
 ModelSpec ni_spec(int64_t T) {
   ModelSpec s;
   s.name = "neuron_inverter";
@@ -235,13 +248,7 @@ TEST_CASE("concurrent split: each group's epoch and guard-bound stage time, and 
 TEST_CASE("experiment config: bad input is reported before any training", "[fusion][config]") {
   const std::string run = "run: {data: {path: x.h5}}\n";
   auto fails = [&](const std::string& exp, const std::string& needle) {
-    try {
-      parse_experiment_config(run + exp, {}, "exp.yaml");
-      FAIL("accepted: " << exp);
-    } catch (const Error& e) {
-      CHECK(e.kind() == ErrorKind::Config);
-      CHECK_THAT(std::string(e.what()), Catch::Contains(needle));
-    }
+    config_error([&] { parse_experiment_config(run + exp, {}, "exp.yaml"); }, exp, needle);
   };
   fails("experiment: {target_val_loss: 0.1, ladder: [[2], [4]]}", "last rung must be the original");
   fails("experiment: {target_val_loss: 0.1, ladder: [[2], [4], [1]]}", "[2] is followed by [4], which is not finer");
@@ -310,13 +317,7 @@ TEST_CASE("experiment config: an experiment file as the base of another", "[fusi
   CHECK_THAT(c.run_yaml, Catch::Contains("batch_size: 16"));
 
   const auto fails = [&](const std::string& file, const std::string& needle) {
-    try {
-      load_experiment_config(tmp / file, {});
-      FAIL("accepted: " << file);
-    } catch (const Error& e) {
-      CHECK(e.kind() == ErrorKind::Config);
-      CHECK_THAT(std::string(e.what()), Catch::Contains(needle));
-    }
+    config_error([&] { load_experiment_config(tmp / file, {}); }, file, needle);
   };
   write("self.yaml", "base: self.yaml\nexperiment: {target_val_loss: 0.1}\n");
   fails("self.yaml", "more than 8 experiment files chained by 'base'");
