@@ -341,11 +341,12 @@ int main(int argc, char** argv) {
       auto* p = static_cast<uint16_t*>(raw.raw_data());
       auto* q = static_cast<uint16_t*>(counts.raw_data());
       const double keep = 8.0 / 9.0;  // P(count > k) = keep^k: mean keep / (1 - keep) = 8
+      const double log_keep = std::log(keep);
       for (int64_t i = 0; i < raw.numel(); ++i) {
         const uint64_t h = static_cast<uint64_t>(i) * 2654435761u;
         p[i] = static_cast<uint16_t>(h >> 22);
         const double u = (static_cast<double>((h ^ (h >> 29)) * 0x9E3779B97F4A7C15ull >> 11) + 0.5) / 9007199254740992.0;
-        q[i] = static_cast<uint16_t>(std::min(65535.0, std::floor(std::log(u) / std::log(keep))));
+        q[i] = static_cast<uint16_t>(std::min(65535.0, std::floor(std::log(u) / log_keep)));
       }
     }
     struct Case {
