@@ -14,8 +14,9 @@
 //      waits for its first batch; later ones are prefetched across the epoch
 //      boundary).
 //
-//   bench_data [--small] [--only cf|ni|kernel|prefetch] [--out results.txt]
-//     --small: 32^3 samples everywhere, CI speed; --only: one section (A/B runs of two builds)
+//   bench_data [--small] [--only cf|ni|kernel|prefetch] [--case TEXT] [--out results.txt]
+//     --small: 32^3 samples everywhere, CI speed; --only: one section (A/B runs of two builds);
+//     --case: only the kernel rows whose name contains TEXT (a profiler then sees one case)
 #include <omp.h>
 #include <unistd.h>
 
@@ -123,13 +124,14 @@ void row(const char* fmt, ...) {
 
 int main(int argc, char** argv) {
   bool small = false;
-  std::string out, only;
+  std::string out, only, only_case;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--small")) small = true;
     else if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
     else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    else if (!std::strcmp(argv[i], "--case") && i + 1 < argc) only_case = argv[++i];
     else {
-      std::fprintf(stderr, "usage: bench_data [--small] [--only cf|ni|kernel|prefetch] [--out FILE]\n");
+      std::fprintf(stderr, "usage: bench_data [--small] [--only cf|ni|kernel|prefetch] [--case TEXT] [--out FILE]\n");
       return 2;
     }
   }
@@ -378,6 +380,7 @@ int main(int argc, char** argv) {
     for (const auto& [c, table] : runs) {
       const Tensor& in = c.count_data ? counts : raw;
       const std::string name = std::string(c.name) + (table ? "" : ", computed");
+      if (name.find(only_case) == std::string::npos) continue;
       kernels::FusedDownsampleSpec spec;
       spec.levels = c.levels;
       spec.transform = c.transform;
