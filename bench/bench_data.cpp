@@ -407,18 +407,29 @@ int main(int argc, char** argv) {
         for (const Tensor& y : ys) dys.push_back(Tensor::empty(y.shape(), DType::F32, Device::cuda(0)));
         Tensor da = Tensor::empty({bytes / 8}, DType::F32, Device::cuda(0)),
                db = Tensor::empty({bytes / 8}, DType::F32, Device::cuda(0));
-        // Each request twice: the vector kernel (one level) or the chain
-        // kernel (several), the default for these requests, and the
-        // per-position traversal they replace, side by side.
-        for (bool vec : {true, false}) {
-          if (!vec && !table) continue;  // the computed A/B: the default kernel only
-          spec.vector_loads = vec;
+        // Each request side by side: the vector kernel (one level) or the
+        // chain kernel (several), the default for these requests; for
+        // two-level chains of blocks of <= 4 rows also the chain kernel
+        // with every row preloaded (FusedGeom::chain_preload, off until
+        // measured); and the per-position traversal they replace.
+        const kernels::FusedGeom geom = kernels::make_fused_geom(in.shape(), spec, "bench");
+        const bool preloadable = c.levels.size() == 2 && geom.block[0] * geom.block[1] <= 4;
+        enum class Kind { Default, Preload, Positions };
+        for (Kind kind : {Kind::Default, Kind::Preload, Kind::Positions}) {
+          if (kind != Kind::Default && !table) continue;  // the computed A/B: the default kernel only
+          if (kind == Kind::Preload && !preloadable) continue;
+          spec.vector_loads = kind != Kind::Positions;
+          spec.chain_preload = kind == Kind::Preload;
           const double tg = time_dev(s, 10, [&] { kernels::fused_downsample(s, draw, dys, spec); });
           const double tgc = time_dev(s, 10, [&] { db.copy_from(da, s); });
-          row("    cuda %-39s %9.3f %9.2f %9.2f %6.0f%%\n",
-              (name + (!vec ? ", per position" : c.levels.size() > 1 ? ", chain" : ", vector")).c_str(),
-              tg * 1e3, bytes / tg / 1e9, bytes / tgc / 1e9, 100 * tgc / tg);
+          const char* what = kind == Kind::Positions   ? ", per position"
+                             : kind == Kind::Preload   ? ", chain, preloaded"
+                             : c.levels.size() > 1     ? ", chain"
+                                                       : ", vector";
+          row("    cuda %-39s %9.3f %9.2f %9.2f %6.0f%%\n", (name + what).c_str(), tg * 1e3, bytes / tg / 1e9,
+              bytes / tgc / 1e9, 100 * tgc / tg);
         }
+        spec.chain_preload = false;
       }
     }
   }

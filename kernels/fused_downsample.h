@@ -140,6 +140,11 @@ struct FusedGeom {
   // log1p of a 16-bit stored type read from log1p_table() (false: computed
   // by log1p_f32; the same bits either way -- benchmarks time both).
   bool allow_table = true;
+  // The GPU chain kernel loads all of a block's input rows up front where a
+  // block has at most 4 rows of a 2-byte type (fused_downsample_chain.h);
+  // false keeps two rows in flight. Off until measured on a GPU (benchmarks
+  // time both).
+  bool chain_preload = false;
   // The GPU kernel the dispatch chose (it sets chunk to match).
   enum class GpuKernel : int { Positions = 0, Vector = 1, Chain = 2 };
   GpuKernel gpu_kernel = GpuKernel::Positions;

@@ -93,12 +93,27 @@ MRMF_HD MRMF_INLINE void chain_store(float* y, int64_t plane, const float* out) 
   }
 }
 
-template <RawType R, FusedTransform TF, int kL>
+// Input rows a call may preload (kPre below): a block of at most this many
+// rows of a 2-byte type, whose loads all go out before the first addition.
+constexpr int kFusedChainPreloadRows = 4;
+
+// kPre: false keeps two rows in flight (the next row's loads issued before
+// this row's additions); true issues every row's loads up front, for blocks
+// of at most kFusedChainPreloadRows rows (the dispatch checks). Why the
+// second: the 1/2 + 1/8 CosmoFlow ladder's blocks have 4 input rows, about
+// one block per thread at this kernel's grid, so a thread with two rows in
+// flight waits two load latencies for its 128 bytes; at 2 resident blocks
+// per SM that is ~32 KB of reads in flight per SM, where the single-level
+// vector kernel (all rows at once, 4 blocks per SM) reaches 91-93 % of a
+// device copy and the ladder 74-78 % (H200, session 25). Same sums in the
+// same order either way: only the loads move.
+template <RawType R, FusedTransform TF, int kL, bool kPre = false>
 struct FusedDownsampleChain {
   using T = typename RawLoad<R>::T;
   static constexpr int kC = static_cast<int>(kFusedVecChannels);
   static constexpr int kP = static_cast<int>(kFusedVecElems);  // elements per row segment
   static_assert(kL >= 2 && kL <= kFusedMaxLevels, "a chain has 2 to kFusedMaxLevels levels");
+  static_assert(!kPre || sizeof(T) == 2, "preloading is for 2-byte stored types");
   // Resident 256-thread blocks per SM the launch asks for. ptxas -v, sm_90,
   // unbounded: 118-126 registers at two levels (164-167 with log1p), 146-156
   // at three (182-186), 168-228 at four. Bounded to 128 (two blocks): two
@@ -132,61 +147,93 @@ struct FusedDownsampleChain {
     }
     const T* const x0 = f.x + n * g.s_n + p0 * g.block[0] * g.s[0] + p1 * g.block[1] * g.s[1] + j2 * kP;
     const int rows = static_cast<int>(g.block[0] * g.block[1]);
-    // The next row's loads are issued before this row's additions: two
-    // rows in flight per thread, at the occupancy this kernel's registers allow.
-    RawSegment<T> cur;
-    cur.load(x0);
     // Level k's running sums per input / source position (k >= 1: the first
     // kP / f2 used); every element is set by its block's first row.
     float acc[kL][kP] = {};
-    MRMF_NO_UNROLL
-    for (int t = 0; t < rows; ++t) {
-      int e0[kL], e1[kL];  // the next row's digits
+    if constexpr (kPre) {
+      // Every row's loads first (rows <= kFusedChainPreloadRows), in the
+      // order the rows are summed; the unrolled loops keep seg[] in registers.
+      RawSegment<T> seg[kFusedChainPreloadRows];
+      int e0[kL], e1[kL];
       MRMF_UNROLL
       for (int k = 0; k < kL; ++k) {
-        e0[k] = d0[k];
-        e1[k] = d1[k];
+        e0[k] = 0;
+        e1[k] = 0;
       }
-      advance(e0, e1, rad0, rad1);
-      RawSegment<T> nxt = cur;
-      if (t + 1 < rows) {
-        int64_t a = 0, b = 0;
-        row_of(e0, e1, rad0, rad1, -1, a, b);
-        nxt.load(x0 + a * g.s[0] + b * g.s[1]);
-      }
-      // Level 0 from the input row.
-      const bool first = d0[0] == 0 && d1[0] == 0;
       MRMF_UNROLL
-      for (int k = 0; k < kP; ++k) {
-        const float v = cur.value(f, k);
-        acc[0][k] = first ? v : acc[0][k] + v;
-      }
-      // Each level whose block this row completes: its outputs, then added
-      // into the next level's running sums.
-      bool done = d0[0] == rad0[0] - 1 && d1[0] == rad1[0] - 1;
-      MRMF_UNROLL
-      for (int k = 0; k < kL; ++k)
-        if (done) {
-          float out[kP] = {};  // emit() sets the first nw * C
-          const int nw = emit(k, n, p0, p1, j2, acc[k], d0, d1, rad0, rad1, out);
-          if (k + 1 < kL) {
-            const bool first_up = d0[k + 1] == 0 && d1[k + 1] == 0;
-            MRMF_UNROLL
-            for (int e = 0; e < kP; ++e)
-              if (e < nw * kC) acc[k + 1][e] = first_up ? out[e] : acc[k + 1][e] + out[e];
-            done = d0[k + 1] == rad0[k + 1] - 1 && d1[k + 1] == rad1[k + 1] - 1;
-          }
+      for (int t = 0; t < kFusedChainPreloadRows; ++t)
+        if (t < rows) {
+          int64_t a = 0, b = 0;
+          row_of(e0, e1, rad0, rad1, -1, a, b);
+          seg[t].load(x0 + a * g.s[0] + b * g.s[1]);
+          advance(e0, e1, rad0, rad1);
         }
       MRMF_UNROLL
-      for (int k = 0; k < kL; ++k) {
-        d0[k] = e0[k];
-        d1[k] = e1[k];
+      for (int t = 0; t < kFusedChainPreloadRows; ++t)
+        if (t < rows) {
+          add_row(seg[t], acc, d0, d1, rad0, rad1, n, p0, p1, j2);
+          advance(d0, d1, rad0, rad1);
+        }
+    } else {
+      // The next row's loads are issued before this row's additions: two
+      // rows in flight per thread, at the occupancy this kernel's registers allow.
+      RawSegment<T> cur;
+      cur.load(x0);
+      MRMF_NO_UNROLL
+      for (int t = 0; t < rows; ++t) {
+        int e0[kL], e1[kL];  // the next row's digits
+        MRMF_UNROLL
+        for (int k = 0; k < kL; ++k) {
+          e0[k] = d0[k];
+          e1[k] = d1[k];
+        }
+        advance(e0, e1, rad0, rad1);
+        RawSegment<T> nxt = cur;
+        if (t + 1 < rows) {
+          int64_t a = 0, b = 0;
+          row_of(e0, e1, rad0, rad1, -1, a, b);
+          nxt.load(x0 + a * g.s[0] + b * g.s[1]);
+        }
+        add_row(cur, acc, d0, d1, rad0, rad1, n, p0, p1, j2);
+        MRMF_UNROLL
+        for (int k = 0; k < kL; ++k) {
+          d0[k] = e0[k];
+          d1[k] = e1[k];
+        }
+        cur = nxt;
       }
-      cur = nxt;
     }
   }
 
  private:
+  // One input row (at digits d0, d1) into level 0's running sums; then each
+  // level whose block this row completes: its outputs, added into the next
+  // level's running sums.
+  MRMF_HD MRMF_INLINE void add_row(const RawSegment<T>& cur, float (&acc)[kL][kP], const int* d0, const int* d1,
+                                   const int* rad0, const int* rad1, int64_t n, int64_t p0, int64_t p1,
+                                   int64_t j2) const {
+    const bool first = d0[0] == 0 && d1[0] == 0;
+    MRMF_UNROLL
+    for (int k = 0; k < kP; ++k) {
+      const float v = cur.value(f, k);
+      acc[0][k] = first ? v : acc[0][k] + v;
+    }
+    bool done = d0[0] == rad0[0] - 1 && d1[0] == rad1[0] - 1;
+    MRMF_UNROLL
+    for (int k = 0; k < kL; ++k)
+      if (done) {
+        float out[kP] = {};  // emit() sets the first nw * C
+        const int nw = emit(k, n, p0, p1, j2, acc[k], d0, d1, rad0, rad1, out);
+        if (k + 1 < kL) {
+          const bool first_up = d0[k + 1] == 0 && d1[k + 1] == 0;
+          MRMF_UNROLL
+          for (int e = 0; e < kP; ++e)
+            if (e < nw * kC) acc[k + 1][e] = first_up ? out[e] : acc[k + 1][e] + out[e];
+          done = d0[k + 1] == rad0[k + 1] - 1 && d1[k + 1] == rad1[k + 1] - 1;
+        }
+      }
+  }
+
   // The odometer: level 0's b digit fastest, carries upward.
   MRMF_HD MRMF_INLINE static void advance(int* e0, int* e1, const int* rad0, const int* rad1) {
     bool carry = true;
@@ -250,10 +297,26 @@ struct FusedDownsampleChain {
   }
 };
 
-// Calls fn(kernel) with the chain kernel for f.g's level count (host side:
-// the GPU dispatch and the CPU test of the kernel's math).
+// Whether the chain kernel can preload a block's rows for this geometry
+// (FusedGeom::chain_preload asks for it): two levels only -- ptxas -v,
+// sm_90: two levels preloading take 124 registers without spilling, three
+// spilled 48-108 bytes at the 128-register bound and four need 174-186.
+template <RawType R>
+bool fused_chain_preloadable(const FusedGeom& g) {
+  return sizeof(typename RawLoad<R>::T) == 2 && g.levels == 2 && g.block[0] * g.block[1] <= kFusedChainPreloadRows;
+}
+
+// Calls fn(kernel) with the chain kernel for f.g's level count, preloading
+// where f.g.chain_preload asks and the geometry allows (host side: the GPU
+// dispatch and the CPU test of the kernel's math).
 template <RawType R, FusedTransform TF, class Fn>
 void with_chain_kernel(const FusedDownsample<R, TF>& f, Fn&& fn) {
+  if constexpr (sizeof(typename RawLoad<R>::T) == 2) {
+    if (f.g.chain_preload && fused_chain_preloadable<R>(f.g)) {
+      fn(FusedDownsampleChain<R, TF, 2, true>{f});
+      return;
+    }
+  }
   switch (f.g.levels) {
     case 2: fn(FusedDownsampleChain<R, TF, 2>{f}); return;
     case 3: fn(FusedDownsampleChain<R, TF, 3>{f}); return;

@@ -119,6 +119,7 @@ FusedGeom make_fused_geom(const Shape& x, const FusedDownsampleSpec& spec, const
   g.transform = spec.transform;
   g.allow_vector = spec.vector_loads;
   g.allow_table = spec.log1p_table;
+  g.chain_preload = spec.chain_preload;
   if (spec.transform == FusedTransform::Scale) {
     MRMF_CHECK_KIND(Shape, static_cast<int64_t>(spec.scale.size()) == g.c, who, ": ", spec.scale.size(),
                     " scale value(s) for ", g.c, " channels");

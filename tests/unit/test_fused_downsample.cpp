@@ -179,8 +179,9 @@ namespace {
 // coarse position per call (Full), the single-level kernel
 // (FusedDownsampleOne; One), or the vector kernel (FusedDownsampleVec; Vec:
 // one level, channels-last C = 4, kV outputs per call), or the chain kernel
-// (FusedDownsampleChain; Chain: a chain of levels, channels-last C = 4).
-enum class Traversal { Full, One, Vec, Chain };
+// (FusedDownsampleChain; Chain: a chain of levels, channels-last C = 4;
+// ChainPreload: its variant that loads a block's rows up front).
+enum class Traversal { Full, One, Vec, Chain, ChainPreload };
 
 // table: log1p from log1p_table() (FusedDownsample::lut, as the backends
 // run it for 16-bit types), else computed per element.
@@ -194,9 +195,12 @@ void by_functor(const Tensor& x, const FusedDownsampleSpec& spec, const std::vec
     REQUIRE(f2 != 0);
     g.chunk = fused_vector_width(f2);
   }
-  if (t == Traversal::Chain) {  // 4 input positions per call, as the GPU dispatch sets it
+  const bool chain = t == Traversal::Chain || t == Traversal::ChainPreload;
+  if (chain) {  // 4 input positions per call, as the GPU dispatch sets it
     REQUIRE(fused_chain_levels(g) == g.levels);
     g.chunk = kFusedChainVoxels / g.block[2];
+    g.chain_preload = t == Traversal::ChainPreload;
+    if (g.chain_preload) REQUIRE(fused_chain_preloadable<R>(g));
   }
   g.finalize();
   FusedDownsample<R, TF> f{static_cast<const typename RawLoad<R>::T*>(x.raw_data()), {}, g};
@@ -208,7 +212,7 @@ void by_functor(const Tensor& x, const FusedDownsampleSpec& spec, const std::vec
     });
     return;
   }
-  if (t == Traversal::Chain) {
+  if (chain) {
     with_chain_kernel(f, [&](const auto& k) {
       for (int64_t i = 0; i < g.calls(); ++i) k(i);
     });
@@ -314,7 +318,7 @@ TEST_CASE("fused downsample: the CPU row traversal gives the functors' (GPU math
       {{2, 6, 8, 4}, true, {{1, 1}, {3, 2}}}};
   const std::vector<float> scale{0.5f, 2.f, -1.f, 3.f, 0.25f, 1.5f, -0.75f, 4.f},
       shift{1.f, 0.f, 3.f, -2.f, 0.5f, -1.f, 0.125f, 2.f};
-  int vector_cases = 0, chain_cases = 0;
+  int vector_cases = 0, chain_cases = 0, preload_cases = 0;
   for (DType dt : {DType::U16, DType::I16, DType::F16, DType::F32})
     for (FusedTransform tf : {FusedTransform::None, FusedTransform::Log1p, FusedTransform::Scale})
       for (size_t k = 0; k < cases.size(); ++k) {
@@ -335,12 +339,22 @@ TEST_CASE("fused downsample: the CPU row traversal gives the functors' (GPU math
         const auto ref = by_functor_any(raw, spec, rows, Traversal::Full);
         for (size_t l = 0; l < rows.size(); ++l) REQUIRE(bit_equal(rows[l], ref[l]));
         // The GPU's chain kernel, where it applies.
-        if (fused_chain_levels(make_fused_geom(raw.shape(), spec, "test")) != 0) {
+        const FusedGeom cg = make_fused_geom(raw.shape(), spec, "test");
+        if (fused_chain_levels(cg) != 0) {
           ++chain_cases;
           const auto chain = by_functor_any(raw, spec, rows, Traversal::Chain);
           for (size_t l = 0; l < rows.size(); ++l) {
             INFO("chain kernel, level " << l);
             REQUIRE(bit_equal(rows[l], chain[l]));
+          }
+          // ... and its preloading variant (2-byte types, two levels, blocks of <= 4 rows).
+          if (dt != DType::F32 && cg.levels == 2 && cg.block[0] * cg.block[1] <= kFusedChainPreloadRows) {
+            ++preload_cases;
+            const auto pre = by_functor_any(raw, spec, rows, Traversal::ChainPreload);
+            for (size_t l = 0; l < rows.size(); ++l) {
+              INFO("chain kernel with preloaded rows, level " << l);
+              REQUIRE(bit_equal(rows[l], pre[l]));
+            }
           }
         }
         // Each level alone (read from the input, none derived): the GPU's
@@ -361,6 +375,7 @@ TEST_CASE("fused downsample: the CPU row traversal gives the functors' (GPU math
       }
   CHECK(vector_cases == 11 * 45);  // 11 dtype/transform pairs x 45 levels with C = 4 channels-last (f2 = 1, 2, 4)
   CHECK(chain_cases == 11 * 15);   // ... x 15 chains
+  CHECK(preload_cases == 8 * 6);  // 2-byte dtype/transform pairs x the 6 two-level chains with blocks of <= 4 rows
 }
 
 TEST_CASE("fused downsample: log1p by table gives log1p_f32's bits for every 16-bit pattern", "[fused_downsample]") {
@@ -398,10 +413,12 @@ TEST_CASE("fused downsample: log1p by table gives log1p_f32's bits for every 16-
     const auto rows = fused_downsample(cpu_stream(), raw, spec);
     const auto computed = by_functor_any(raw, spec, rows, Traversal::Full);
     const auto chain = by_functor_any(raw, spec, rows, Traversal::Chain, true);
+    const auto preloaded = by_functor_any(raw, spec, rows, Traversal::ChainPreload, true);
     for (size_t l = 0; l < rows.size(); ++l) {
       INFO("level " << l);
       CHECK(bit_equal(rows[l], computed[l]));
       CHECK(bit_equal(rows[l], chain[l]));
+      CHECK(bit_equal(rows[l], preloaded[l]));
     }
     FusedDownsampleSpec one = spec;
     one.levels = {{2, 2, 2}};
