@@ -487,8 +487,10 @@ struct FusedDownsample {
   // memcpy, the loads waiting on memory (perf). With 4 KB ahead 70-73 %
   // (2-3 KB and 6-8 KB a little lower, L2-only prefetches lower still), the
   // other rows level or better, where most of the time then sits on the
-  // prefetches themselves: the core's outstanding misses are full. Not for
-  // log1p, which is compute-bound: there they cost 5-10 %.
+  // prefetches themselves: the core's outstanding misses are full. Only for
+  // blocks of several rows: one row is one stream, which the hardware
+  // prefetcher follows (1/1 level with or without). Not for log1p, which is
+  // compute-bound: there they cost 5-10 %.
   static constexpr int64_t kPrefetchBytes = 4096;
   // GCC 12 deletes a loop of __builtin_prefetch calls as free of side
   // effects (-O2 and -O3): the instruction itself, where the ISA has one.
@@ -515,7 +517,7 @@ struct FusedDownsample {
   void block(float* acc, int64_t x0, int64_t wn, const int64_t* f, int64_t C, int64_t c_fixed, float* y,
              int64_t ystride, float inv) const {
     const int64_t rows = f[0] * f[1];
-    if (TF != FusedTransform::Log1p) prefetch_rows<kC, kF2>(x0, wn, f, C);
+    if (TF != FusedTransform::Log1p && rows > 1) prefetch_rows<kC, kF2>(x0, wn, f, C);
     if (rows == 1) {
       seg_out<true, kC, kF2>(acc, x0, wn, C, f[2], c_fixed, y, ystride, inv);
       return;
