@@ -16,7 +16,8 @@
 //
 //   bench_data [--small] [--only cf|ni|kernel|prefetch] [--case TEXT] [--out results.txt]
 //     --small: 32^3 samples everywhere, CI speed; --only: one section (A/B runs of two builds);
-//     --case: only the kernel rows whose name contains TEXT (a profiler then sees one case)
+//     --case: only the kernel rows whose name contains TEXT, or is TEXT after a leading '='
+//     (a profiler then sees one case)
 #include <omp.h>
 #include <unistd.h>
 
@@ -380,7 +381,8 @@ int main(int argc, char** argv) {
     for (const auto& [c, table] : runs) {
       const Tensor& in = c.count_data ? counts : raw;
       const std::string name = std::string(c.name) + (table ? "" : ", computed");
-      if (name.find(only_case) == std::string::npos) continue;
+      const bool exact = !only_case.empty() && only_case[0] == '=';
+      if (exact ? name != only_case.substr(1) : name.find(only_case) == std::string::npos) continue;
       kernels::FusedDownsampleSpec spec;
       spec.levels = c.levels;
       spec.transform = c.transform;
