@@ -484,7 +484,7 @@ struct FusedDownsample {
   // next segment's rows for consecutive output rows. Why: a 2x2x2 block
   // reads two input planes at once, and the hardware prefetcher alone kept
   // too few of their lines in flight -- on the 2-core VM 1/8 ran at 57 % of
-  // memcpy, the loads waiting on memory (perf). With 4 KB ahead 70-73 %
+  // memcpy, the loads waiting on memory (perf). With 4 KB ahead 70-78 %
   // (2-3 KB and 6-8 KB a little lower, L2-only prefetches lower still), the
   // other rows level or better, where most of the time then sits on the
   // prefetches themselves: the core's outstanding misses are full. Only for
