@@ -39,6 +39,7 @@
 #include "data/h5file.h"
 #include "data/loader.h"
 #include "data/prefetch.h"
+#include "kernels/fused_downsample_chain.h"
 #include "kernels/fused_downsample_ops.h"
 
 using namespace mrmf;
@@ -414,8 +415,8 @@ int main(int argc, char** argv) {
         // two-level chains of blocks of <= 4 rows also the chain kernel
         // with every row preloaded (FusedGeom::chain_preload, off until
         // measured); and the per-position traversal they replace.
-        const kernels::FusedGeom geom = kernels::make_fused_geom(in.shape(), spec, "bench");
-        const bool preloadable = c.levels.size() == 2 && geom.block[0] * geom.block[1] <= 4;
+        const bool preloadable = kernels::fused_chain_preloadable(kernels::RawType::U16,
+                                                                  kernels::make_fused_geom(in.shape(), spec, "bench"));
         enum class Kind { Default, Preload, Positions };
         for (Kind kind : {Kind::Default, Kind::Preload, Kind::Positions}) {
           if (kind != Kind::Default && !table) continue;  // the computed A/B: the default kernel only
@@ -431,7 +432,6 @@ int main(int argc, char** argv) {
           row("    cuda %-39s %9.3f %9.2f %9.2f %6.0f%%\n", (name + what).c_str(), tg * 1e3, bytes / tg / 1e9,
               bytes / tgc / 1e9, 100 * tgc / tg);
         }
-        spec.chain_preload = false;
       }
     }
   }

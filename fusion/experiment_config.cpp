@@ -127,9 +127,10 @@ fs::path base_path(const YAML::Node& root, const std::string& base_dir) {
 // the inherited value whole (a coarse_stop given here replaces the base's
 // coarse_stop). So a variant of an experiment states only what it changes
 // (configs/experiments/cf_gpu_paper_stops.yaml). Returns `root` with the
-// chain resolved: 'run' inline, or 'base' as a path to a run configuration.
+// chain resolved: 'run' inline, or 'base' as a path to a run configuration,
+// whose text is left in `run_text` (the file is read once).
 YAML::Node resolve_base_chain(const YAML::Node& root, const std::string& origin, const std::string& base_dir,
-                              int depth) {
+                              int depth, std::string& run_text) {
   if (!root["base"]) return root;
   const fs::path p = base_path(root, base_dir);
   std::ifstream in(p);
@@ -145,11 +146,13 @@ YAML::Node resolve_base_chain(const YAML::Node& root, const std::string& origin,
   YAML::Node out = YAML::Clone(root);
   if (!parent.IsMap() || !parent["experiment"]) {  // a run configuration
     out["base"] = p.string();
+    run_text = ss.str();
     return out;
   }
   check_sections(parent, p.string());
   MRMF_CHECK_KIND(Config, depth < 8, origin, ": more than 8 experiment files chained by 'base' (does one name itself?)");
-  YAML::Node merged = YAML::Clone(resolve_base_chain(parent, p.string(), p.parent_path().string(), depth + 1));
+  YAML::Node merged =
+      YAML::Clone(resolve_base_chain(parent, p.string(), p.parent_path().string(), depth + 1, run_text));
   if (root["experiment"]) {
     MRMF_CHECK_KIND(Config, root["experiment"].IsMap(), origin, ": 'experiment' must be a map");
     MRMF_CHECK_KIND(Config, merged["experiment"].IsMap(), p.string(), ": 'experiment' must be a map");
@@ -168,19 +171,15 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
     MRMF_THROW(Config, origin, ":", e.mark.line + 1, ": invalid YAML: ", e.msg);
   }
   check_sections(root, origin);
-  root = resolve_base_chain(root, origin, base_dir, 0);
   ExperimentConfig c;
+  std::string base_run_text;
+  root = resolve_base_chain(root, origin, base_dir, 0, base_run_text);
   for (const auto& o : overrides) {
     if (o.rfind("experiment.", 0) == 0) apply_override(root, o);
     else c.run_sets.push_back(o);
   }
   if (root["base"]) {
-    const fs::path p = root["base"].as<std::string>();  // resolved above
-    std::ifstream in(p);
-    MRMF_CHECK_KIND(Config, in.good(), origin, ": cannot read the base run configuration '", p.string(), "'");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    c.run_yaml = ss.str();
+    c.run_yaml = base_run_text;  // read by resolve_base_chain
   } else if (root["run"]) {
     c.run_yaml = YAML::Dump(root["run"]);
   }

@@ -154,12 +154,7 @@ struct FusedDownsampleChain {
       // Every row's loads first (rows <= kFusedChainPreloadRows), in the
       // order the rows are summed; the unrolled loops keep seg[] in registers.
       RawSegment<T> seg[kFusedChainPreloadRows];
-      int e0[kL], e1[kL];
-      MRMF_UNROLL
-      for (int k = 0; k < kL; ++k) {
-        e0[k] = 0;
-        e1[k] = 0;
-      }
+      int e0[kL] = {}, e1[kL] = {};  // the loads' digits, running ahead of d0, d1
       MRMF_UNROLL
       for (int t = 0; t < kFusedChainPreloadRows; ++t)
         if (t < rows) {
@@ -301,9 +296,8 @@ struct FusedDownsampleChain {
 // (FusedGeom::chain_preload asks for it): two levels only -- ptxas -v,
 // sm_90: two levels preloading take 124 registers without spilling, three
 // spilled 48-108 bytes at the 128-register bound and four need 174-186.
-template <RawType R>
-bool fused_chain_preloadable(const FusedGeom& g) {
-  return sizeof(typename RawLoad<R>::T) == 2 && g.levels == 2 && g.block[0] * g.block[1] <= kFusedChainPreloadRows;
+inline bool fused_chain_preloadable(RawType r, const FusedGeom& g) {
+  return r != RawType::F32 && g.levels == 2 && g.block[0] * g.block[1] <= kFusedChainPreloadRows;
 }
 
 // Calls fn(kernel) with the chain kernel for f.g's level count, preloading
@@ -312,7 +306,7 @@ bool fused_chain_preloadable(const FusedGeom& g) {
 template <RawType R, FusedTransform TF, class Fn>
 void with_chain_kernel(const FusedDownsample<R, TF>& f, Fn&& fn) {
   if constexpr (sizeof(typename RawLoad<R>::T) == 2) {
-    if (f.g.chain_preload && fused_chain_preloadable<R>(f.g)) {
+    if (f.g.chain_preload && fused_chain_preloadable(R, f.g)) {
       fn(FusedDownsampleChain<R, TF, 2, true>{f});
       return;
     }

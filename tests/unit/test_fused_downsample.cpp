@@ -200,7 +200,7 @@ void by_functor(const Tensor& x, const FusedDownsampleSpec& spec, const std::vec
     REQUIRE(fused_chain_levels(g) == g.levels);
     g.chunk = kFusedChainVoxels / g.block[2];
     g.chain_preload = t == Traversal::ChainPreload;
-    if (g.chain_preload) REQUIRE(fused_chain_preloadable<R>(g));
+    if (g.chain_preload) REQUIRE(fused_chain_preloadable(R, g));
   }
   g.finalize();
   FusedDownsample<R, TF> f{static_cast<const typename RawLoad<R>::T*>(x.raw_data()), {}, g};
@@ -348,7 +348,7 @@ TEST_CASE("fused downsample: the CPU row traversal gives the functors' (GPU math
             REQUIRE(bit_equal(rows[l], chain[l]));
           }
           // ... and its preloading variant (2-byte types, two levels, blocks of <= 4 rows).
-          if (dt != DType::F32 && cg.levels == 2 && cg.block[0] * cg.block[1] <= kFusedChainPreloadRows) {
+          if (fused_chain_preloadable(raw_type_of(dt, "test"), cg)) {
             ++preload_cases;
             const auto pre = by_functor_any(raw, spec, rows, Traversal::ChainPreload);
             for (size_t l = 0; l < rows.size(); ++l) {
