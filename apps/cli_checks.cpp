@@ -26,10 +26,16 @@ CLI::Validator at_least(long long lo) {
       "INT>=" + std::to_string(lo));
 }
 
+CLI::Validator non_empty() {
+  return CLI::Validator([](std::string& v) -> std::string { return v.empty() ? "must not be empty" : ""; }, "PATH");
+}
+
 void refuse_existing_results(const std::string& out, const std::vector<std::string>& files, bool force,
                              const std::string& remedy, const Communicator& world) {
   std::string found;
   std::error_code ec;
+  MRMF_CHECK_KIND(Usage, !fs::exists(out, ec) || fs::is_directory(out, ec), "--out ", out,
+                  " is a file, expected a folder (or a path that does not exist yet)");
   for (const auto& f : files)
     if (fs::exists(fs::path(out) / f, ec)) found += (found.empty() ? "" : ", ") + f;
   const bool any = world.allreduce_max(found.empty() ? 0.0 : 1.0) > 0;

@@ -17,7 +17,12 @@ namespace mrmf::cli {
 // not in range 0 to 1.79e308", which reads as if 0 were allowed).
 CLI::Validator at_least(long long lo);
 
-// Refuses (a usage error: exit 2) an output folder that already holds any of
+// "--out: must not be empty" (an empty path otherwise fails late, as a
+// rename to "" or a read of "").
+CLI::Validator non_empty();
+
+// Refuses (a usage error: exit 2) an output folder that is an existing file,
+// or one that already holds any of
 // `files` unless `force`, naming them and `remedy`. Every rank looks before
 // any rank writes and the answer is agreed (a max over the ranks), so all
 // ranks stop or none does.

@@ -143,7 +143,7 @@ void add_datagen_command(CLI::App& app, Action& action) {
   auto f = std::make_shared<DatagenFlags>();
 
   auto* ni = sub->add_subcommand("neuron-inverter", "Neuron Inverter: one HDF5 file, frames (N, T, 3) + 19 labels");
-  ni->add_option("--out", f->out, "output HDF5 file")->required();
+  ni->add_option("--out", f->out, "output HDF5 file")->required()->check(non_empty());
   add_common(ni, *f, f->ni.train, f->ni.val, f->ni.test, f->ni.seed);
   ni->add_option("--time-bins", f->ni.time_bins, "time bins T over 200 ms (>= 5 integration steps each, dt <= 0.2 ms)")
       ->check(CLI::Range(8, 1000000))
@@ -154,7 +154,7 @@ void add_datagen_command(CLI::App& app, Action& action) {
   ni->callback([&action, f] { action = [f] { return run_neuron(*f); }; });
 
   auto* cf = sub->add_subcommand("cosmoflow", "CosmoFlow: <out>/{train,val,test}/cosmo_NNN.h5, 3Dmap (n, D, H, W, 4)");
-  cf->add_option("--out", f->out, "output folder")->required();
+  cf->add_option("--out", f->out, "output folder")->required()->check(non_empty());
   add_common(cf, *f, f->cf.train, f->cf.val, f->cf.test, f->cf.seed);
   cf->add_option("--size", f->cf.size, "cube side, 16..512")->check(CLI::Range(16, 512))->capture_default_str();
   cf->add_option("--per-file", f->cf.per_file, "samples per file")->check(CLI::PositiveNumber)->capture_default_str();

@@ -450,7 +450,7 @@ int run_predict(const EvalFlags& f) {
 
 void add_common(CLI::App* sub, EvalFlags& f) {
   sub->add_option("--checkpoint", f.checkpoint, "checkpoint.h5 of a training run")->required();
-  sub->add_option("--data", f.data, "data set: Neuron Inverter .h5 file or CosmoFlow folder / glob")->required();
+  sub->add_option("--data", f.data, "data set: Neuron Inverter .h5 file or CosmoFlow folder / glob")->required()->check(non_empty());
   sub->add_option("--split", f.split, "train, val or test")
       ->check(CLI::IsMember({"train", "val", "test"}))
       ->capture_default_str();
@@ -478,7 +478,7 @@ void add_predict_command(CLI::App& app, Action& action) {
   f->split = "test";
   auto* sub = app.add_subcommand("predict", "Write a checkpoint's predictions and the labels of every sample of a split");
   add_common(sub, *f);
-  sub->add_option("--out,-o", f->out, "output .h5: predictions (N, P), labels (N, P) float32")->required();
+  sub->add_option("--out,-o", f->out, "output .h5: predictions (N, P), labels (N, P) float32")->required()->check(non_empty());
   sub->add_flag("--force", f->force, "replace an existing --out (never the data or the checkpoint)");
   sub->callback([f, &action] { action = [f] { return run_predict(*f); }; });
 }

@@ -180,7 +180,7 @@ void add_experiment_command(CLI::App& app, Action& action) {
   sub->add_option("--config,-c", flags->config, "Experiment YAML (see configs/experiments/*.yaml)")
       ->required()
       ->check(CLI::ExistingFile);
-  sub->add_option("--out,-o", flags->out, "Output folder: report.md, chart.svg, summary.json, per-run metrics")->required();
+  sub->add_option("--out,-o", flags->out, "Output folder: report.md, chart.svg, summary.json, per-run metrics")->required()->check(non_empty());
   sub->add_option("--set", flags->sets,
                   "Override a key: experiment.seeds=[1,2] for the experiment, any run key (train.batch_size=64) for every run");
   auto* force = sub->add_flag("--force", flags->force,

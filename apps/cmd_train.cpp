@@ -89,7 +89,7 @@ void add_train_command(CLI::App& app, Action& action) {
   auto flags = std::make_shared<TrainFlags>();
   auto* sub = app.add_subcommand("train", "Train a model from a YAML config (data-parallel under mpirun/srun)");
   sub->add_option("--config,-c", flags->config, "YAML configuration (see configs/)")->required()->check(CLI::ExistingFile);
-  sub->add_option("--out,-o", flags->out, "Output folder: metrics.jsonl, summary.json, checkpoint.h5")->required();
+  sub->add_option("--out,-o", flags->out, "Output folder: metrics.jsonl, summary.json, checkpoint.h5")->required()->check(non_empty());
   sub->add_option("--set", flags->sets, "Override a config key: --set train.epochs=5 (repeatable)");
   sub->add_flag("--resume", flags->resume, "Continue from <out>/checkpoint.h5 if it exists");
   sub->add_flag("--force", flags->force, "Replace the run already in --out (without it, such a folder is refused)");

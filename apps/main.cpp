@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 
@@ -12,6 +13,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/memory.h"
+#include "data/h5file.h"
 
 namespace mrmf::cli {
 
@@ -109,5 +111,11 @@ int main(int argc, char** argv) {
     if (size > 1) mpi_abort(rc);
   }
   mpi_finalize();
+  if (data::hdf5_close_failed()) {
+    // A file whose close failed (full disk) stays registered in HDF5 1.10,
+    // whose exit handler then closes it again and crashes: leave without it.
+    std::fflush(nullptr);
+    std::_Exit(rc != 0 ? rc : 1);
+  }
   return rc;
 }

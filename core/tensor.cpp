@@ -70,7 +70,14 @@ Strides Tensor::contiguous_strides(const Shape& s) {
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, bool pinned) {
   Tensor t;
-  t.storage_ = std::make_shared<Storage>(static_cast<size_t>(shape.numel()) * dtype_size(dtype), device, pinned);
+  // Checked: a shape read from a damaged or hostile file must not wrap.
+  int64_t bytes = static_cast<int64_t>(dtype_size(dtype));
+  for (int i = 0; i < shape.ndim(); ++i) {
+    MRMF_CHECK_KIND(Shape, shape[i] >= 0, "tensor shape ", shape.str(), " has a negative dimension");
+    MRMF_CHECK_KIND(Shape, !__builtin_mul_overflow(bytes, shape[i], &bytes), "tensor shape ", shape.str(), " of ",
+                    dtype_name(dtype), " is too large to address (more than 2^63 bytes)");
+  }
+  t.storage_ = std::make_shared<Storage>(static_cast<size_t>(bytes), device, pinned);
   t.shape_ = shape;
   t.strides_ = contiguous_strides(shape);
   t.dtype_ = dtype;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <sstream>
 
 #include "core/error.h"
@@ -116,8 +117,8 @@ DownsampleSummary downsample_neuron_file(const std::string& in, const std::strin
         Tensor fr = frames.narrow(0, 0, cnt), lb = labels.narrow(0, 0, cnt);
         src.read_into(s, r, fr, lb);  // HDF5 converts float16 to float32
         // A coarse copy of bad data is bad data: refuse it here, naming the row.
-        check_finite(fr, in + ": dataset '" + fn + "' (rows from " + std::to_string(r) + ")");
-        check_finite(lb, in + ": dataset '" + ln + "' (rows from " + std::to_string(r) + ")");
+        check_finite(fr, in + ": dataset '" + fn + "'", r);
+        check_finite(lb, in + ": dataset '" + ln + "'", r);
         w.write_rows(fn, r, average_blocks_channels_last(fr, {k}));
         w.write_rows(ln, r, lb);
         done += cnt;
@@ -147,7 +148,8 @@ void write_cube_provenance(H5File& o, const std::string& in_path, const std::arr
 
 // One LBANN sample file: `full` (4, D, H, W) -> float32 (4, D', H', W'), each
 // channel averaged over f0 x f1 x f2 blocks; `unitPar` copied.
-void downsample_lbann_file(const std::string& in_path, const std::string& out_path, const std::array<int64_t, 3>& f,
+// Written under a temporary name; committed by the caller with the others.
+void downsample_lbann_file(const std::string& in_path, AtomicOutput& atomic, const std::array<int64_t, 3>& f,
                            DownsampleSummary& sum) {
   const Batch b = CosmoFlowLbannFiles::open(std::vector<std::string>{in_path}).read(0);
   const Tensor x = to_float32(b.frames);  // [4, D, H, W]
@@ -156,8 +158,6 @@ void downsample_lbann_file(const std::string& in_path, const std::string& out_pa
   const int64_t C = x.size(0), D = x.size(1), H = x.size(2), W = x.size(3);
   // Channels as the batch axis of a one-channel channels-last average.
   const Tensor y = average_blocks_channels_last(x.view({C, D, H, W, 1}), {f[0], f[1], f[2]});
-  fs::create_directories(fs::path(out_path).parent_path());
-  AtomicOutput atomic(out_path);
   {
     H5File o = H5File::create(atomic.temp_path());
     o.write("full", y.view({C, D / f[0], H / f[1], W / f[2]}));
@@ -165,7 +165,6 @@ void downsample_lbann_file(const std::string& in_path, const std::string& out_pa
     write_cube_provenance(o, in_path, f);
     o.close();
   }
-  atomic.commit();
   ++sum.files;
   sum.bytes_in += x.numel() * static_cast<int64_t>(dtype_size(b.frames.dtype()));
   sum.bytes_out += y.numel() * 4;
@@ -179,13 +178,21 @@ DownsampleSummary downsample_cosmoflow_dir(const std::string& in_dir, const std:
   const fs::path inp = fs::absolute(in_dir).lexically_normal(), outp = fs::absolute(out_dir).lexically_normal();
   MRMF_CHECK_KIND(Usage, !same_file(in_dir, out_dir), "--out must differ from --in (", in_dir, " and ", out_dir,
                   " are the same folder)");
-  // Every *.h5 below the input folder (not below the output folder if nested), sorted.
+  // Nested folders would mix inputs and outputs: an output inside the input
+  // (say --out cf/train) hides or re-reads input files, an input inside the
+  // output is overwritten in place.
+  const auto inside = [](const fs::path& a, const fs::path& b) {  // a strictly below b
+    const std::string as = a.string(), bs = b.string();
+    return as.size() > bs.size() && as.compare(0, bs.size(), bs) == 0 && (bs.back() == '/' || as[bs.size()] == '/');
+  };
+  const fs::path inr = fs::weakly_canonical(inp), outr = fs::weakly_canonical(outp);
+  MRMF_CHECK_KIND(Usage, !inside(outr, inr) && !inside(inr, outr), "--out ", out_dir, " and --in ", in_dir,
+                  " must not lie one inside the other (write the coarse copy beside the input folder)");
+  // Every *.h5 below the input folder, sorted.
   std::vector<fs::path> rel;
   for (const auto& e : fs::recursive_directory_iterator(inp)) {
     if (!e.is_regular_file() || e.path().extension() != ".h5") continue;
-    const fs::path r = fs::relative(e.path(), inp);
-    if (e.path().string().rfind(outp.string() + "/", 0) == 0) continue;
-    rel.push_back(r);
+    rel.push_back(fs::relative(e.path(), inp));
   }
   std::sort(rel.begin(), rel.end());
   MRMF_CHECK_KIND(Data, !rel.empty(), in_dir,
@@ -215,21 +222,28 @@ DownsampleSummary downsample_cosmoflow_dir(const std::string& in_dir, const std:
   int64_t done = 0, mine = 0;
   for (size_t i = 0; i < rel.size(); ++i)
     if (static_cast<int64_t>(i) % opts.ranks == opts.rank) mine += lbann[i] ? 1 : srcs[i].total();
+  // Every file is written under a temporary name and renamed into place only
+  // when all of them (on every rank) are written: a failure part-way (a NaN
+  // in a later file, a full disk) leaves the output folder as it was, not a
+  // mix of new and old files.
+  std::vector<std::unique_ptr<AtomicOutput>> pending;
   for (size_t i = 0; i < rel.size(); ++i) {
     if (static_cast<int64_t>(i) % opts.ranks != opts.rank) continue;
+    const std::string out_path = (outp / rel[i]).string();
+    std::error_code ec;  // ranks create the same folders at the same time
+    fs::create_directories(fs::path(out_path).parent_path(), ec);
+    pending.push_back(std::make_unique<AtomicOutput>(out_path));
+    AtomicOutput& atomic = *pending.back();
     if (lbann[i]) {
-      downsample_lbann_file((inp / rel[i]).string(), (outp / rel[i]).string(), f, sum);
+      downsample_lbann_file((inp / rel[i]).string(), atomic, f, sum);
       if (opts.progress) opts.progress(++done, mine);
       continue;
     }
     const CosmoFlowFiles& src = srcs[i];
     const auto dims = src.dims();
     const int64_t C = src.channels(), n = src.total();
-    const std::string in_path = src.path(0), out_path = (outp / rel[i]).string();
-    std::error_code ec;  // ranks create the same folders at the same time
-    fs::create_directories(fs::path(out_path).parent_path(), ec);
+    const std::string in_path = src.path(0);
     const H5File h = H5File::open_read(in_path);
-    AtomicOutput atomic(out_path);
     H5File o = H5File::create(atomic.temp_path());
     const int64_t od[3] = {dims[0] / f[0], dims[1] / f[1], dims[2] / f[2]};
     o.create_dataset("3Dmap", {n, od[0], od[1], od[2], C}, DType::F32);
@@ -238,21 +252,22 @@ DownsampleSummary downsample_cosmoflow_dir(const std::string& in_dir, const std:
       const int64_t cnt = std::min(rows, n - r);
       Tensor x = Tensor::empty({cnt, dims[0], dims[1], dims[2], C}, DType::F32);
       h.read_rows_into("3Dmap", r, cnt, DType::F32, x.raw_data());  // HDF5 converts the integer counts
-      check_finite(x, in_path + ": dataset '3Dmap'");
+      check_finite(x, in_path + ": dataset '3Dmap'", r);  // r: the block's first sample
       o.write_rows("3Dmap", r, average_blocks_channels_last(x, {f[0], f[1], f[2]}));
       done += cnt;
       sum.bytes_in += x.numel() * static_cast<int64_t>(dtype_size(src.dtype()));
       sum.bytes_out += cnt * od[0] * od[1] * od[2] * C * 4;
       if (opts.progress) opts.progress(done, mine);
     }
-    const Tensor labels = h.read("unitPar");
+    const Tensor labels = h.read("unitPar", DType::F32);
     check_finite(labels, in_path + ": dataset 'unitPar'");
     o.write("unitPar", labels);
     write_cube_provenance(o, in_path, f);
     o.close();
-    atomic.commit();
     ++sum.files;
   }
+  if (opts.ranks > 1) opts.barrier();  // a rank that failed never gets here (its error aborts the job)
+  for (auto& a : pending) a->commit();
   sum.samples = mine;
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return sum;

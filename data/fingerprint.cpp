@@ -68,8 +68,7 @@ std::string data_fingerprint(const DataSpec& spec) {
       const auto paths = detail::cosmo_paths(spec);
       const auto f = CosmoFlowLbannFiles::open(paths);
       for (size_t k = 0; k < std::min<size_t>(paths.size(), 16); ++k) {
-        const Tensor l = H5File::open_read(paths[k]).read("unitPar");
-        const Tensor lf = to_float32(l);
+        const Tensor lf = H5File::open_read(paths[k]).read("unitPar", DType::F32);
         h.add(lf.raw_data(), static_cast<size_t>(lf.numel()) * sizeof(float));
       }
       return std::to_string(f.size()) + " sample file(s) of " + dims_text(f.dims()) + " " + dtype_name(f.dtype()) +

@@ -256,6 +256,7 @@ void write_cosmoflow_file(const std::string& path, const Tensor& frames, const T
   H5File f = H5File::create(path);
   f.write("3Dmap", frames);
   f.write("unitPar", labels);
+  f.close();
 }
 
 // ==================================================== CosmoFlow, LBANN layout
@@ -306,6 +307,7 @@ void write_cosmoflow_lbann_file(const std::string& path, const Tensor& full, con
   H5File f = H5File::create(path);
   f.write("full", full);
   f.write("unitPar", labels);
+  f.close();
 }
 
 // ====================================================================== checks
@@ -321,26 +323,75 @@ int64_t first_non_finite(const Tensor& t) {
     const auto* p = static_cast<const uint16_t*>(t.raw_data());
     for (int64_t i = 0; i < n; ++i)
       if ((p[i] & 0x7C00u) == 0x7C00u) return i;  // exponent all ones: inf or nan
+  } else if (t.dtype() == DType::F64) {
+    const double* p = static_cast<const double*>(t.raw_data());
+    for (int64_t i = 0; i < n; ++i)
+      if (!std::isfinite(p[i])) return i;
   }
   return -1;  // integer types are always finite
 }
 
-void check_finite(const Tensor& t, const std::string& what) {
-  const int64_t bad = first_non_finite(t);
-  if (bad < 0) return;
-  std::ostringstream idx;
-  int64_t rest = bad;
+namespace {
+// "[i, j, k] (flat f)" of flat index `flat` in t, with `first_row` added to i.
+std::string index_text(const Tensor& t, int64_t flat, int64_t first_row) {
+  int64_t rest = flat;
   std::vector<int64_t> coord(static_cast<size_t>(t.ndim()));
   for (int d = t.ndim() - 1; d >= 0; --d) {
     coord[static_cast<size_t>(d)] = rest % t.size(d);
     rest /= t.size(d);
   }
+  if (!coord.empty()) coord[0] += first_row;
+  std::ostringstream idx;
   idx << "[";
   for (size_t d = 0; d < coord.size(); ++d) idx << (d ? ", " : "") << coord[d];
-  idx << "]";
-  const float v = t.dtype() == DType::F16 ? half_to_float(static_cast<const uint16_t*>(t.raw_data())[bad])
-                                          : t.data<float>()[bad];
-  MRMF_THROW(Data, what, ": non-finite value ", v, " at index ", idx.str(), " (flat ", bad, ")");
+  idx << "] (flat " << flat << (first_row ? " of the rows read" : "") << ")";
+  return idx.str();
+}
+
+// Element `i` of a contiguous CPU tensor of a float or 16/32-bit integer type.
+double value_at(const Tensor& t, int64_t i) {
+  const void* p = t.raw_data();
+  switch (t.dtype()) {
+    case DType::F16: return half_to_float(static_cast<const uint16_t*>(p)[i]);
+    case DType::F64: return static_cast<const double*>(p)[i];
+    case DType::I16: return static_cast<const int16_t*>(p)[i];
+    case DType::I32: return static_cast<const int32_t*>(p)[i];
+    case DType::U16: return static_cast<const uint16_t*>(p)[i];
+    default: return t.data<float>()[i];
+  }
+}
+}  // namespace
+
+void check_finite(const Tensor& t, const std::string& what, int64_t first_row) {
+  const int64_t bad = first_non_finite(t);
+  if (bad < 0) return;
+  MRMF_THROW(Data, what, ": non-finite value ", value_at(t, bad), " at index ", index_text(t, bad, first_row));
+}
+
+void check_log1p_domain(const Tensor& t, const std::string& what, int64_t first_row) {
+  MRMF_CHECK(!t.device().is_cuda() && t.is_contiguous(), "check_log1p_domain expects a contiguous CPU tensor, got ",
+             t.str());
+  const int64_t n = t.numel();
+  const auto first_bad = [n](const auto* p) -> int64_t {  // one typed pass (a sample of 128^3 x 4 is 8 M values)
+    for (int64_t i = 0; i < n; ++i)
+      if (p[i] <= -1) return i;
+    return -1;
+  };
+  int64_t bad = -1;
+  switch (t.dtype()) {
+    case DType::F32: bad = first_bad(t.data<float>()); break;
+    case DType::F64: bad = first_bad(static_cast<const double*>(t.raw_data())); break;
+    case DType::I16: bad = first_bad(static_cast<const int16_t*>(t.raw_data())); break;
+    case DType::I32: bad = first_bad(static_cast<const int32_t*>(t.raw_data())); break;
+    case DType::F16:
+      for (int64_t i = 0; i < n && bad < 0; ++i)
+        if (value_at(t, i) <= -1.0) bad = i;
+      break;
+    default: return;  // unsigned counts: never below 0
+  }
+  if (bad < 0) return;
+  MRMF_THROW(Data, what, ": value ", value_at(t, bad), " at index ", index_text(t, bad, first_row),
+             " is outside the domain of data.transform log1p (expected values > -1, e.g. counts >= 0)");
 }
 
 }  // namespace mrmf::data

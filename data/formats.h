@@ -143,9 +143,13 @@ class CosmoFlowLbannFiles {
 void write_cosmoflow_lbann_file(const std::string& path, const Tensor& full, const Tensor& labels);
 
 // ------------------------------------------------------------------ checks
-// Flat index of the first NaN/Inf in a CPU tensor (F32 or F16), or -1.
+// Flat index of the first NaN/Inf in a CPU tensor (F32, F16 or F64), or -1.
 int64_t first_non_finite(const Tensor& t);
-// Throws a Data error "<what>: non-finite value nan at index [i, j, k]" on the first bad value.
-void check_finite(const Tensor& t, const std::string& what);
+// Throws a Data error "<what>: non-finite value nan at index [i, j, k]" on the
+// first bad value; `first_row` is added to i (t holds rows read from there on).
+void check_finite(const Tensor& t, const std::string& what, int64_t first_row = 0);
+// Throws a Data error naming `what` and the index of the first value where
+// log1p is not finite (<= -1: a negative count); unsigned types pass.
+void check_log1p_domain(const Tensor& t, const std::string& what, int64_t first_row = 0);
 
 }  // namespace mrmf::data

@@ -280,6 +280,7 @@ CosmoGenSummary generate_cosmoflow(const std::string& out_dir, const CosmoGenOpt
         meta["split"] = split_name(s);
         meta["first_sample"] = first;
         f.write_string_attribute("/", "mrmf_meta", meta.dump());
+        f.close();
       }
       out.commit();
       sum.bytes += static_cast<int64_t>(fs::file_size(out.final_path()));

@@ -19,9 +19,16 @@ namespace fs = std::filesystem;
 namespace mrmf::data {
 
 void hdf5_quiet() {
-  static std::once_flag once;
-  std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
+  thread_local bool quiet = false;
+  if (!quiet) H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  quiet = true;
 }
+
+namespace {
+std::atomic<bool> g_close_failed{false};
+}
+bool hdf5_close_failed() { return g_close_failed.load(); }
+void note_hdf5_close_failure() noexcept { g_close_failed.store(true); }
 
 std::string shape_str(const std::vector<int64_t>& dims) {
   std::ostringstream os;
@@ -108,10 +115,21 @@ std::string innermost_error() {
   return text.empty() ? std::string("HDF5 call failed") : text;
 }
 
-std::vector<int64_t> space_dims(hid_t space) {
+// `where` ("file: dataset 'x'") names it in the error.
+std::vector<int64_t> space_dims(hid_t space, const std::string& where) {
   const int rank = MRMF_H5_CHECK(H5Sget_simple_extent_ndims(space));
   std::vector<hsize_t> d(static_cast<size_t>(rank));
   if (rank > 0) MRMF_H5_CHECK(H5Sget_simple_extent_dims(space, d.data(), nullptr));
+  // A damaged header can claim any extent: keep every count (elements of 8
+  // bytes) addressable, so that no size computed from it wraps.
+  uint64_t elems = 8;
+  for (hsize_t x : d)
+    MRMF_CHECK_KIND(Data, x <= (uint64_t{1} << 62) && !__builtin_mul_overflow(elems, x, &elems) && elems < (uint64_t{1} << 62),
+                    where, " has extent (", [&] {
+                      std::string s;
+                      for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+                      return s;
+                    }(), "), too large to address: is the file damaged?");
   return {d.begin(), d.end()};
 }
 
@@ -208,6 +226,20 @@ H5File H5File::create(const std::string& path) {
   return f;
 }
 
+void H5File::close() {
+  if (!file_) return;
+  const hid_t id = file_.release();
+  const herr_t flushed = H5Fflush(id, H5F_SCOPE_GLOBAL);
+  const std::string flush_why = flushed < 0 ? innermost_error() : std::string();
+  const herr_t closed = H5Fclose(id);
+  if (flushed < 0 || closed < 0) {
+    note_hdf5_close_failure();
+    const std::string why = flushed < 0 ? flush_why : innermost_error();
+    MRMF_THROW(Data, path_, ": writing the file out failed (", why,
+               "; is the disk or quota full?): it is incomplete and was not kept");
+  }
+}
+
 bool H5File::exists(const std::string& dataset) const {
   MRMF_CHECK(file_, "H5File: file is not open");
   // H5Lexists fails on intermediate groups that do not exist; treat as absent.
@@ -229,7 +261,7 @@ H5DatasetId H5File::open_dataset(const std::string& dataset) const {
 std::vector<int64_t> H5File::shape(const std::string& dataset) const {
   H5DatasetId d = open_dataset(dataset);
   H5SpaceId space(MRMF_H5_CHECK(H5Dget_space(d.get())));
-  return space_dims(space.get());
+  return space_dims(space.get(), path_ + ": dataset '" + dataset + "'");
 }
 
 DType H5File::dtype(const std::string& dataset) const {
@@ -247,17 +279,17 @@ std::string H5File::type_name(const std::string& dataset) const {
   return h5_type_name(type.get());
 }
 
-Tensor H5File::read(const std::string& dataset) const {
+Tensor H5File::read(const std::string& dataset, std::optional<DType> as) const {
   const auto dims = shape(dataset);
   MRMF_CHECK_KIND(Data, !dims.empty(), path_, ": dataset '", dataset, "' is a scalar, expected an array");
-  return read_rows(dataset, 0, dims[0]);
+  return read_rows(dataset, 0, dims[0], as);
 }
 
-Tensor H5File::read_rows(const std::string& dataset, int64_t start, int64_t count) const {
+Tensor H5File::read_rows(const std::string& dataset, int64_t start, int64_t count, std::optional<DType> as) const {
   auto dims = shape(dataset);
   MRMF_CHECK_KIND(Data, !dims.empty() && dims.size() <= static_cast<size_t>(kMaxDims), path_, ": dataset '", dataset,
                   "' has rank ", dims.size(), ", expected 1 to ", kMaxDims);
-  const DType dt = dtype(dataset);
+  const DType dt = as ? *as : dtype(dataset);
   dims[0] = count;
   Tensor t = Tensor::empty(Shape(dims), dt);
   read_rows_into(dataset, start, count, dt, t.raw_data());
@@ -267,7 +299,7 @@ Tensor H5File::read_rows(const std::string& dataset, int64_t start, int64_t coun
 void H5File::read_rows_into(const std::string& dataset, int64_t start, int64_t count, DType dt, void* dst) const {
   H5DatasetId d = open_dataset(dataset);
   H5SpaceId fspace(MRMF_H5_CHECK(H5Dget_space(d.get())));
-  const auto dims = space_dims(fspace.get());
+  const auto dims = space_dims(fspace.get(), path_ + ": dataset '" + dataset + "'");
   MRMF_CHECK_KIND(Data, !dims.empty(), path_, ": dataset '", dataset, "' is a scalar, expected an array");
   MRMF_CHECK_KIND(Data, start >= 0 && count >= 0 && start + count <= dims[0], path_, ": rows [", start, ", ",
                   start + count, ") of dataset '", dataset, "' are out of range: it has ", dims[0], " rows");
@@ -311,7 +343,7 @@ void H5File::write_rows(const std::string& dataset, int64_t start, const Tensor&
   MRMF_CHECK(t.is_contiguous() && !t.device().is_cuda(), "write_rows needs a contiguous CPU tensor, got ", t.str());
   H5DatasetId d = open_dataset(dataset);
   H5SpaceId fspace(MRMF_H5_CHECK(H5Dget_space(d.get())));
-  const auto dims = space_dims(fspace.get());
+  const auto dims = space_dims(fspace.get(), path_ + ": dataset '" + dataset + "'");
   MRMF_CHECK_KIND(Shape, static_cast<int>(dims.size()) == t.ndim(), path_, ": dataset '", dataset, "' has rank ",
                   dims.size(), ", tensor ", t.str());
   for (int i = 1; i < t.ndim(); ++i)
@@ -406,8 +438,8 @@ void write_text_atomically(const std::string& path, const std::string& text) {
   {
     std::ofstream f(out.temp_path());
     f << text;
-    f.flush();
-    MRMF_CHECK_KIND(Data, f.good(), "cannot write ", out.temp_path());
+    f.close();
+    MRMF_CHECK_KIND(Data, !f.fail(), "cannot write ", out.temp_path(), " (is the disk or quota full?)");
   }
   out.commit();
 }

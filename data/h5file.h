@@ -30,8 +30,16 @@
 
 namespace mrmf::data {
 
-// Called by every entry point: turns off HDF5's automatic error printing (once).
+// Called by every entry point: turns off HDF5's automatic error printing
+// (once per thread: a thread-safe HDF5 build keeps that setting per thread,
+// and the loaders read from their own I/O thread).
 void hdf5_quiet();
+
+// True once an H5Fclose has failed in this process (a full disk, a quota).
+// HDF5 1.10 keeps such a file registered and crashes closing it again at
+// exit (HDFGroup/hdf5#2257), so main() then leaves through _Exit.
+bool hdf5_close_failed();
+void note_hdf5_close_failure() noexcept;
 
 // A move-only owner of one HDF5 id; `Close` is H5Fclose, H5Dclose, ...
 // Closing never throws (a failure is logged).
@@ -54,9 +62,14 @@ class H5Handle {
   hid_t get() const { return id_; }
   explicit operator bool() const { return id_ >= 0; }
   void reset() noexcept {
-    if (id_ >= 0) MRMF_H5_WARN(Close(id_));
+    if (id_ >= 0 && Close(id_) < 0) {
+      ::mrmf::detail::warn_error("HDF5", "H5?close", ::mrmf::detail::hdf5_error_text(), __FILE__, __LINE__);
+      if constexpr (Close == &H5Fclose) note_hdf5_close_failure();
+    }
     id_ = H5I_INVALID_HID;
   }
+  // Gives up ownership without closing.
+  hid_t release() noexcept { return std::exchange(id_, H5I_INVALID_HID); }
 
  private:
   hid_t id_ = H5I_INVALID_HID;
@@ -94,7 +107,10 @@ class H5File {
 
   const std::string& path() const { return path_; }
   hid_t id() const { return file_.get(); }
-  void close() { file_.reset(); }
+  // Flushes and closes, and throws (naming the file) if either fails: a
+  // writer must know its file is whole before it commits it under the final
+  // name (the destructor closes too, but can only log a failure).
+  void close();
 
   bool exists(const std::string& dataset) const;
   // Dimensions of a dataset (any rank; scalar -> empty). Missing -> Data error.
@@ -104,10 +120,13 @@ class H5File {
   // A human name of the stored type ("uint8", "float64", "string", ...), for messages.
   std::string type_name(const std::string& dataset) const;
 
-  // Whole dataset in its stored dtype (at most 5 dimensions).
-  Tensor read(const std::string& dataset) const;
-  // Rows [start, start+count) along the first axis, stored dtype.
-  Tensor read_rows(const std::string& dataset, int64_t start, int64_t count) const;
+  // Whole dataset (at most 5 dimensions) in its stored dtype, or converted
+  // by HDF5 to `as` (labels are float16, float32 or float64 on disk; the
+  // engine reads them as float32).
+  Tensor read(const std::string& dataset, std::optional<DType> as = std::nullopt) const;
+  // Rows [start, start+count) along the first axis, likewise.
+  Tensor read_rows(const std::string& dataset, int64_t start, int64_t count,
+                   std::optional<DType> as = std::nullopt) const;
   // Same into caller memory (e.g. a pinned buffer) holding `count` rows of `dtype`;
   // HDF5 converts between integer/float types where they differ from the file's.
   void read_rows_into(const std::string& dataset, int64_t start, int64_t count, DType dtype, void* dst) const;

@@ -29,12 +29,19 @@ struct NiSource : Source {
                     " rank(s) and batch ", o.batch_size, " each rank's shard floor(N / world / batch) * batch is 0 "
                     "samples, expected at least one batch");
     const int64_t begin = o.rank * S;
-    frames = Tensor::empty({S, in.t, in.c}, in.dtype);
+    try {  // the shard is preloaded whole: say which data did not fit
+      frames = Tensor::empty({S, in.t, in.c}, in.dtype);
+    } catch (const Error& e) {
+      MRMF_THROW(Data, file, ": dataset '", dataset, "': this rank's shard of ", S, " samples (", in.t, " x ", in.c, " ",
+                 dtype_name(in.dtype), ") is preloaded into memory and does not fit: ", e.message(),
+                 "; use more ranks or fewer samples");
+    }
     labels = Tensor::empty({S, in.p}, DType::F32);
     f.read_into(spec.split, begin, frames, labels);
-    check_finite(frames, file + ": dataset '" + dataset + "' (rank shard from sample " + std::to_string(begin) + ")");
-    check_finite(labels, file + ": dataset '" + NeuronInverterFile::labels_name(spec.split) + "' (rank shard from sample " +
-                             std::to_string(begin) + ")");
+    log1p = o.transform.kind == kernels::FusedTransform::Log1p;
+    check_finite(frames, file + ": dataset '" + dataset + "'", begin);
+    if (log1p) check_log1p_domain(frames, file + ": dataset '" + dataset + "'", begin);
+    check_finite(labels, file + ": dataset '" + NeuronInverterFile::labels_name(spec.split) + "'", begin);
     dtype = in.dtype;
     channels = in.c;
     params = in.p;
@@ -117,6 +124,7 @@ struct CosmoSource : Source {
   std::vector<Pick> picks;
   std::map<size_t, H5File> open_;  // I/O thread only
   CosmoSource(const DataSpec& spec, const LoaderOptions& o) : cf(CosmoFlowFiles::open(cosmo_paths(spec))) {
+    log1p = o.transform.kind == kernels::FusedTransform::Log1p;
     file = cf.path(0);
     dataset = "3Dmap";
     std::vector<int64_t> per_file;
@@ -135,7 +143,7 @@ struct CosmoSource : Source {
     for (size_t i = 0; i < picks.size(); ++i) {
       const size_t f = picks[i].file;
       if (!file_labels.count(f)) {
-        file_labels[f] = H5File::open_read(cf.path(f)).read("unitPar");
+        file_labels[f] = H5File::open_read(cf.path(f)).read("unitPar", DType::F32);
         check_finite(file_labels[f], cf.path(f) + ": dataset 'unitPar'");
       }
       std::memcpy(labels.data<float>() + static_cast<int64_t>(i) * params,
@@ -151,12 +159,7 @@ struct CosmoSource : Source {
       it = open_.emplace(p.file, H5File::open_read(cf.path(p.file))).first;
     }
     it->second.read_rows_into("3Dmap", p.row, 1, dtype, dst);
-    if (dtype == DType::F32) {  // integer counts are always finite
-      std::vector<int64_t> sh{1};
-      sh.insert(sh.end(), raw.begin(), raw.end());
-      check_finite(Tensor::from_blob(dst, Shape(sh), dtype),
-                   cf.path(p.file) + ": dataset '3Dmap' sample " + std::to_string(p.row));
-    }
+    check_values(dst, 1, cf.path(p.file) + ": dataset '3Dmap' sample " + std::to_string(p.row));
   }
 };
 
@@ -167,6 +170,7 @@ struct LbannSource : Source {
   std::vector<Pick> picks;
   LbannSource(const DataSpec& spec, const LoaderOptions& o)
       : lf(CosmoFlowLbannFiles::open(cosmo_paths(spec))), paths(cosmo_paths(spec)) {
+    log1p = o.transform.kind == kernels::FusedTransform::Log1p;
     file = paths[0];
     dataset = "full";
     picks = cosmo_shard(std::vector<int64_t>(paths.size(), 1), o, spec.path + " (" + split_name(spec.split) + ")",
@@ -181,7 +185,7 @@ struct LbannSource : Source {
     layout = kernels::InputLayout::ChannelsFirst;
     labels = Tensor::empty({static_cast<int64_t>(picks.size()), params}, DType::F32);
     for (size_t i = 0; i < picks.size(); ++i) {
-      const Tensor l = H5File::open_read(paths[picks[i].file]).read("unitPar");
+      const Tensor l = H5File::open_read(paths[picks[i].file]).read("unitPar", DType::F32);
       check_finite(l, paths[picks[i].file] + ": dataset 'unitPar'");
       std::memcpy(labels.data<float>() + static_cast<int64_t>(i) * 4, l.data<float>(), 16);
       ids.push_back(picks[i].id);
@@ -190,15 +194,20 @@ struct LbannSource : Source {
   void read_raw(int64_t local, void* dst) override {
     const std::string& p = paths[picks[static_cast<size_t>(local)].file];
     H5File::open_read(p).read_rows_into("full", 0, 4, dtype, dst);
-    if (dtype == DType::F32) {
-      std::vector<int64_t> sh{1};
-      sh.insert(sh.end(), raw.begin(), raw.end());
-      check_finite(Tensor::from_blob(dst, Shape(sh), dtype), p + ": dataset 'full'");
-    }
+    check_values(dst, 1, p + ": dataset 'full'");
   }
 };
 
 }  // namespace
+
+void Source::check_values(const void* p, int64_t n, const std::string& what) const {
+  if (dtype != DType::F32 && dtype != DType::F16 && !log1p) return;  // integer counts are always finite
+  std::vector<int64_t> sh{n};
+  sh.insert(sh.end(), raw.begin(), raw.end());
+  const Tensor t = Tensor::from_blob(const_cast<void*>(p), Shape(sh), dtype);
+  check_finite(t, what);
+  if (log1p) check_log1p_domain(t, what);
+}
 
 std::unique_ptr<Source> open_source(const DataSpec& spec, const LoaderOptions& o) {
   switch (spec.format) {

@@ -27,6 +27,7 @@ struct Source {
   std::vector<int64_t> ids;         // global ids of the local samples
   Tensor labels;                    // [n_local, P] float32
   int64_t common_batches = 0;       // batches every rank can run
+  bool log1p = false;               // data.transform log1p: values must be > -1
   int64_t count() const { return static_cast<int64_t>(ids.size()); }
   int64_t raw_elems() const {
     int64_t e = 1;
@@ -39,6 +40,9 @@ struct Source {
   // Writable bytes of a preloaded sample (the loader may convert them in place).
   virtual void* mutable_raw_ptr(int64_t /*local*/) { return nullptr; }
   virtual void read_raw(int64_t local, void* dst) = 0;
+  // NaN/Inf (float types) and, with log1p, values <= -1 among `n` raw
+  // samples at `p`: a Data error naming `what` and the index.
+  void check_values(const void* p, int64_t n, const std::string& what) const;
 };
 
 // Opens the shard of `spec` for `o.rank` (hdf5_mutex held by the caller).

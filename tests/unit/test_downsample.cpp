@@ -225,3 +225,86 @@ TEST_CASE("downsample: NaN or Inf in frames or labels is refused, naming file, d
   CHECK_THAT(m, Catch::Contains("a.h5") && Catch::Contains("'unitPar'") && Catch::Contains("[1, 1]"));
   CHECK(!fs::exists(d / "cf_out/a.h5"));
 }
+
+TEST_CASE("downsample: a CosmoFlow folder is replaced whole or not at all", "[downsample]") {
+  Tmp d;
+  fs::create_directories(d.dir / "cf");
+  const Tensor lab = Tensor::full({2, 4}, 0.5f);
+  write_cosmoflow_file(d / "cf/a.h5", from_float32(Tensor::full({2, 4, 4, 4, 4}, 2.f), DType::U16), lab);
+  write_cosmoflow_file(d / "cf/b.h5", from_float32(Tensor::full({2, 4, 4, 4, 4}, 4.f), DType::U16), lab);
+  DownsampleOptions o;
+  o.axes = "x";
+  REQUIRE(downsample_dataset(d / "cf", d / "out", o).files == 2);
+  // The later file turns bad: a second run (--force, another factor) fails
+  // on it and must leave both earlier outputs, not a mix of old and new.
+  Tensor x = Tensor::full({2, 4, 4, 4, 4}, 1.f);
+  x.data<float>()[300] = std::nanf("");
+  write_cosmoflow_file(d / "cf/b.h5", x, lab);
+  o.force = true;
+  o.axes = "x,y,z";
+  REQUIRE_THAT(err([&] { downsample_dataset(d / "cf", d / "out", o); }),
+               Catch::Contains("b.h5") && Catch::Contains("non-finite"));
+  for (const char* f : {"a.h5", "b.h5"})
+    CHECK(CosmoFlowFiles::open(d / ("out/" + std::string(f))).dims() == std::array<int64_t, 3>{2, 4, 4});
+  // A new folder gets no file at all.
+  REQUIRE_THROWS(downsample_dataset(d / "cf", d / "fresh", o));
+  int files = 0;
+  for (const auto& e : fs::recursive_directory_iterator(d.dir / "fresh")) files += e.is_regular_file();
+  CHECK(files == 0);
+}
+
+TEST_CASE("downsample: folders nested in each other, float64 labels, damaged extents", "[downsample]") {
+  Tmp d;
+  fs::create_directories(d.dir / "cf/train");
+  Tensor l = Tensor::empty({2, 4}, DType::F64);
+  for (int i = 0; i < 8; ++i) static_cast<double*>(l.raw_data())[i] = 0.125 * i;
+  {
+    H5File f = H5File::create(d / "cf/train/a.h5");
+    f.write("3Dmap", from_float32(Tensor::full({2, 4, 4, 4, 4}, 2.f), DType::U16));
+    f.write("unitPar", l);
+    f.close();
+  }
+  DownsampleOptions o;
+  o.axes = "x";
+  // An output inside the input (it would hide the train split) or around it.
+  for (const auto& [in, out] : {std::make_pair(d / "cf", d / "cf/train"), std::make_pair(d / "cf/train", d / "cf")}) {
+    const std::string m = err([&] { downsample_dataset(in, out, o); });
+    INFO(m);
+    CHECK_THAT(m, Catch::Contains("must not lie one inside the other"));
+  }
+  // float64 labels: written as float32, the same values; a NaN among them is named.
+  downsample_dataset(d / "cf", d / "half", o);
+  const Batch b = CosmoFlowFiles::open(d / "half/train/a.h5").read(0, 0, 2);
+  for (int i = 0; i < 8; ++i) CHECK(b.labels.data<float>()[i] == 0.125f * i);
+  static_cast<double*>(l.raw_data())[6] = std::nan("");
+  {
+    H5File f = H5File::create(d / "cf/train/a.h5");
+    f.write("3Dmap", from_float32(Tensor::full({2, 4, 4, 4, 4}, 2.f), DType::U16));
+    f.write("unitPar", l);
+    f.close();
+  }
+  CHECK_THAT(err([&] { downsample_dataset(d / "cf", d / "half2", o); }),
+             Catch::Contains("'unitPar'") && Catch::Contains("non-finite") && Catch::Contains("[1, 2]"));
+  // A header claiming an extent no size can be computed from (a damaged
+  // file): a Data error naming file and dataset, not a wrapped allocation.
+  {
+    hid_t f = H5Fcreate((d / "huge.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    const hsize_t dims[3] = {1, hsize_t{1} << 62, 1}, chunk[3] = {1, 1024, 1};
+    hid_t sp = H5Screate_simple(3, dims, nullptr), pl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(pl, 3, chunk);
+    hid_t ds = H5Dcreate2(f, "train_frames", H5T_IEEE_F32LE, sp, H5P_DEFAULT, pl, H5P_DEFAULT);
+    REQUIRE(ds >= 0);
+    const hsize_t ldims[2] = {1, 19};
+    hid_t lsp = H5Screate_simple(2, ldims, nullptr);
+    H5Dclose(H5Dcreate2(f, "train_unitStar_par", H5T_IEEE_F32LE, lsp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    H5Sclose(lsp);
+    H5Dclose(ds);
+    H5Pclose(pl);
+    H5Sclose(sp);
+    H5Fclose(f);
+  }
+  o.axes = "t";
+  o.factor = 2;
+  CHECK_THAT(err([&] { downsample_dataset(d / "huge.h5", d / "huge_out.h5", o); }),
+             Catch::Contains("huge.h5") && Catch::Contains("'train_frames'") && Catch::Contains("too large"));
+}

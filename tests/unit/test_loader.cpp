@@ -627,3 +627,59 @@ TEST_CASE("loader: reduce_on host is the CPU's own path, device needs a CUDA dev
   REQUIRE(parse_reduce_on("host") == ReduceOn::Host);
   REQUIRE_THAT(err([] { parse_reduce_on("gpu"); }), Catch::Contains("unknown reduce_on 'gpu'"));
 }
+
+TEST_CASE("loader: labels stored as float16 or float64 are read as float32; log1p refuses values <= -1",
+          "[loader]") {
+  Tmp d;
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.shuffle = false;
+  // The authors' layout with float64 labels, LBANN's with float16 ones.
+  fs::create_directories(d.dir / "cf64");
+  {
+    H5File f = H5File::create(d / "cf64/a.h5");
+    f.write("3Dmap", from_float32(Tensor::full({2, 4, 4, 4, 4}, 3.f), DType::U16));
+    Tensor l = Tensor::empty({2, 4}, DType::F64);
+    for (int i = 0; i < 8; ++i) static_cast<double*>(l.raw_data())[i] = 0.25 * i - 1;
+    f.write("unitPar", l);
+    f.close();
+  }
+  fs::create_directories(d.dir / "lb16");
+  for (int k = 0; k < 2; ++k) {
+    H5File f = H5File::create(d / ("lb16/s" + std::to_string(k) + ".h5"));
+    f.write("full", Tensor::full({4, 4, 4, 4}, 1.f));
+    Tensor l = Tensor::empty({4});
+    for (int i = 0; i < 4; ++i) l.data<float>()[i] = 0.5f * i - k;  // exact in float16
+    f.write("unitPar", from_float32(l, DType::F16));
+    f.close();
+  }
+  for (const auto& [fmt, dir] : {std::make_pair(DataFormat::CosmoFlow, "cf64"),
+                                 std::make_pair(DataFormat::CosmoFlowLbann, "lb16")}) {
+    INFO(dir);
+    auto L = open_loader({fmt, d / dir, Split::Train}, o);
+    LoaderBatch b;
+    REQUIRE(L->next(b));
+    for (int s = 0; s < 2; ++s)
+      for (int p = 0; p < 4; ++p)
+        CHECK(b.y.at({s, p}) == (fmt == DataFormat::CosmoFlow ? 0.25f * (s * 4 + p) - 1 : 0.5f * p - s));
+  }
+  // log1p of a value <= -1 is not finite: int16 and float32 data name the sample.
+  for (DType dt : {DType::I16, DType::F32}) {
+    INFO(dtype_name(dt));
+    const fs::path dir = d.dir / ("neg_" + std::string(dtype_name(dt)));
+    fs::create_directories(dir);
+    Tensor x = Tensor::full({4, 4, 4, 4, 4}, 2.f);
+    x.data<float>()[3 * 256 + 5] = -5.f;
+    write_cosmoflow_file((dir / "a.h5").string(), from_float32(x, dt), Tensor::full({4, 4}, 0.f));
+    LoaderOptions lo = o;
+    auto plain = open_loader({DataFormat::CosmoFlow, dir.string(), Split::Train}, lo);
+    LoaderBatch b;
+    REQUIRE(plain->next(b));
+    REQUIRE(plain->next(b));  // without a transform -5 is a value like any other
+    lo.transform.kind = kernels::FusedTransform::Log1p;
+    auto L = open_loader({DataFormat::CosmoFlow, dir.string(), Split::Train}, lo);
+    REQUIRE(L->next(b));
+    REQUIRE_THAT(err([&] { L->next(b); }), Catch::Contains("a.h5") && Catch::Contains("'3Dmap' sample 3") &&
+                                              Catch::Contains("value -5") && Catch::Contains("log1p"));
+  }
+}
