@@ -85,13 +85,15 @@ int run_experiment(const ExperimentFlags& f) {
                           world);
   // runtime.threads of the run configuration, unless --threads says otherwise
   // (as `mrmf train` does).
+  // runtime.device likewise: a GPU experiment on a node whose GPU is gone
+  // must fail as `mrmf train` does, not run on the CPU.
   RuntimeFlags rt = f.rt;
-  if (rt.threads == 0)
-    rt.threads = static_cast<int>(parse_run_config(cfg.run_yaml, cfg.run_sets, "experiment run configuration")
-                                      .runtime.threads);
+  const RunConfig run_cfg = parse_run_config(cfg.run_yaml, cfg.run_sets, "experiment run configuration");
+  if (rt.threads == 0) rt.threads = static_cast<int>(run_cfg.runtime.threads);
+  if (rt.device.empty()) rt.device = run_cfg.runtime.device;
   apply_runtime_flags(rt);
   RuntimeOptions ro;
-  ro.device = f.rt.device;
+  ro.device = rt.device;
   const Device device = select_device(ro);
   const std::string identity =
       experiment_identity(cfg, LaunchInfo{world.size(), device.is_cuda() ? "cuda" : "cpu", omp_get_max_threads()});
@@ -107,6 +109,15 @@ int run_experiment(const ExperimentFlags& f) {
     for (const auto& m : cfg.methods)
       if (std::find(state.plan.begin(), state.plan.end(), std::make_pair(m, seed)) == state.plan.end())
         state.plan.emplace_back(m, seed);
+  // Ranks started with different flags or files would run different plans
+  // and wait for each other in different collectives forever.
+  {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a of the identity and the plan
+    std::string text = identity;
+    for (const auto& [m, seed] : state.plan) text += "\n" + m + " " + std::to_string(seed);
+    for (unsigned char ch : text) h = (h ^ ch) * 1099511628211ull;
+    world.check_same_on_all_ranks(h, "the experiment (its configuration, data, methods and seeds)");
+  }
   Orchestrator orch(cfg, world, device, f.out);
 
   ReportContext ctx;

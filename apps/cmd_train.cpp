@@ -28,6 +28,8 @@ int run_train(const TrainFlags& f) {
   if (!f.init_groups.empty()) sets.push_back("train.init_groups=" + f.init_groups);
   if (!f.freeze.empty()) sets.push_back("train.freeze=" + f.freeze);
   RunConfig cfg = load_run_config(f.config, sets);  // all config errors before any compute
+  MRMF_CHECK_KIND(Usage, f.init_groups.empty() || !cfg.train.init.empty(),
+                  "--init-groups ", f.init_groups, " without --init (or train.init): which checkpoint should it load?");
   Communicator world = Communicator::world();
   // A folder holding a run is continued (--resume) or replaced (--force),
   // never silently overwritten: metrics.jsonl would be truncated and the

@@ -97,8 +97,6 @@ class LoaderImpl final : public Loader {
     out_elems_ = sample_shape_.numel();
     batches_ = s.common_batches;
     const bool cuda = o_.device.is_cuda();
-    MRMF_CHECK_KIND(Usage, cuda || o_.reduce_on != ReduceOn::Device,
-                    "loader: reduce_on 'device' needs a CUDA device, this loader's is ", o_.device.str());
     dev_reduce_ = cuda && o_.reduce_on != ReduceOn::Host;
     // What the cache keeps: the smaller of the stored bytes and the float32
     // samples the kernel makes of them. Reduced data (1/8 of a cube, half a
@@ -637,13 +635,27 @@ class LoaderImpl final : public Loader {
 
 }  // namespace
 
-std::unique_ptr<Loader> open_loader(const DataSpec& spec, LoaderOptions opts) {
+namespace {
+void check_options(const DataSpec& spec, const LoaderOptions& opts) {
   MRMF_CHECK_KIND(Usage, opts.batch_size >= 1, "loader: batch size must be >= 1, got ", opts.batch_size);
   MRMF_CHECK_KIND(Usage, opts.world >= 1 && opts.rank >= 0 && opts.rank < opts.world, "loader: rank ", opts.rank,
                   " outside a world of ", opts.world);
   MRMF_CHECK_KIND(Usage, !spec.path.empty(), "loader: no data path given");
   MRMF_CHECK_KIND(Usage, opts.io_threads >= 1 && opts.io_threads <= kMaxIoThreads, "loader: io_threads must be 1 to ",
                   kMaxIoThreads, ", got ", opts.io_threads);
+  MRMF_CHECK_KIND(Usage, opts.device.is_cuda() || opts.reduce_on != ReduceOn::Device,
+                  "loader: reduce_on 'device' needs a CUDA device, this loader's is ", opts.device.str());
+}
+}  // namespace
+
+void check_loader(const DataSpec& spec, const LoaderOptions& opts) {
+  check_options(spec, opts);
+  std::lock_guard<std::recursive_mutex> h(hdf5_mutex());
+  detail::check_source(spec, opts);
+}
+
+std::unique_ptr<Loader> open_loader(const DataSpec& spec, LoaderOptions opts) {
+  check_options(spec, opts);
   std::unique_ptr<LoaderImpl> loader;
   {
     std::lock_guard<std::recursive_mutex> h(hdf5_mutex());  // the I/O thread may be serving another loader

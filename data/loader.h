@@ -166,6 +166,11 @@ class Loader {
   virtual const std::vector<int64_t>& shard_ids() const = 0;
 };
 
+// What open_loader() checks before it reads any sample, alone: the options,
+// the split's files and datasets, a shard of at least one batch for
+// opts.world ranks, reduce_on against the device. For checks before a long
+// job (an experiment's later stages), where opening a loader would preload.
+void check_loader(const DataSpec& spec, const LoaderOptions& opts);
 std::unique_ptr<Loader> open_loader(const DataSpec& spec, LoaderOptions opts);
 
 // The stored per-sample shape [C, spatial...] of a split, from the file

@@ -18,16 +18,22 @@ namespace {
 
 // Neuron Inverter: the original's contiguous slice, preloaded and checked once.
 struct NiSource : Source {
+  // Samples of each rank's contiguous slice: whole batches, at least one.
+  static int64_t shard_samples(const NeuronSplitInfo& in, const LoaderOptions& o, const std::string& file,
+                               const std::string& dataset) {
+    const int64_t S = in.n / o.world / o.batch_size * o.batch_size;
+    MRMF_CHECK_KIND(Data, S > 0, file, ": dataset '", dataset, "' has ", in.n, " samples; with ", o.world,
+                    " rank(s) and batch ", o.batch_size, " each rank's shard floor(N / world / batch) * batch is 0 "
+                    "samples, expected at least one batch");
+    return S;
+  }
   Tensor frames;  // [n_local, T, C] stored dtype
   NiSource(const DataSpec& spec, const LoaderOptions& o) {
     const NeuronInverterFile f = NeuronInverterFile::open(spec.path, {spec.split});
     const NeuronSplitInfo& in = f.info(spec.split);
     file = spec.path;
     dataset = NeuronInverterFile::frames_name(spec.split);
-    const int64_t S = in.n / o.world / o.batch_size * o.batch_size;
-    MRMF_CHECK_KIND(Data, S > 0, file, ": dataset '", dataset, "' has ", in.n, " samples; with ", o.world,
-                    " rank(s) and batch ", o.batch_size, " each rank's shard floor(N / world / batch) * batch is 0 "
-                    "samples, expected at least one batch");
+    const int64_t S = shard_samples(in, o, file, dataset);
     const int64_t begin = o.rank * S;
     try {  // the shard is preloaded whole: say which data did not fit
       frames = Tensor::empty({S, in.t, in.c}, in.dtype);
@@ -199,6 +205,29 @@ struct LbannSource : Source {
 };
 
 }  // namespace
+
+void check_source(const DataSpec& spec, const LoaderOptions& o) {
+  const std::string what = spec.path + " (" + split_name(spec.split) + ")";
+  int64_t batches = 0;
+  switch (spec.format) {
+    case DataFormat::NeuronInverter: {
+      const NeuronInverterFile f = NeuronInverterFile::open(spec.path, {spec.split});
+      NiSource::shard_samples(f.info(spec.split), o, spec.path, NeuronInverterFile::frames_name(spec.split));
+      return;
+    }
+    case DataFormat::CosmoFlow: {
+      const CosmoFlowFiles cf = CosmoFlowFiles::open(cosmo_paths(spec));
+      std::vector<int64_t> per_file;
+      for (size_t f = 0; f < cf.num_files(); ++f) per_file.push_back(cf.samples(f));
+      cosmo_shard(per_file, o, what, batches);
+      return;
+    }
+    case DataFormat::CosmoFlowLbann:  // one sample per file: the files are opened when read
+      cosmo_shard(std::vector<int64_t>(cosmo_paths(spec).size(), 1), o, what, batches);
+      return;
+  }
+  MRMF_THROW(Usage, "unknown data format");
+}
 
 void Source::check_values(const void* p, int64_t n, const std::string& what) const {
   if (dtype != DType::F32 && dtype != DType::F16 && !log1p) return;  // integer counts are always finite

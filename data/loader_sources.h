@@ -47,6 +47,9 @@ struct Source {
 
 // Opens the shard of `spec` for `o.rank` (hdf5_mutex held by the caller).
 std::unique_ptr<Source> open_source(const DataSpec& spec, const LoaderOptions& o);
+// What open_source checks from metadata alone (files, datasets, a shard of
+// at least one batch for o.world ranks), reading no sample.
+void check_source(const DataSpec& spec, const LoaderOptions& o);
 
 // The files of a CosmoFlow split: <path>/<split>/*.h5, <path>/*.h5, a glob or a list.
 std::vector<std::string> cosmo_paths(const DataSpec& spec);

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
@@ -388,6 +389,7 @@ const std::vector<std::string>& run_config_keys() {
 void apply_override(YAML::Node& root, const std::string& assignment) {
   const auto eq = assignment.find('=');
   MRMF_CHECK_KIND(Config, eq != std::string::npos && eq > 0, "--set '", assignment, "': expected key=value");
+  MRMF_CHECK_KIND(Config, assignment[eq - 1] != '.', "--set '", assignment, "': the key ends with '.'");
   // An alias sets its key (so that it overrides the file's value of it), and
   // the file's spelling through an alias gives way to the --set.
   const std::string key = canonical_key(assignment.substr(0, eq)), value = assignment.substr(eq + 1);
@@ -427,6 +429,21 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
   chain.back()[parts.back()] = parsed.IsNull() ? YAML::Node(value) : parsed;
 }
 
+void check_unique_keys(const YAML::Node& node, const std::string& origin, const std::string& path) {
+  if (node.IsSequence()) {
+    for (size_t i = 0; i < node.size(); ++i) check_unique_keys(node[i], origin, path + "[" + std::to_string(i) + "]");
+    return;
+  }
+  if (!node.IsMap()) return;
+  std::set<std::string> seen;
+  for (const auto& kv : node) {
+    const std::string key = kv.first.Scalar(), full = path.empty() ? key : path + "." + key;
+    MRMF_CHECK_KIND(Config, seen.insert(key).second, origin, ": key '", full,
+                    "' is given twice (only one of them would be used)");
+    check_unique_keys(kv.second, origin, full);
+  }
+}
+
 RunConfig parse_run_config(const std::string& yaml_text, const std::vector<std::string>& overrides,
                            const std::string& origin) {
   YAML::Node root;
@@ -437,6 +454,7 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::vector<std::
   }
   if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   MRMF_CHECK_KIND(Config, root.IsMap(), origin, ": the configuration must be a YAML map of sections");
+  check_unique_keys(root, origin);
   for (const auto& o : overrides) apply_override(root, o);
 
   RunConfig cfg;

@@ -135,6 +135,10 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::vector<std::
 // is parsed as YAML, so lists ("[2, 2]") and numbers work. Exposed for the
 // experiment config, which nests run configs.
 void apply_override(YAML::Node& root, const std::string& assignment);
+// A key given twice in one map of a YAML file is an error naming it: yaml-cpp
+// keeps both and every lookup sees only the first, so the second would be
+// silently ignored.
+void check_unique_keys(const YAML::Node& node, const std::string& origin, const std::string& path = "");
 
 // Every valid dotted key of a run configuration (for --help and suggestions).
 const std::vector<std::string>& run_config_keys();

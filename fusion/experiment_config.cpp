@@ -1,10 +1,12 @@
 #include "fusion/experiment_config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -45,12 +47,26 @@ const std::set<std::string> kExperimentKeys = {
     "stages", "resolution_overrides", "optimizer_at_fusion", "bn_recalibration_batches", "concurrent_times",
     "probe_steps", "shared_init", "stage_checkpoints", "concurrent_overtime"};
 
+template <class T> struct Expected { static constexpr const char* what = "a value of another type"; };
+template <> struct Expected<int64_t> { static constexpr const char* what = "an integer"; };
+template <> struct Expected<double> { static constexpr const char* what = "a number"; };
+template <> struct Expected<bool> { static constexpr const char* what = "true or false"; };
+template <> struct Expected<std::string> { static constexpr const char* what = "a string"; };
+template <> struct Expected<std::vector<std::string>> { static constexpr const char* what = "a list of names"; };
+template <> struct Expected<std::vector<uint64_t>> { static constexpr const char* what = "a list of non-negative integers"; };
+template <> struct Expected<std::vector<int64_t>> { static constexpr const char* what = "a list of integers"; };
+template <> struct Expected<std::vector<double>> { static constexpr const char* what = "a list of numbers"; };
+template <> struct Expected<std::map<std::string, std::vector<std::string>>> {
+  static constexpr const char* what = "a map from rung to a list of key=value settings";
+};
+
 template <class T>
 T get(const YAML::Node& n, const std::string& key) {
   try {
     return n.as<T>();
   } catch (const YAML::Exception&) {
-    MRMF_THROW(Config, "experiment key '", key, "': wrong type (got '", YAML::Dump(n), "')");
+    MRMF_THROW(Config, "experiment key '", key, "': wrong type: expected ", Expected<T>::what, ", got '",
+               YAML::Dump(n), "'");
   }
 }
 
@@ -75,7 +91,8 @@ StopRule parse_stop(const YAML::Node& n, const std::string& key, StopRule base) 
       MRMF_THROW(Config, "unknown experiment key '", key, ".", k,
                  "' (expected threshold, patience, max_epochs, min_epochs, reference)");
   }
-  MRMF_CHECK_KIND(Config, base.threshold >= 0, "experiment key '", key, ".threshold': must be >= 0");
+  MRMF_CHECK_KIND(Config, std::isfinite(base.threshold) && base.threshold >= 0, "experiment key '", key,
+                  ".threshold': must be a finite number >= 0, got ", base.threshold);
   MRMF_CHECK_KIND(Config, base.threshold == 0 || base.patience >= 1, "experiment key '", key,
                   ".patience': must be at least 1 when a threshold is set");
   MRMF_CHECK_KIND(Config, base.max_epochs >= 1, "experiment key '", key, ".max_epochs': must be at least 1");
@@ -88,16 +105,17 @@ StopRule parse_stop(const YAML::Node& n, const std::string& key, StopRule base) 
 void validate_methods(const ExperimentConfig& c) {
   MRMF_CHECK_KIND(Config, !c.methods.empty(), "experiment key 'methods': no method given");
   std::set<std::string> seen;  // a repeat would run and count the same seed twice
-  for (const auto& m : c.methods)
-    MRMF_CHECK_KIND(Config, seen.insert(m).second, "experiment key 'methods': '", m, "' is given twice");
   for (const auto& m : c.methods) {
-    const bool mrmf_n = m.size() > 4 && m.size() <= 7 && m.rfind("mrmf", 0) == 0 &&
+    // mrmfN with N written as a number from 1 without leading zeros: one
+    // spelling per method (mrmf01 would run mrmf1 again in its own folder).
+    const bool mrmf_n = m.size() > 4 && m.size() <= 7 && m.rfind("mrmf", 0) == 0 && m[4] != '0' &&
                         m.find_first_not_of("0123456789", 4) == std::string::npos;
     MRMF_CHECK_KIND(Config, m == "baseline" || m == "mrt" || m == "concurrent" || mrmf_n, "experiment key 'methods': '",
                     m, "' is not one of baseline, mrt, mrmf1, mrmf2, ..., concurrent");
+    MRMF_CHECK_KIND(Config, seen.insert(m).second, "experiment key 'methods': '", m, "' is given twice");
     if (mrmf_n) {
       const int n = std::stoi(m.substr(4));
-      MRMF_CHECK_KIND(Config, n >= 1 && static_cast<size_t>(n) + 1 <= c.ladder.size(), "experiment method '", m,
+      MRMF_CHECK_KIND(Config, static_cast<size_t>(n) + 1 <= c.ladder.size(), "experiment method '", m,
                       "' needs ", n + 1, " rungs in the ladder, which has ", c.ladder.size());
     }
   }
@@ -133,6 +151,9 @@ YAML::Node resolve_base_chain(const YAML::Node& root, const std::string& origin,
                               int depth, std::string& run_text) {
   if (!root["base"]) return root;
   const fs::path p = base_path(root, base_dir);
+  std::error_code ec;
+  MRMF_CHECK_KIND(Config, !fs::is_directory(p, ec), origin, ": 'base' names the folder '", p.string(),
+                  "', expected a run configuration or experiment file");
   std::ifstream in(p);
   MRMF_CHECK_KIND(Config, in.good(), origin, ": cannot read the base run configuration '", p.string(), "'");
   std::stringstream ss;
@@ -143,6 +164,7 @@ YAML::Node resolve_base_chain(const YAML::Node& root, const std::string& origin,
   } catch (const YAML::ParserException& e) {
     MRMF_THROW(Config, p.string(), ":", e.mark.line + 1, ": invalid YAML: ", e.msg, " (the base of ", origin, ")");
   }
+  check_unique_keys(parent, p.string());
   YAML::Node out = YAML::Clone(root);
   if (!parent.IsMap() || !parent["experiment"]) {  // a run configuration
     out["base"] = p.string();
@@ -170,6 +192,7 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
   } catch (const YAML::ParserException& e) {
     MRMF_THROW(Config, origin, ":", e.mark.line + 1, ": invalid YAML: ", e.msg);
   }
+  check_unique_keys(root, origin);
   check_sections(root, origin);
   ExperimentConfig c;
   std::string base_run_text;
@@ -182,6 +205,9 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
     c.run_yaml = base_run_text;  // read by resolve_base_chain
   } else if (root["run"]) {
     c.run_yaml = YAML::Dump(root["run"]);
+  } else {
+    MRMF_THROW(Config, origin, ": no run configuration: give 'run' (inline) or 'base' (a run configuration or "
+               "experiment file)");
   }
 
   const YAML::Node e = root["experiment"];
@@ -196,6 +222,8 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
     if (e["target_val_loss"]) c.target_val_loss = get<double>(e["target_val_loss"], "target_val_loss");
     if (e["max_epochs"]) c.max_epochs = get<int64_t>(e["max_epochs"], "max_epochs");
     if (e["ladder"]) {
+      MRMF_CHECK_KIND(Config, e["ladder"].IsSequence(), "experiment key 'ladder': expected a list of resolutions "
+                      "from coarse to fine, e.g. [[4], [2], [1]], got '", YAML::Dump(e["ladder"]), "'");
       c.ladder.clear();
       for (size_t i = 0; i < e["ladder"].size(); ++i)
         c.ladder.push_back(parse_resolution(e["ladder"][i], "ladder[" + std::to_string(i) + "]"));
@@ -204,9 +232,13 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
     if (e["coarse_stop"]) c.coarse_stop = parse_stop(e["coarse_stop"], "coarse_stop", c.coarse_stop);
     if (e["dense_stop"]) c.dense_stop = parse_stop(e["dense_stop"], "dense_stop", c.dense_stop);
     if (e["stages"]) {
+      MRMF_CHECK_KIND(Config, e["stages"].IsSequence(), "experiment key 'stages': expected a list with one map "
+                      "{coarse_stop, dense_stop} per fusion stage, got '", YAML::Dump(e["stages"]), "'");
       for (size_t i = 0; i < e["stages"].size(); ++i) {
         const YAML::Node s = e["stages"][i];
         const std::string key = "stages[" + std::to_string(i) + "]";
+        MRMF_CHECK_KIND(Config, s.IsMap(), "experiment key '", key, "': expected a map {coarse_stop, dense_stop}, got '",
+                        YAML::Dump(s), "'");
         StageStops st{c.coarse_stop, c.dense_stop};
         for (const auto& kv : s) {
           const std::string k = kv.first.as<std::string>();
@@ -252,16 +284,22 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
     for (uint64_t seed : c.seeds)
       MRMF_CHECK_KIND(Config, seen.insert(seed).second, "experiment key 'seeds': ", seed, " is given twice");
   }
-  MRMF_CHECK_KIND(Config, c.target_val_loss > 0, "experiment key 'target_val_loss': must be positive (every method "
-                  "trains to the same target)");
+  MRMF_CHECK_KIND(Config, std::isfinite(c.target_val_loss) && c.target_val_loss > 0, "experiment key "
+                  "'target_val_loss': must be a finite positive number (every method trains to the same target), got ",
+                  c.target_val_loss);
+  MRMF_CHECK_KIND(Config, c.stages.size() + 1 <= c.ladder.size(), "experiment key 'stages': ", c.stages.size(),
+                  " entries, but the ladder's ", c.ladder.size(), " rungs make at most ", c.ladder.size() - 1,
+                  " fusion stage(s)");
   MRMF_CHECK_KIND(Config, c.max_epochs >= 1, "experiment key 'max_epochs': must be at least 1");
   MRMF_CHECK_KIND(Config, c.optimizer_at_fusion == "reset" || c.optimizer_at_fusion == "keep",
                   "experiment key 'optimizer_at_fusion': '", c.optimizer_at_fusion, "' is not one of reset, keep");
   MRMF_CHECK_KIND(Config, c.bn_recalibration_batches >= 0,
                   "experiment key 'bn_recalibration_batches': must be >= 0 (0: off), got ", c.bn_recalibration_batches);
-  MRMF_CHECK_KIND(Config, c.concurrent_times.empty() || (c.concurrent_times.size() == 2 && c.concurrent_times[0] > 0 &&
-                                                         c.concurrent_times[1] > 0),
-                  "experiment key 'concurrent_times': expected [t_dense, t_coarse], both positive");
+  MRMF_CHECK_KIND(Config, c.concurrent_times.empty() ||
+                              (c.concurrent_times.size() == 2 && std::isfinite(c.concurrent_times[0]) &&
+                               std::isfinite(c.concurrent_times[1]) && c.concurrent_times[0] > 0 &&
+                               c.concurrent_times[1] > 0),
+                  "experiment key 'concurrent_times': expected [t_dense, t_coarse], both finite and positive");
   MRMF_CHECK_KIND(Config, c.probe_steps >= 1, "experiment key 'probe_steps': must be at least 1");
   validate_methods(c);
   // Every run configuration the experiment will use must parse.
@@ -271,6 +309,18 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
     if (it != c.resolution_overrides.end()) sets.insert(sets.end(), it->second.begin(), it->second.end());
     parse_run_config(c.run_yaml, sets, origin + " (run configuration at resolution " + resolution_key(r) + ")");
   }
+  // The experiment sets these in every stage's run configuration (from its
+  // own keys): an override of them would be silently replaced.
+  const auto check_owned = [](const std::string& set, const std::string& where) {
+    const std::string key = set.substr(0, set.find('='));
+    MRMF_CHECK_KIND(Config, key != "data.reduce" && key != "train.seed" && key.rfind("stop.", 0) != 0 && key != "stop" &&
+                                key != "train.epochs",
+                    where, " '", set, "': the experiment sets '", key, "' in every stage (from its ladder, seeds, "
+                    "max_epochs, target_val_loss and stop rules); set those experiment keys instead");
+  };
+  for (const auto& set : c.run_sets) check_owned(set, "--set");
+  for (const auto& [key, sets] : c.resolution_overrides)
+    for (const auto& set : sets) check_owned(set, "experiment key 'resolution_overrides' (rung " + key + "):");
   for (const auto& [key, sets] : c.resolution_overrides) {
     bool found = key == resolution_key(c.one_fusion_coarse);
     for (const auto& r : c.ladder) found = found || key == resolution_key(r);

@@ -54,6 +54,8 @@ std::string experiment_identity(const ExperimentConfig& cfg, const LaunchInfo& l
   root["run"]["stop"].remove("plateau_reference");
   // The data behind the paths: a data set regenerated or replaced under the
   // same name must not be mixed with the runs measured on the old one.
+  MRMF_CHECK_KIND(Config, !rc.data.path.empty() || !rc.data.train_files.empty(),
+                  "config key 'data.path': no dataset given");
   root["data"]["train"] = data::data_fingerprint(data_spec(rc, data::Split::Train));
   root["data"]["val"] = data::data_fingerprint(data_spec(rc, data::Split::Val));
   YAML::Node e = root["experiment"];

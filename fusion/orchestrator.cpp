@@ -71,6 +71,11 @@ void Orchestrator::check_before_training() {
                   "{}-epoch guard; the guard will end that stage",
                   st + 1, role, rule.threshold, rule.patience, rule.min_epochs, rule.max_epochs);
   }
+  // Allowed (configs/experiments/ni_gpu_short_control.yaml is such a
+  // control: the same pretraining without the coarse resolution), but said.
+  if (!cfg_.one_fusion_coarse.empty() && is_original(cfg_.one_fusion_coarse))
+    log::info("notice: one_fusion_coarse [{}] does not reduce the data: the one-fusion 'coarse' model trains at the "
+              "original resolution (a control run, not MRMF)", resolution_key(cfg_.one_fusion_coarse));
   const auto uses = [&](const std::string& m) {
     return std::find(cfg_.methods.begin(), cfg_.methods.end(), m) != cfg_.methods.end();
   };
@@ -80,6 +85,7 @@ void Orchestrator::check_before_training() {
   if (cfg_.optimizer_at_fusion == "keep" && uses("concurrent") && world_.size() >= 2)
     log::info("notice: optimizer_at_fusion: keep does not apply to concurrent training (each group's optimizer "
               "state stays on its own ranks); its fused model starts with fresh optimizer state");
+  check_planned_stages();
 }
 
 int Orchestrator::dense_group_size(int world, double t_dense, double t_coarse) {

@@ -114,6 +114,8 @@ class Orchestrator {
   // the recorded one when resuming.
   int concurrent_split(const std::string& dir, const Resolution& coarse, uint64_t seed);
   void check_before_training();
+  // Every stage of every planned method set up without training (preflight.cpp).
+  void check_planned_stages() const;
   // <out>/<label>/seed<k>: a run's stage folders.
   std::string run_dir(const std::string& label, uint64_t seed) const;
   // The initialisation (and shuffling) seed of stage `stage`'s dense model.

@@ -54,6 +54,31 @@ static void maybe_inject_fault(int64_t step) {
 }
 
 // ------------------------------------------------------------------ Trainer
+std::string init_input_differences(const RunConfig& cfg, const std::string& checkpoint) {
+  const std::string text = read_checkpoint_header(checkpoint).training.config;
+  if (text.empty()) return "";
+  RunConfig then;
+  try {
+    then = parse_run_config(text, {}, checkpoint + " (its run configuration)");
+  } catch (const Error&) {
+    return "";  // written by another version: nothing to compare
+  }
+  std::string out;
+  const auto differ = [&](const char* key, const std::string& a, const std::string& b) {
+    if (a != b) out += (out.empty() ? "" : ", ") + std::string(key) + " " + a + " there, " + b + " here";
+  };
+  differ("data.layout", then.data.layout, cfg.data.layout);
+  differ("data.transform", then.data.transform, cfg.data.transform);
+  return out;
+}
+
+ParamLoadOptions init_load_options(const RunConfig& cfg) {
+  ParamLoadOptions lo;
+  if (cfg.train.init_groups != "all") lo.groups = {parse_group(cfg.train.init_groups)};
+  lo.check_input_shape = cfg.train.init_groups == "all";
+  return lo;
+}
+
 Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, TrainerOptions opts)
     : cfg_(cfg), comm_(comm), device_(device), opts_(std::move(opts)),
       plateau_(cfg.stop.plateau_threshold, cfg.stop.plateau_patience, cfg.stop.min_epochs,
@@ -88,13 +113,15 @@ Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, Traine
   comm_.broadcast(model_->params().values(), 0, ctx_->stream());
   comm_.broadcast(model_->params().buffers(), 0, ctx_->stream());
   if (!cfg_.train.init.empty()) {
-    ParamLoadOptions lo;
-    if (cfg_.train.init_groups != "all") lo.groups = {parse_group(cfg_.train.init_groups)};
-    lo.check_input_shape = cfg_.train.init_groups == "all";
+    ParamLoadOptions lo = init_load_options(cfg_);
     lo.stream = &ctx_->stream();
     auto rep = load_params(cfg_.train.init, *model_, lo);
     log::info("{}initialized {} tensors from {}", opts_.tag.empty() ? "" : opts_.tag + ": ", rep.loaded.size(),
               cfg_.train.init);
+    const std::string differs = init_input_differences(cfg_, cfg_.train.init);
+    if (!differs.empty())
+      log::info("{}notice: {} was trained on input prepared differently ({}): its weights see this run's "
+                "input differently", opts_.tag.empty() ? "" : opts_.tag + ": ", cfg_.train.init, differs);
   }
 
   data::set_cache_budget(cfg_.data.cache_max_mb << 20);

@@ -26,6 +26,7 @@
 
 #include "core/communicator.h"
 #include "data/loader.h"
+#include "fusion/checkpoint.h"
 #include "fusion/config.h"
 #include "fusion/stop_rules.h"
 #include "layers/context.h"
@@ -181,6 +182,16 @@ Shape reduced_sample_shape(const RunConfig& cfg);
 // The data one split of a run reads (data.path, or the split's own file list).
 data::DataSpec data_spec(const RunConfig& cfg, data::Split split);
 
+// "data.layout reinterpret there, transpose here, ..." where the run that
+// wrote `checkpoint` prepared its input otherwise than `cfg` does; empty if alike.
+std::string init_input_differences(const RunConfig& cfg, const std::string& checkpoint);
+// How a run config's train.init is loaded (groups, input shape check).
+ParamLoadOptions init_load_options(const RunConfig& cfg);
+// What a Trainer checks before it reads data, for a run on `ranks` ranks that
+// has not started: the data's metadata and shards, the model, the --init
+// checkpoint (loaded into a CPU copy). Returns that model (and its spec).
+std::unique_ptr<Model> check_run_before_training(const RunConfig& cfg, const Communicator& comm, int ranks,
+                                                 Device device, ModelSpec* spec_out = nullptr);
 // The loader options a run config implies for this rank.
 data::LoaderOptions loader_options(const RunConfig& cfg, const Communicator& comm, Device device, bool training);
 // The learning-rate schedule a run config describes.

@@ -748,3 +748,46 @@ TEST_CASE("cli: a disk that fills up while writing keeps the earlier file and ex
   for (const auto& e : fs::directory_iterator(s.dir)) temps += e.path().string().find(".tmp.") != std::string::npos;
   CHECK(temps == 0);
 }
+
+TEST_CASE("cli: every stage an experiment plans is checked before the first trains, and a failing --force keeps the report",
+          "[cli][experiment]") {
+  SKIP_WITHOUT_BINARY();
+  Scratch s;
+  const fs::path exp = tiny_experiment(s, 128,
+                                       "  methods: [baseline]\n"
+                                       "  coarse_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n"
+                                       "  dense_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n");
+  const fs::path out = s.dir / "exp";
+  const std::string base = "experiment --config " + exp.string() + " --out " + out.string();
+  REQUIRE(run(base).code == 0);
+  std::ifstream rep_in(out / "report.md");
+  const std::string report((std::istreambuf_iterator<char>(rep_in)), std::istreambuf_iterator<char>());
+  // Each of these fails in a later stage than the first: found before the
+  // baseline trains (no epoch is logged) and before the report is replaced.
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      // the coarse rung's batch empties its shard (128 samples)
+      {"--set 'experiment.resolution_overrides={\"2\": [train.batch_size=256]}'",
+       "stage mrmf1/stage1/coarse@2 (1 rank(s)) cannot run"},
+      // the coarse rung's model does not fuse with the dense one
+      {"--set 'experiment.resolution_overrides={\"2\": [\"model.options.conv_channels=4,8,8\"]}'",
+       "the fusion of mrmf1/stage1/"},
+      // a checkpoint for another resolution to start the dense model from
+      {"--set 'experiment.resolution_overrides={\"2\": [train.init=" + (s.dir / "nothing.h5").string() + "]}'",
+       "nothing.h5"},
+      // the reduction on a device this run does not have
+      {"--set 'experiment.resolution_overrides={\"2\": [data.reduce_on=device]}'", "needs a CUDA device"},
+  };
+  for (const auto& [set, needle] : cases) {
+    const Result r = run(base + " --force --methods baseline mrmf1 " + set);
+    INFO(set << "\n" << r.out);
+    CHECK(r.code != 0);
+    CHECK_THAT(r.out, Catch::Contains(needle) && !Catch::Contains("epoch   0"));
+    std::ifstream again(out / "report.md");
+    CHECK(std::string((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>()) == report);
+  }
+  // The run configuration's runtime.device applies to experiments as to `train`.
+  const Result r = run(base + " --force --set runtime.device=cuda:99");
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("cuda"));
+}

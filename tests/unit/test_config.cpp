@@ -90,6 +90,12 @@ TEST_CASE("config: bad input names the key before any compute", "[config]") {
   fails_with("", {"data.layout=reinterpret", "model.options.input_layout=transpose"},
              "'data.layout' (reinterpret) and 'model.options.input_layout' (transpose) disagree");
   fails_with("", {"model.options.input_layout=sideways"}, "'model.options.input_layout': 'sideways'");
+  // A key given twice in a file: yaml-cpp would keep the first silently.
+  fails_with("train: {batch_size: 4}\ntrain: {batch_size: 8}\n", {}, "key 'train' is given twice");
+  fails_with("train: {batch_size: 4, batch_size: 8}\n", {}, "key 'train.batch_size' is given twice");
+  // A --set key ending in '.' (the empty last part used to be dropped).
+  fails_with("", {"train.batch_size.=3"}, "the key ends with '.'");
+  fails_with("", {"train.=3"}, "the key ends with '.'");
 }
 
 TEST_CASE("config: train.epochs is stop.max_epochs, and the Neuron Inverter layout has one source", "[config]") {

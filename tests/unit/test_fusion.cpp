@@ -273,6 +273,32 @@ TEST_CASE("experiment config: bad input is reported before any training", "[fusi
   fails("experiment: {target_val_loss: 0.1, concurrent_times: [1]}", "concurrent_times");
   fails("experiment: {target_val_loss: 0.1, bn_recalibration_batches: -2}", "'bn_recalibration_batches': must be >= 0");
   fails("experiment: {target_val_loss: 0.1, bn_recalibration_batches: many}", "'bn_recalibration_batches': wrong type");
+  // Numbers that are not finite, and lists of the wrong shape (found by an audit: accepted, then failing after
+  // training or silently ignored).
+  fails("experiment: {target_val_loss: .inf}", "'target_val_loss': must be a finite positive number");
+  fails("experiment: {target_val_loss: 0.1, dense_stop: {threshold: .inf, patience: 1}}",
+        "'dense_stop.threshold': must be a finite number >= 0");
+  fails("experiment: {target_val_loss: 0.1, concurrent_times: [.inf, 1]}", "both finite and positive");
+  fails("experiment: {target_val_loss: 0.1, ladder: [[2], [1]], stages: [{}, {}]}",
+        "'stages': 2 entries, but the ladder's 2 rungs make at most 1 fusion stage(s)");
+  fails("experiment: {target_val_loss: 0.1, stages: 5}", "'stages': expected a list");
+  fails("experiment: {target_val_loss: 0.1, stages: [5]}", "'stages[0]': expected a map");
+  fails("experiment: {target_val_loss: 0.1, ladder: {a: 1, b: 2}}", "'ladder': expected a list");
+  // One spelling per method; mrmf0 is no method at all.
+  fails("experiment: {target_val_loss: 0.1, methods: [mrmf1, mrmf01]}", "'mrmf01' is not one of");
+  fails("experiment: {target_val_loss: 0.1, methods: [mrmf0]}", "'mrmf0' is not one of");
+  // Keys the experiment sets per stage cannot be overridden (they were replaced silently).
+  fails("experiment: {target_val_loss: 0.1, resolution_overrides: {\"2\": [\"stop.max_epochs=50\"]}}",
+        "the experiment sets 'stop.max_epochs' in every stage");
+  fails("experiment: {target_val_loss: 0.1, resolution_overrides: {\"1\": [\"data.reduce=[2]\"]}}",
+        "the experiment sets 'data.reduce'");
+  config_error([&] { parse_experiment_config(run + "experiment: {target_val_loss: 0.1}", {"train.epochs=5"}, "exp.yaml"); },
+               "--set train.epochs", "the experiment sets 'train.epochs'");
+  config_error([&] { parse_experiment_config("experiment: {target_val_loss: 0.1}", {}, "exp.yaml"); }, "no run",
+               "exp.yaml: no run configuration: give 'run' (inline) or 'base'");
+  config_error([&] { parse_experiment_config(run + "experiment: {target_val_loss: 0.1}\nexperiment: {seeds: [2]}",
+                                             {}, "exp.yaml"); },
+               "twice", "exp.yaml: key 'experiment' is given twice");
   const ExperimentConfig ok = parse_experiment_config(
       run + "experiment: {target_val_loss: 0.1, methods: [baseline, mrt, mrmf1, mrmf2], ladder: [[4], [2], [1]]}", {},
       "exp.yaml");
@@ -326,6 +352,8 @@ TEST_CASE("experiment config: an experiment file as the base of another", "[fusi
   write("runs/odd.yaml", "base: run.yaml\nexperiment: {target_val_loss: 0.1}\ncolour: red\n");
   write("odd_child.yaml", "base: runs/odd.yaml\nexperiment: {methods: [mrt]}\n");
   fails("odd_child.yaml", "odd.yaml: unknown section 'colour'");
+  write("dir_base.yaml", "base: runs\nexperiment: {target_val_loss: 0.1}\n");
+  fails("dir_base.yaml", "'base' names the folder");
 }
 
 TEST_CASE("shared_init: the same seed gives coarse and dense models identical convolutions", "[fusion]") {

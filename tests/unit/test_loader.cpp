@@ -628,7 +628,7 @@ TEST_CASE("loader: reduce_on host is the CPU's own path, device needs a CUDA dev
   REQUIRE_THAT(err([] { parse_reduce_on("gpu"); }), Catch::Contains("unknown reduce_on 'gpu'"));
 }
 
-TEST_CASE("loader: labels stored as float16 or float64 are read as float32; log1p refuses values <= -1",
+TEST_CASE("loader: labels stored as float16 or float64 are read as float32, and log1p refuses values <= -1",
           "[loader]") {
   Tmp d;
   LoaderOptions o;

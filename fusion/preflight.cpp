@@ -1,0 +1,115 @@
+// Checks before an experiment trains anything: every stage every planned run
+// will train is set up as far as it can be without reading samples (its run
+// configuration with the real stop rules and target, its data shards for
+// its rank count, its model and --init checkpoint, the fusions and
+// transfers between its rungs). An error an hour into an experiment (a
+// resolution override that empties a shard, a rung whose model does not
+// fuse with the next) is an error now, before anything is trained or an
+// earlier report is replaced.
+#include <functional>
+#include <map>
+
+#include "core/log.h"
+#include "fusion/checkpoint.h"
+#include "fusion/fuse.h"
+#include "fusion/orchestrator.h"
+
+namespace mrmf {
+
+namespace {
+[[noreturn]] void rethrow_as(ErrorKind kind, const std::string& message) {
+  detail::throw_error(kind, "mrmf", "", message, __FILE__, __LINE__);
+}
+}  // namespace
+
+std::unique_ptr<Model> check_run_before_training(const RunConfig& cfg, const Communicator& comm, int ranks,
+                                                 Device device, ModelSpec* spec_out) {
+  MRMF_CHECK_KIND(Config, !cfg.data.path.empty() || !cfg.data.train_files.empty(),
+                  "config key 'data.path': no dataset given");
+  const Shape sample = reduced_sample_shape(cfg);
+  const ModelSpec spec = model_spec_for(cfg, sample);
+  auto model = build_model(spec);
+  model->build(Device::cpu(), cfg.train.seed, default_init_scheme(spec));
+  if (!cfg.train.init.empty()) (void)load_params(cfg.train.init, *model, init_load_options(cfg));
+  for (const bool training : {true, false}) {
+    data::LoaderOptions lo = loader_options(cfg, comm, device, training);
+    lo.world = ranks;
+    lo.rank = 0;
+    data::check_loader(data_spec(cfg, training ? data::Split::Train : data::Split::Val), lo);
+  }
+  if (spec_out) *spec_out = spec;
+  return model;
+}
+
+void Orchestrator::check_planned_stages() const {
+  const uint64_t seed = cfg_.seeds.empty() ? 1 : cfg_.seeds.front();
+  const int world = world_.size();
+  const StopRule final_rule{0, 0, cfg_.max_epochs};
+  struct Built {
+    std::unique_ptr<Model> model;
+    ModelSpec spec;
+  };
+  std::map<std::string, Built> built;  // per (rung, ranks): checked once
+  // One stage: its configuration (the stop rule and target as the run will
+  // give them) and what it will read and build, errors named by the stage.
+  const auto stage = [&](const std::string& name, const Resolution& r, const StopRule& rule, double target,
+                         int ranks) -> Built& {
+    try {
+      const RunConfig rc = stage_config(r, seed, rule, target);
+      const std::string key = resolution_key(r) + "/" + std::to_string(ranks);
+      auto it = built.find(key);
+      if (it == built.end()) {
+        Built b;
+        b.model = check_run_before_training(rc, world_, ranks, device_, &b.spec);
+        it = built.emplace(key, std::move(b)).first;
+      }
+      return it->second;
+    } catch (const Error& e) {
+      rethrow_as(e.kind(), detail::concat("checked before training: stage ", name, " (", ranks,
+                                          " rank(s)) cannot run: ", e.message()));
+    }
+  };
+  const auto fuse_check = [&](const std::string& name, const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      rethrow_as(ErrorKind::Config, detail::concat("checked before training: ", name, " cannot be built: ",
+                                                   e.message(),
+                                                   " (do the rungs' resolution_overrides give them different models?)"));
+    }
+  };
+  for (const auto& method : cfg_.methods) {
+    const auto ladder = cfg_.ladder_for(method);
+    const std::string last = resolution_key(ladder.back());
+    if (method == "baseline") {
+      stage("baseline@" + last, ladder.back(), final_rule, cfg_.target_val_loss, world);
+      continue;
+    }
+    if (method == "mrt") {
+      Built& c = stage("mrt/coarse@" + resolution_key(ladder[0]), ladder[0], cfg_.stops_for_stage(0).coarse, 0, world);
+      Built& f = stage("mrt/finetune@" + last, ladder.back(), final_rule, cfg_.target_val_loss, world);
+      fuse_check("the MRT transfer from rung [" + resolution_key(ladder[0]) + "]",
+                 [&] { (void)transfer_bottom(*c.model, f.spec, Device::cpu(), seed); });
+      continue;
+    }
+    // mrmfN, and concurrent (one fusion; its groups' sizes are known now
+    // only when the epoch times are given, otherwise a probe sets them).
+    int dense_ranks = world, coarse_ranks = world;
+    if (method == "concurrent" && world >= 2 && cfg_.concurrent_times.size() == 2) {
+      dense_ranks = dense_group_size(world, cfg_.concurrent_times[0], cfg_.concurrent_times[1]);
+      coarse_ranks = world - dense_ranks;
+    }
+    for (size_t st = 0; st + 1 < ladder.size(); ++st) {
+      const StageStops stops = cfg_.stops_for_stage(st);
+      const std::string prefix = method + "/stage" + std::to_string(st + 1) + "/";
+      Built& c = stage(prefix + "coarse@" + resolution_key(ladder[st]), ladder[st], stops.coarse, 0, coarse_ranks);
+      Built& d = stage(prefix + "dense@" + resolution_key(ladder[st + 1]), ladder[st + 1], stops.dense, 0, dense_ranks);
+      fuse_check("the fusion of " + prefix + " (rungs [" + resolution_key(ladder[st]) + "] and [" +
+                     resolution_key(ladder[st + 1]) + "])",
+                 [&] { (void)fuse_models(*c.model, *d.model, d.spec, Device::cpu(), seed); });
+    }
+    stage(method + "/finetune@" + last, ladder.back(), final_rule, cfg_.target_val_loss, world);
+  }
+}
+
+}  // namespace mrmf
