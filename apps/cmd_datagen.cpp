@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -70,6 +71,20 @@ struct DatagenFlags {
   data::CosmoGenOptions cf;
 };
 
+// Refuses, before anything is generated, a data set that cannot fit in the
+// free space where it goes (a typo of a few zeros would otherwise run until
+// the disk is full).
+void refuse_without_space(const std::string& out, double bytes) {
+  fs::path dir = fs::absolute(out);
+  std::error_code ec;
+  while (!dir.empty() && !fs::exists(dir, ec)) dir = dir.parent_path();
+  const fs::space_info sp = fs::space(dir, ec);
+  if (ec) return;  // unknown: let the writes tell
+  MRMF_CHECK_KIND(Usage, bytes <= static_cast<double>(sp.available), "datagen: the data set needs about ",
+                  fmt::format("{:.3g}", bytes / 1e9), " GB, but ", dir.string(), " has ",
+                  fmt::format("{:.3g}", static_cast<double>(sp.available) / 1e9), " GB free (check the sample counts)");
+}
+
 void add_common(CLI::App* sub, DatagenFlags& f, int64_t& train, int64_t& val, int64_t& test, uint64_t& seed) {
   sub->add_option("--train", train, "training samples")->check(at_least(0))->capture_default_str();
   sub->add_option("--val", val, "validation samples")->check(at_least(0))->capture_default_str();
@@ -90,6 +105,8 @@ int run_neuron(DatagenFlags& f) {
     return 0;
   }
   refuse_existing_output(f.out, f.force);  // before announcing anything
+  refuse_without_space(f.out, static_cast<double>(f.ni.train + f.ni.val + f.ni.test) *
+                                  (f.ni.time_bins * 3.0 * (f.ni.dtype == DType::F16 ? 2 : 4) + 19 * 4));
   if (world.size() > 1)
     log::info("datagen neuron-inverter writes one file: rank 0 generates it, {} rank(s) wait (--threads sets the "
               "cores it uses)", world.size() - 1);
@@ -115,6 +132,8 @@ int run_cosmoflow(DatagenFlags& f) {
   f.cf.rank = world.rank();
   f.cf.ranks = world.size();
   f.cf.barrier = [&world] { world.idle_barrier(); };
+  refuse_without_space(f.out, static_cast<double>(f.cf.train + f.cf.val + f.cf.test) *
+                                  (std::pow(static_cast<double>(f.cf.size), 3) * 4 * 2 + 16));
   ProgressBar bar("cosmoflow");
   if (world.is_root()) f.cf.progress = [&bar](int64_t d, int64_t t) { bar.update(d, t); };
   const auto s = data::generate_cosmoflow(f.out, f.cf, f.force);

@@ -747,6 +747,15 @@ TEST_CASE("cli: a disk that fills up while writing keeps the earlier file and ex
   int temps = 0;
   for (const auto& e : fs::directory_iterator(s.dir)) temps += e.path().string().find(".tmp.") != std::string::npos;
   CHECK(temps == 0);
+  // A data set that cannot fit where it goes is refused before it is generated.
+  for (const std::string what : {"neuron-inverter --out " + (s.dir / "huge.h5").string() + " --time-bins 8",
+                                 "cosmoflow --out " + (s.dir / "huge_cf").string() + " --size 512"}) {
+    const Result r = run("datagen " + what + " --train 999999999999 --val 1 --test 1");
+    INFO(r.out);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains("GB free"));
+  }
+  CHECK_FALSE(fs::exists(s.dir / "huge.h5"));
 }
 
 TEST_CASE("cli: every stage an experiment plans is checked before the first trains, and a failing --force keeps the report",
