@@ -6,8 +6,11 @@
 // resolution override that empties a shard, a rung whose model does not
 // fuse with the next) is an error now, before anything is trained or an
 // earlier report is replaced.
+#include <fmt/format.h>
+
 #include <functional>
 #include <map>
+#include <set>
 
 #include "core/log.h"
 #include "fusion/checkpoint.h"
@@ -23,7 +26,8 @@ namespace {
 }  // namespace
 
 std::unique_ptr<Model> check_run_before_training(const RunConfig& cfg, const Communicator& comm, int ranks,
-                                                 Device device, ModelSpec* spec_out) {
+                                                 Device device, ModelSpec* spec_out,
+                                                 std::set<std::string>* data_checked) {
   MRMF_CHECK_KIND(Config, !cfg.data.path.empty() || !cfg.data.train_files.empty(),
                   "config key 'data.path': no dataset given");
   const Shape sample = reduced_sample_shape(cfg);
@@ -35,7 +39,13 @@ std::unique_ptr<Model> check_run_before_training(const RunConfig& cfg, const Com
     data::LoaderOptions lo = loader_options(cfg, comm, device, training);
     lo.world = ranks;
     lo.rank = 0;
-    data::check_loader(data_spec(cfg, training ? data::Split::Train : data::Split::Val), lo);
+    const data::DataSpec ds = data_spec(cfg, training ? data::Split::Train : data::Split::Val);
+    // Rungs read the same files (at other reductions): a CosmoFlow split of
+    // thousands of files on a parallel file system is opened once here.
+    const std::string key = fmt::format("{}|{}|{}|{}|{}|{}", data::data_format_name(ds.format), ds.path,
+                                        data::split_name(ds.split), lo.batch_size, lo.world, lo.reduce_on == data::ReduceOn::Device);
+    if (data_checked && !data_checked->insert(key).second) continue;
+    data::check_loader(ds, lo);
   }
   if (spec_out) *spec_out = spec;
   return model;
@@ -50,6 +60,7 @@ void Orchestrator::check_planned_stages() const {
     ModelSpec spec;
   };
   std::map<std::string, Built> built;  // per (rung, ranks): checked once
+  std::set<std::string> data_checked;
   // One stage: its configuration (the stop rule and target as the run will
   // give them) and what it will read and build, errors named by the stage.
   const auto stage = [&](const std::string& name, const Resolution& r, const StopRule& rule, double target,
@@ -60,7 +71,7 @@ void Orchestrator::check_planned_stages() const {
       auto it = built.find(key);
       if (it == built.end()) {
         Built b;
-        b.model = check_run_before_training(rc, world_, ranks, device_, &b.spec);
+        b.model = check_run_before_training(rc, world_, ranks, device_, &b.spec, &data_checked);
         it = built.emplace(key, std::move(b)).first;
       }
       return it->second;

@@ -19,6 +19,7 @@
 
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -190,8 +191,11 @@ ParamLoadOptions init_load_options(const RunConfig& cfg);
 // What a Trainer checks before it reads data, for a run on `ranks` ranks that
 // has not started: the data's metadata and shards, the model, the --init
 // checkpoint (loaded into a CPU copy). Returns that model (and its spec).
+// `data_checked` (optional) remembers the data already checked, by files,
+// split, batch and ranks, so that rungs reading the same files open them once.
 std::unique_ptr<Model> check_run_before_training(const RunConfig& cfg, const Communicator& comm, int ranks,
-                                                 Device device, ModelSpec* spec_out = nullptr);
+                                                 Device device, ModelSpec* spec_out = nullptr,
+                                                 std::set<std::string>* data_checked = nullptr);
 // The loader options a run config implies for this rank.
 data::LoaderOptions loader_options(const RunConfig& cfg, const Communicator& comm, Device device, bool training);
 // The learning-rate schedule a run config describes.
