@@ -124,16 +124,21 @@ run_mrmf() {
   # shellcheck disable=SC2086
   MRMF_CALL_SECONDS=$((${MRMF_CALL_SECONDS:-570} - SECONDS)) bash scripts/gpu_mrmf_experiment.sh "$B/bin/mrmf" \
     "$OUT_DIR/mrmf_${MRMF_EXP:-ni}" ${MRMF_EXP_ARGS:-}
+  local code=$?
+  # 124: stopped at this call's time limit, continued by the next call.
+  [[ $code == 0 || $code == 124 ]] || fail "the MRMF experiment (exit $code)"
   stage "done (mrmf): results in $OUT_DIR/mrmf_${MRMF_EXP:-ni}"
 }
 GPU_TESTS_RAN=0
+FAILED=()
+fail() { FAILED+=("$1"); echo "gpu_check.sh: FAILED: $1" >&2; }
 run_gpu_tests() {
   # Once per invocation, first (a few seconds): code written since the last
   # GPU session runs there before anything else relies on it.
   ((GPU_TESTS_RAN)) && return
   GPU_TESTS_RAN=1
   stage "gpu tests"
-  (cd $B && timeout 180 ctest -L gpu --output-on-failure) >"$OUT_DIR/gpu_tests.txt" 2>&1
+  (cd $B && timeout 180 ctest -L gpu --output-on-failure) >"$OUT_DIR/gpu_tests.txt" 2>&1 || fail "gpu tests"
   grep -E "assertions|test cases|passed|failed|FAILED|Error|error" "$OUT_DIR/gpu_tests.txt" | head -60
 }
 
@@ -237,9 +242,9 @@ run_full() {
   mkdir -p $E
   $B/bin/mrmf datagen neuron-inverter --out $E/ni.h5 --train 4096 --val 512 --test 512 --seed 1 | tail -2
   timeout 180 $B/bin/mrmf train --config configs/neuron_inverter_cpu.yaml --out $E/run --force --set data.path=$E/ni.h5 \
-    --device cuda --set runtime.device=cuda --set stop.max_epochs=4
+    --device cuda --set runtime.device=cuda --set stop.max_epochs=4 || fail "end-to-end training"
   cat $E/run/metrics.jsonl 2>/dev/null | head -5
-  $B/bin/mrmf eval --checkpoint $E/run/checkpoint.h5 --data $E/ni.h5 --split test --device cuda
+  $B/bin/mrmf eval --checkpoint $E/run/checkpoint.h5 --data $E/ni.h5 --split test --device cuda || fail "eval"
 
   stage benchmarks
   # bench_data at full size: the fused downsample kernel on 128^3 CosmoFlow batches.
@@ -262,6 +267,9 @@ for MODE in "${MODES[@]}"; do
     --data) run_gpu_tests; run_data ;;
     --quick | all) run_gpu_tests; run_full "$MODE" ;;
     --all-mrmf) run_gpu_tests; run_full all; run_mrmf ;;
-    --run) stage "MRMF_GPU_CMD"; B=$B bash -c "$MRMF_GPU_CMD"; stage "done (run)" ;;
+    --run) stage "MRMF_GPU_CMD"; B=$B bash -c "$MRMF_GPU_CMD" || fail "MRMF_GPU_CMD"; stage "done (run)" ;;
   esac
 done
+# Benchmarks report numbers, not verdicts; tests, the end-to-end run and the
+# experiment decide the exit status (the output keeps going past a failure).
+((${#FAILED[@]} == 0)) || { echo "gpu_check.sh: FAILED: ${FAILED[*]}" >&2; exit 1; }

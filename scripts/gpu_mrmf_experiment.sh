@@ -18,12 +18,13 @@
 # folder, the experiment file, the number of training samples generated and
 # the CosmoFlow cube side.
 set -uo pipefail
+[[ $# -ge 2 ]] || { echo "usage: $0 MRMF_BINARY OUT_DIR [mrmf experiment arguments]" >&2; exit 2; }
+# Absolute before the cd below: relative paths are the caller's.
+MRMF=$(realpath -m "$1")
+OUT_DIR=$(realpath -m "$2")
+shift 2
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-[[ $# -ge 2 ]] || { echo "usage: $0 MRMF_BINARY OUT_DIR [mrmf experiment arguments]" >&2; exit 2; }
-MRMF=$1
-OUT_DIR=$2
-shift 2
 # MRMF_EXP picks the application: ni (Neuron Inverter, the default) or cf
 # (CosmoFlow 128^3, configs/experiments/cf_gpu_scale.yaml).
 case ${MRMF_EXP:-ni} in
@@ -74,6 +75,8 @@ if ((LEFT > 30)); then
   esac
 else
   echo "no time left in this call for the experiment (${LEFT} s): run the same command again"
+  code=124
 fi
 collect
-exit 0
+# 0: finished; 124: to be continued by the next call (not a failure); else the experiment's error.
+exit "$code"

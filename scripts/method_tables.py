@@ -26,7 +26,7 @@ def records(path):
 
 def curve(path, offset, key="val_loss", budget=None):
     """(x, value) per epoch of a run folder, epoch e ending at offset + e + 1."""
-    pts = [(offset + i + 1, r[key]) for i, r in enumerate(records(path))]
+    pts = [(offset + i + 1, math.nan if r.get(key) is None else r[key]) for i, r in enumerate(records(path))]
     return [p for p in pts if budget is None or p[0] <= budget + 1e-9]
 
 
@@ -69,7 +69,8 @@ def crossing_table(runs, methods, names, targets, k, baseline="baseline"):
             row.append(cell(None if v is None else round(v, 1)))
         for m in others:
             a = _mean_first(runs, m, seeds_of(runs, m), target, k)
-            b = _mean_first(runs, baseline, seeds_of(runs, m), target, k)
+            # over the seeds both have (a baseline seed may be missing: failed or still running)
+            b = _mean_first(runs, baseline, [s for s in seeds_of(runs, m) if (baseline, s) in runs], target, k)
             row.append("–" if a is None or b is None else "%.2fx" % (a / b))
         lines.append("| " + " | ".join(row) + " |")
     return lines
@@ -86,7 +87,8 @@ def seed_table(runs, methods, names, targets, seed):
 
 def best_lines(runs, methods, budget):
     return ["%s seed %d: best %.4f within %g epoch equivalents (curve ends at %g)"
-            % (m, s, min(v for _, v in runs[(m, s)]), budget, runs[(m, s)][-1][0])
+            % (m, s, min((v for _, v in runs[(m, s)] if not math.isnan(v)), default=math.nan), budget,
+               runs[(m, s)][-1][0])
             for (m, s) in sorted(runs, key=lambda k: (k[1], methods.index(k[0])))]
 
 

@@ -94,9 +94,9 @@ def load_curves(run_dir, cost=None, rename=None, final_epochs=None, run_key=None
         recs = []
         for path in glob.glob(os.path.join(run_dir_k, "*", "metrics.jsonl")):
             with open(path) as f:
-                recs += [r for r in map(json.loads, f) if r["tag"] == final]
+                recs += [r for r in map(json.loads, f) if r.get("tag") == final]
         if not recs:  # a run finished in another checkout: its record in the state
-            recs = [r for r in state_history(run_dir, method, seed) if r["tag"] == final]
+            recs = [r for r in state_history(run_dir, method, seed) if r.get("tag") == final]
         if not recs:
             sys.exit("time_to_target: no metrics.jsonl with tag '%s' under %s (nor a history in %s)"
                      % (final, run_dir_k, os.path.join(run_dir, "experiment_state.json")))
@@ -126,8 +126,8 @@ def load_curves(run_dir, cost=None, rename=None, final_epochs=None, run_key=None
         recs = sorted(recs, key=lambda x: x["epoch"])[:final_epochs]
         for r in recs:
             t += r["epoch_s"] if cost is None else epoch_cost(stages[-1])
-            pts.append((t, r["val_loss"]))
-            fit.append((t, r.get("train_loss", math.nan)))
+            pts.append((t, loss(r, "val_loss")))
+            fit.append((t, loss(r, "train_loss")))
         key = (name, run_key(seed) if run_key else seed)
         curves[key] = pts
         if fits is not None:
@@ -149,6 +149,12 @@ def parse_costs(items):
     return cost
 
 
+def loss(record, key):
+    """A loss of an epoch record; mrmf writes a non-finite loss as null."""
+    v = record.get(key)
+    return math.nan if v is None else float(v)
+
+
 def first_time(pts, target, k):
     run = 0
     for t, v in pts:
@@ -165,7 +171,7 @@ def value_at(pts, x):
 
 
 def best_within(pts, budget):
-    vals = [v for t, v in pts if t <= budget]
+    vals = [v for t, v in pts if t <= budget and not math.isnan(v)]
     return min(vals) if vals else math.nan
 
 
@@ -192,7 +198,8 @@ def main():
     ap.add_argument("--consecutive", type=int, default=2)
     ap.add_argument("--epoch-cost", nargs="+", metavar="RES=COST",
                     help="cost of one epoch per resolution (e.g. 1=1 2=0.53 4=0.28) instead of wall time")
-    ap.add_argument("--pool", nargs="*", metavar="METHOD",
+    # One value at most (a comma list): nargs="*" swallowed the folders after it.
+    ap.add_argument("--pool", nargs="?", const="", metavar="METHOD[,METHOD...]",
                     help="pool same-named methods (all, or those named) of all folders, their seeds as separate runs")
     ap.add_argument("--final-epochs", type=int, metavar="N",
                     help="only the first N epochs of each run's final stage")
@@ -200,6 +207,8 @@ def main():
                     help="also the final stage's training loss at these times (seconds, or epochs with --epoch-cost)")
     ap.add_argument("--out", help="also write the table to this file")
     a = ap.parse_args()
+    if a.pool is not None:
+        a.pool = [m for m in a.pool.split(",") if m]
     if a.consecutive < 1:
         sys.exit("time_to_target: --consecutive must be >= 1")
     if a.final_epochs is not None and a.final_epochs < 1:
@@ -221,7 +230,9 @@ def main():
     base = [curves[("baseline", s)][-1][0] for s in seeds if ("baseline", s) in curves]
     budget = statistics.mean(base) if base else math.inf
     if a.relative:
-        best = [min(v for _, v in curves[("baseline", s)]) for s in seeds if ("baseline", s) in curves]
+        best = [min((v for _, v in curves[("baseline", s)] if not math.isnan(v)), default=math.nan)
+                for s in seeds if ("baseline", s) in curves]
+        best = [b for b in best if not math.isnan(b)]
         if not best:
             sys.exit("time_to_target: --relative needs a method named 'baseline' in the experiment folders")
         if any(f <= 0 for f in a.relative):

@@ -255,7 +255,9 @@ def check(kind, mrmf, work, seed=0):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--mrmf", default="build/cpu/bin/mrmf")
+    # scripts/test.sh builds build/cuda wherever nvcc exists, build/cpu elsewhere.
+    ap.add_argument("--mrmf", default=next((p for p in ("build/cuda/bin/mrmf", "build/cpu/bin/mrmf")
+                                            if os.path.exists(p)), "build/cpu/bin/mrmf"))
     ap.add_argument("--model", choices=["ni", "cosmo", "both"], default="both")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()

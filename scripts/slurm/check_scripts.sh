@@ -3,8 +3,9 @@
 #   - every scripts/slurm/*.sbatch parses (bash -n);
 #   - each has the #SBATCH lines a Perlmutter GPU job needs (-C gpu, -A, -q,
 #     -N, --ntasks-per-node=4, --gpus-per-node=4, --cpus-per-task=32, -t);
-#   - each loads the modules mrmf links and exports the two environment
-#     variables multi-rank runs need, and launches through srun --cpu-bind=cores;
+#   - each loads the modules mrmf links and exports the environment
+#     variables multi-rank runs need (SRUN_CPUS_PER_TASK among them: srun no
+#     longer inherits --cpus-per-task), and launches through srun --cpu-bind=cores;
 #   - every configs/*.yaml or scripts/slurm/*.yaml path it mentions exists
 #     (the YAML contents are parsed by the unit test "slurm: ... configs parse").
 # Usage: check_scripts.sh [repo root]   (default: two levels above this script)
@@ -34,6 +35,8 @@ for s in "${scripts[@]}"; do
   grep -Eq '^module load cudatoolkit cudnn nccl cray-hdf5' "$s" || err "$s: missing 'module load cudatoolkit cudnn nccl cray-hdf5'"
   grep -Eq '^export HDF5_USE_FILE_LOCKING=FALSE' "$s" || err "$s: missing export HDF5_USE_FILE_LOCKING=FALSE"
   grep -Eq '^export MPICH_GPU_SUPPORT_ENABLED=0' "$s" || err "$s: missing export MPICH_GPU_SUPPORT_ENABLED=0"
+  # Slurm >= 22.05: srun does not inherit --cpus-per-task from sbatch.
+  grep -Eq '^export SRUN_CPUS_PER_TASK=' "$s" || err "$s: missing export SRUN_CPUS_PER_TASK (srun would give each rank one core)"
   grep -Eq '^srun --cpu-bind=cores "\$MRMF_BIN" (train|experiment) ' "$s" || err "$s: no 'srun --cpu-bind=cores \$MRMF_BIN train|experiment' line"
   grep -q -- '--out' "$s" || err "$s: the srun line needs --out"
   # libgomp's binding pins the main thread, and so every thread it starts, to one CPU.

@@ -5,6 +5,7 @@ seeds (not all of the baseline's), '–' where a seed never gets there, the
 'two in a row' rule, curves offset by their pretraining and cut at a
 budget, and the training loss at equal times."""
 import json
+import math
 import os
 import sys
 import tempfile
@@ -66,6 +67,19 @@ fit = mt.fit_table(runs, ["baseline", "fast"], names, [1, 3])
 # At 1 the fast run is still pretraining ('–'); at 3: mean(0.3, 0.45) and 0.35.
 check(cells(fit, "1") == ["1", "0.5000", "–"], "fit at 1: %s" % cells(fit, "1"))
 check(cells(fit, "3") == ["3", "0.3750", "0.3500"], "fit at 3: %s" % cells(fit, "3"))
+
+# A baseline seed missing (failed, or still running): the ratio over the seeds both have, not a KeyError.
+partial = {("baseline", 1): runs[("baseline", 1)], ("fast", 1): runs[("fast", 1)], ("fast", 2): runs[("fast", 1)]}
+t3 = mt.crossing_table(partial, ["baseline", "fast"], names, [0.4], 1)
+check(cells(t3, "0.400") == ["0.400", "2", "1.5", "0.75x"], "missing baseline seed: %s" % cells(t3, "0.400"))
+# A null (non-finite) loss in a run folder is NaN, never the best.
+with tempfile.TemporaryDirectory() as d:
+    with open(os.path.join(d, "metrics.jsonl"), "w") as f:
+        for e, v in [(0, 0.5), (1, None), (2, 0.3)]:
+            f.write(json.dumps({"epoch": e, "val_loss": v}) + "\n")
+    c = mt.curve(d, 0)
+    check(math.isnan(c[1][1]) and c[2] == (3, 0.3), "null loss: %s" % c)
+    check(mt.best_lines({("b", 1): c}, ["b"], 3)[0].startswith("b seed 1: best 0.3000"), "best skips NaN")
 
 if failures:
     print("FAILED:\n  " + "\n  ".join(failures))

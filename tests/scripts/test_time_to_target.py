@@ -21,7 +21,7 @@ def write_run(d, method, seed, stages, fusion_s):
         os.makedirs(p, exist_ok=True)
         with open(os.path.join(p, "metrics.jsonl"), "w") as f:
             for e, (t, v) in enumerate(epochs):
-                f.write(json.dumps({"epoch": e, "epoch_s": t, "val_loss": v, "train_loss": v + 0.01 * (e + 1),
+                f.write(json.dumps({"epoch": e, "epoch_s": t, "val_loss": v, "train_loss": None if v is None else v + 0.01 * (e + 1),
                                     "tag": name}) + "\n")
     return {"method": method, "seed": seed, "fusion_s": fusion_s,
             "stages": [{"name": n, "time_s": sum(t for t, _ in ep), "epochs": len(ep),
@@ -144,6 +144,9 @@ def main():
             assert row(out, "mrmf1@" + os.path.basename(d2), 0.12)[2] == "26.0", out
             code, out = run([d, d2, "--targets", "0.12", "--pool"])  # all methods pooled
             assert code == 0 and row(out, "mrmf1", 0.12)[2] == "31.0 ± 7.1" and "mrmf1@" not in out, out
+            # --pool before the folders takes one value, not the folders too.
+            code, out = run(["--pool", "baseline", d, d2, "--targets", "0.12"])
+            assert code == 0 and row(out, "baseline", 0.12)[2] == "15.0 ± 7.1", out
             # --final-epochs 1: only the first epoch of each final stage. The
             # first folder's baseline (0.3 at 10 s) no longer reaches 0.12.
             code, out = run([d, d2, "--targets", "0.12", "--pool", "baseline", "--final-epochs", "1"])
@@ -170,6 +173,18 @@ def main():
             json.dump(state, f)
         code, out = run([d, "--targets", "0.12"])
         assert code != 0 and "m/finetune" in out and "experiment_state.json" in out, out
+
+    # A non-finite loss is written as null: an epoch that never reaches any
+    # target, not a crash (nor the baseline's best for --relative).
+    with tempfile.TemporaryDirectory() as d:
+        runs = [write_run(d, "baseline", 1, [("baseline/baseline@1", "baseline",
+                                              [(10, 0.3), (10, None), (10, 0.1)])], 0.0)]
+        with open(os.path.join(d, "summary.json"), "w") as f:
+            json.dump({"runs": runs}, f)
+        code, out = run([d, "--targets", "0.12", "--consecutive", "1"])
+        assert code == 0 and row(out, "baseline", 0.12)[2] == "30.0", out
+        code, out = run([d, "--relative", "1.0", "--consecutive", "1"])
+        assert code == 0 and row(out, "baseline", 0.1)[2] == "30.0", out
     print("time_to_target: ok")
 
 
