@@ -46,6 +46,7 @@
 #include "data/formats.h"
 #include "data/gen_neuron.h"
 #include "data/h5file.h"
+#include "data/loader.h"
 #include "fusion/checkpoint.h"
 #include "fusion/config.h"
 #include "kernels/fused_downsample_ops.h"
@@ -70,6 +71,7 @@ struct EvalFlags {
 // frames [count, <raw sample shape>] (stored dtype) and labels [count, P].
 class SplitReader {
  public:
+  const data::DataSpec& spec() const { return spec_; }
   SplitReader(const RunConfig& cfg, data::Split split) : split_(split) {
     format_ = cfg.data.format;
     std::string path = cfg.data.path;
@@ -78,6 +80,7 @@ class SplitReader {
                                                            : cfg.data.test_files;
     if (!files.empty()) path = files;
     what_ = path + " (" + data::split_name(split) + ")";
+    spec_ = data::DataSpec{data::parse_data_format(format_), path, split};
     if (format_ == "neuron_inverter") {
       ni_ = std::make_unique<data::NeuronInverterFile>(data::NeuronInverterFile::open(path, {split}));
       const auto& in = ni_->info(split);
@@ -180,6 +183,7 @@ class SplitReader {
   kernels::InputLayout layout_ = kernels::InputLayout::ChannelsLast;
   DType dtype_ = DType::F32;
   bool reinterpret_ = false;
+  data::DataSpec spec_;
 };
 
 std::string list_str(const std::vector<int64_t>& v) {
@@ -277,6 +281,10 @@ Tensor gather_rows(const Communicator& comm, const std::vector<float>& local, in
   const int mine = static_cast<int>(local.size());
   MPI_Gather(&mine, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm.native());
   for (int r = 1; r < W; ++r) displs[static_cast<size_t>(r)] = displs[r - 1] + counts[r - 1];
+  if (comm.is_root())  // never more rows than the root's buffer holds (the ranks agreed on N above)
+    MRMF_CHECK(displs[static_cast<size_t>(W - 1)] + counts[static_cast<size_t>(W - 1)] == n_total * p,
+               "gather_rows: the ranks hold ", displs[static_cast<size_t>(W - 1)] + counts[static_cast<size_t>(W - 1)],
+               " values, expected ", n_total * p);
   Tensor all = comm.is_root() ? Tensor::empty({n_total, p}) : Tensor();
   MPI_Gatherv(local.data(), mine, MPI_FLOAT, comm.is_root() ? all.data<float>() : nullptr, counts.data(),
               displs.data(), MPI_FLOAT, 0, comm.native());
@@ -315,6 +323,17 @@ EvalResult run_split(const EvalFlags& f, bool keep_predictions) {
                     : cfg.train.val_batch_size > 0 ? cfg.train.val_batch_size
                                                    : cfg.train.batch_size;
   const int64_t N = reader.size(), W = world.size(), r = world.rank();
+  {
+    // Ranks that read different data (a relative --data from different
+    // folders, another --split) would mix their rows, and gather more rows
+    // than the root has room for: they must agree before any of that.
+    const std::string id = data::data_fingerprint(reader.spec()) + "|" + f.split + "|" + sample.str() + "|" +
+                           h.layout_hash + "|" + std::to_string(B);
+    uint64_t hash = 1469598103934665603ull;
+    for (unsigned char ch : id) hash = (hash ^ ch) * 1099511628211ull;
+    world.check_same_on_all_ranks(hash, "the data, split, checkpoint and batch to evaluate (" + reader.what() +
+                                            " on rank 0; is --data relative to a different folder on some rank?)");
+  }
   const int64_t begin = r * N / W, end = (r + 1) * N / W;
   std::vector<double> sums(static_cast<size_t>(P) + 1, 0.0);  // per target, then the count of samples
   std::vector<float> mine_pred, mine_lab;

@@ -9,6 +9,7 @@
 #include "core/communicator.h"
 #include "core/device.h"
 #include "core/log.h"
+#include "data/h5file.h"
 #include "fusion/trainer.h"
 
 namespace mrmf::cli {
@@ -35,6 +36,20 @@ int run_train(const TrainFlags& f) {
   // never silently overwritten: metrics.jsonl would be truncated and the
   // old checkpoint taken for this run's "last good" one.
   const std::vector<std::string> results = {"checkpoint.h5", "metrics.jsonl", "summary.json"};
+  MRMF_CHECK_KIND(Usage, !(f.resume && f.force), "--resume and --force contradict each other: --resume continues the "
+                  "run in ", f.out, ", --force replaces it");
+  {
+    // --resume where a run left metrics but no checkpoint (written with
+    // checkpoints off, or the checkpoint removed) would start over and
+    // truncate those metrics: said instead.
+    std::error_code ec;
+    const std::filesystem::path o(f.out);
+    MRMF_CHECK_KIND(Usage, !f.resume || std::filesystem::exists(o / "checkpoint.h5", ec) ||
+                               !(std::filesystem::exists(o / "metrics.jsonl", ec) ||
+                                 std::filesystem::exists(o / "summary.json", ec)),
+                    "--resume: ", f.out, " holds a run's metrics but no checkpoint.h5 to continue from; --force "
+                    "starts over (replacing them), or choose another --out");
+  }
   refuse_existing_results(f.out, results, f.resume || f.force,
                           "--resume continues that run, --force starts over and replaces it, or choose another --out",
                           world);
@@ -50,17 +65,44 @@ int run_train(const TrainFlags& f) {
   to.out_dir = f.out;
   to.resume = f.resume;
   Trainer trainer(cfg, world, device, to);
-  // --force: the earlier run's files go only now, once this run has been
-  // set up (its data opened, its --init read -- possibly from this very
-  // folder), so that a run that cannot start loses nothing.
-  if (f.force && !f.resume) {
-    if (world.is_root())
-      for (const auto& r : results) std::filesystem::remove(std::filesystem::path(f.out) / r);
+  // --force: the earlier run's files move aside only now, once this run has
+  // been set up (its data opened, its --init read -- possibly from this very
+  // folder), and come back if this run fails before its first checkpoint
+  // (a NaN in epoch 0, a crash): a replacement that never got going loses
+  // nothing. Once this run has a checkpoint of its own (it can be resumed),
+  // the earlier files stay in <out>/previous_run until it finishes.
+  namespace fs = std::filesystem;
+  const fs::path out(f.out), prev = out / "previous_run";
+  const bool set_aside = f.force && !f.resume;
+  if (set_aside) {
+    if (world.is_root()) {
+      fs::remove_all(prev);
+      fs::create_directories(prev);
+      for (const auto& r : results)
+        if (fs::exists(out / r)) fs::rename(out / r, prev / r);
+    }
     world.barrier();
   }
   log::info("training {} on {} rank(s), {} samples per rank per epoch, global batch {}", trainer.spec().str(),
             world.size(), trainer.train_loader().samples_per_epoch(), cfg.train.batch_size * world.size());
-  const FitResult res = trainer.fit();
+  FitResult res;
+  try {
+    res = trainer.fit();
+  } catch (...) {
+    std::error_code ec;
+    if (set_aside && world.is_root()) {
+      if (!fs::exists(out / "checkpoint.h5", ec)) {
+        for (const auto& r : results)
+          if (fs::exists(prev / r, ec)) fs::rename(prev / r, out / r, ec);
+        fs::remove_all(prev, ec);
+        log::info("this run failed before its first checkpoint: the earlier run's files in {} are restored", f.out);
+      } else {
+        log::info("this run failed; it can be resumed (--resume), and the earlier run's files are in {}",
+                  prev.string());
+      }
+    }
+    throw;
+  }
 
   if (world.is_root()) {
     // The whole run, also when this process resumed it.
@@ -78,7 +120,8 @@ int run_train(const TrainFlags& f) {
     s["final_val_loss"] = res.final_val_loss;
     s["train_time_s"] = time_s;
     s["parameters"] = trainer.model().params().num_parameters();
-    std::ofstream(std::filesystem::path(f.out) / "summary.json") << s.dump(2) << "\n";
+    data::write_text_atomically((out / "summary.json").string(), s.dump(2) + "\n");
+    if (set_aside) fs::remove_all(prev);  // replaced by a finished run
     log::info("done: {} epochs, stop: {}, final val loss {:.5f}, {:.1f} s; wrote {}/{{metrics.jsonl,summary.json,"
               "checkpoint.h5}}",
               epochs, res.stop_reason, res.final_val_loss, time_s, f.out);

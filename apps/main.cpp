@@ -20,7 +20,7 @@ namespace mrmf::cli {
 void add_runtime_flags(CLI::App& sub, RuntimeFlags& flags) {
   sub.add_option("--device", flags.device, "cpu, cuda, cuda:N or auto (default: $MRMF_DEVICE or auto)");
   sub.add_option("--threads", flags.threads, "OpenMP threads for the CPU backend (default: all cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(int64_t{0}, kMaxThreads));
 }
 
 void apply_runtime_flags(const RuntimeFlags& flags) {

@@ -52,6 +52,11 @@ int gpu_for_local_rank(int local_rank, int visible, const std::string& map = "")
 // CPU ids of a Linux cpulist ("0-15,64-79"); Usage error when malformed.
 std::vector<int> parse_cpulist(const std::string& list);
 
+// The most OpenMP threads a run may ask for (runtime.threads, --threads):
+// each has its own stack, and 100000 of them crash the process instead of
+// failing with a message.
+constexpr int64_t kMaxThreads = 4096;
+
 struct RuntimeOptions {
   std::string device = "";  // "", "auto", "cpu", "cuda", "cuda:N"; "" means $MRMF_DEVICE or auto
   int local_rank = -1;      // -1: from the environment

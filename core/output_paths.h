@@ -22,10 +22,18 @@ inline bool same_file(const std::string& a, const std::string& b) {
   return fs::exists(a, ec) && fs::exists(b, ec) && fs::equivalent(a, b, ec) && !ec;
 }
 
-// A usage error (exit 2) when `path` exists and `force` is not given.
+// A usage error (exit 2) when the output FILE `path` exists and `force` is
+// not given, and whatever `force` says when it exists but is no regular file:
+// a folder (the rename that commits the output would fail late), a device
+// or a FIFO (which the rename would replace, /dev/null included, as root).
 inline void refuse_existing_output(const std::string& path, bool force) {
+  namespace fs = std::filesystem;
   std::error_code ec;
-  MRMF_CHECK_KIND(Usage, force || !std::filesystem::exists(path, ec), path, " already exists; --force replaces it");
+  const fs::file_status st = fs::status(path, ec);
+  if (!fs::exists(st)) return;
+  MRMF_CHECK_KIND(Usage, fs::is_regular_file(st), path, " exists and is ",
+                  fs::is_directory(st) ? "a folder" : "not a regular file", "; the output must be a file");
+  MRMF_CHECK_KIND(Usage, force, path, " already exists; --force replaces it");
 }
 
 }  // namespace mrmf

@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/device.h"
 #include "core/error.h"
 #include "data/loader.h"
 
@@ -298,8 +299,10 @@ void validate(const RunConfig& c) {
                   "config key 'optimizer.momentum': must be in [0, 1), got ", c.optimizer.momentum);
   MRMF_CHECK_KIND(Config, c.optimizer.beta1 >= 0 && c.optimizer.beta1 < 1, "config key 'optimizer.beta1': must be in [0, 1)");
   MRMF_CHECK_KIND(Config, c.optimizer.beta2 >= 0 && c.optimizer.beta2 < 1, "config key 'optimizer.beta2': must be in [0, 1)");
-  MRMF_CHECK_KIND(Config, c.optimizer.eps > 0, "config key 'optimizer.eps': must be positive");
-  MRMF_CHECK_KIND(Config, c.optimizer.weight_decay >= 0, "config key 'optimizer.weight_decay': must be >= 0");
+  MRMF_CHECK_KIND(Config, std::isfinite(c.optimizer.eps) && c.optimizer.eps > 0,
+                  "config key 'optimizer.eps': must be positive and finite, got ", c.optimizer.eps);
+  MRMF_CHECK_KIND(Config, std::isfinite(c.optimizer.weight_decay) && c.optimizer.weight_decay >= 0,
+                  "config key 'optimizer.weight_decay': must be >= 0 and finite, got ", c.optimizer.weight_decay);
   MRMF_CHECK_KIND(Config, c.schedule.warmup_epochs >= 0, "config key 'schedule.warmup_epochs': must be >= 0");
   MRMF_CHECK_KIND(Config, c.schedule.plateau_factor > 0 && c.schedule.plateau_factor < 1,
                   "config key 'schedule.plateau_factor': must be in (0, 1), got ", c.schedule.plateau_factor);
@@ -351,7 +354,9 @@ void validate(const RunConfig& c) {
   MRMF_CHECK_KIND(Config, c.train.bucket_mb >= 1, "config key 'train.bucket_mb': must be at least 1");
   MRMF_CHECK_KIND(Config, c.train.precise_bn_batches >= 0, "config key 'train.precise_bn_batches': must be >= 0 "
                   "(0: off), got ", c.train.precise_bn_batches);
-  MRMF_CHECK_KIND(Config, c.runtime.threads >= 0, "config key 'runtime.threads': must be >= 0");
+  // Each OpenMP thread has its own stack: 100000 of them overflow memory (a crash, not an error).
+  MRMF_CHECK_KIND(Config, c.runtime.threads >= 0 && c.runtime.threads <= kMaxThreads,
+                  "config key 'runtime.threads': must be 0 (all cores) to ", kMaxThreads, ", got ", c.runtime.threads);
   MRMF_CHECK_KIND(Config, c.runtime.cudnn_workspace_mb >= 0, "config key 'runtime.cudnn_workspace_mb': must be >= 0, got ",
                   c.runtime.cudnn_workspace_mb);
 }
@@ -429,9 +434,16 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
   chain.back()[parts.back()] = parsed.IsNull() ? YAML::Node(value) : parsed;
 }
 
-void check_unique_keys(const YAML::Node& node, const std::string& origin, const std::string& path) {
+namespace {
+void check_unique_keys_at(const YAML::Node& node, const std::string& origin, const std::string& path, int depth) {
+  // An alias may refer to its own anchor (a: &x [*x]): the node graph then
+  // has a cycle, which every recursive walk would follow until the stack
+  // overflows. No configuration is nested this deep.
+  MRMF_CHECK_KIND(Config, depth <= 32, origin, ": '", path.substr(0, 60),
+                  "...' is nested more than 32 levels deep (a YAML alias that refers to itself?)");
   if (node.IsSequence()) {
-    for (size_t i = 0; i < node.size(); ++i) check_unique_keys(node[i], origin, path + "[" + std::to_string(i) + "]");
+    for (size_t i = 0; i < node.size(); ++i)
+      check_unique_keys_at(node[i], origin, path + "[" + std::to_string(i) + "]", depth + 1);
     return;
   }
   if (!node.IsMap()) return;
@@ -440,8 +452,13 @@ void check_unique_keys(const YAML::Node& node, const std::string& origin, const 
     const std::string key = kv.first.Scalar(), full = path.empty() ? key : path + "." + key;
     MRMF_CHECK_KIND(Config, seen.insert(key).second, origin, ": key '", full,
                     "' is given twice (only one of them would be used)");
-    check_unique_keys(kv.second, origin, full);
+    check_unique_keys_at(kv.second, origin, full, depth + 1);
   }
+}
+}  // namespace
+
+void check_unique_keys(const YAML::Node& node, const std::string& origin, const std::string& path) {
+  check_unique_keys_at(node, origin, path, 0);
 }
 
 RunConfig parse_run_config(const std::string& yaml_text, const std::vector<std::string>& overrides,

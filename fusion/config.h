@@ -138,6 +138,9 @@ void apply_override(YAML::Node& root, const std::string& assignment);
 // A key given twice in one map of a YAML file is an error naming it: yaml-cpp
 // keeps both and every lookup sees only the first, so the second would be
 // silently ignored.
+// Also nesting deeper than any configuration (a YAML alias that refers to
+// itself makes a cycle): an error instead of a stack overflow. Call it on a
+// freshly loaded document before anything else walks it.
 void check_unique_keys(const YAML::Node& node, const std::string& origin, const std::string& path = "");
 
 // Every valid dotted key of a run configuration (for --help and suggestions).

@@ -351,8 +351,12 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
 
 void Trainer::write_metrics(const EpochRecord& r) {
   if (opts_.out_dir.empty() || !comm_.is_root()) return;
-  std::ofstream f(fs::path(opts_.out_dir) / "metrics.jsonl", std::ios::app);
+  const fs::path mp = fs::path(opts_.out_dir) / "metrics.jsonl";
+  std::ofstream f(mp, std::ios::app);
   f << r.to_json() << "\n";
+  f.flush();
+  MRMF_CHECK_KIND(Data, f.good(), mp.string(), ": cannot append epoch ", r.epoch,
+                  "'s metrics (disk or quota full? not a writable file?)");
 }
 
 void Trainer::save(int64_t epochs_done, int64_t batch, double loss_sum) {
@@ -460,8 +464,17 @@ FitResult Trainer::fit() {
   if (!opts_.out_dir.empty() && comm_.is_root()) fs::create_directories(opts_.out_dir);
   comm_.barrier();
   const bool resumed = try_resume();
-  if (!resumed && !opts_.out_dir.empty() && comm_.is_root())
-    std::ofstream(fs::path(opts_.out_dir) / "metrics.jsonl", std::ios::trunc);
+  // Each rank reads its own --out: ranks that see different folders (node-
+  // local disks, mixed --resume/--force) would average gradients of
+  // different models and then wait in different collectives forever.
+  const std::string where = " (does every rank see the same --out and its checkpoint.h5?)";
+  comm_.check_same_on_all_ranks(resumed ? 1 : 0, "whether to resume (1) or start fresh (0)" + where);
+  comm_.check_same_on_all_ranks(static_cast<uint64_t>(start_epoch_), "the epoch to resume at" + where);
+  comm_.check_same_on_all_ranks(static_cast<uint64_t>(step_), "the step to resume at" + where);
+  if (!resumed && !opts_.out_dir.empty() && comm_.is_root()) {
+    const fs::path mp = fs::path(opts_.out_dir) / "metrics.jsonl";
+    MRMF_CHECK_KIND(Data, std::ofstream(mp, std::ios::trunc).good(), mp.string(), ": cannot be written");
+  }
 
   FitResult res;
   res.resumed_epochs = resumed_epochs_;

@@ -748,7 +748,7 @@ TEST_CASE("cli: a disk that fills up while writing keeps the earlier file and ex
   for (const auto& e : fs::directory_iterator(s.dir)) temps += e.path().string().find(".tmp.") != std::string::npos;
   CHECK(temps == 0);
   // A data set that cannot fit where it goes is refused before it is generated.
-  for (const std::string what : {"neuron-inverter --out " + (s.dir / "huge.h5").string() + " --time-bins 8",
+  for (const std::string& what : {"neuron-inverter --out " + (s.dir / "huge.h5").string() + " --time-bins 8",
                                  "cosmoflow --out " + (s.dir / "huge_cf").string() + " --size 512"}) {
     const Result r = run("datagen " + what + " --train 999999999999 --val 1 --test 1");
     INFO(r.out);
@@ -799,4 +799,52 @@ TEST_CASE("cli: every stage an experiment plans is checked before the first trai
   INFO(r.out);
   CHECK(r.code == 1);
   CHECK_THAT(r.out, Catch::Contains("cuda"));
+}
+
+TEST_CASE("cli: a train --force that fails before its first checkpoint puts the earlier run back", "[cli]") {
+  SKIP_WITHOUT_BINARY();
+  Scratch s;
+  const std::string data = (s.dir / "ni.h5").string();
+  REQUIRE(run("datagen neuron-inverter --out " + data + " --train 64 --val 32 --test 32 --seed 1 --time-bins 64").code == 0);
+  const std::string cfg = write_config(s.dir, data), out = (s.dir / "run").string();
+  REQUIRE(run("train --config " + cfg + " --out " + out + " --set stop.max_epochs=1").code == 0);
+  const auto bytes = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  const std::string ck = bytes(fs::path(out) / "checkpoint.h5"), metrics = bytes(fs::path(out) / "metrics.jsonl");
+  // A learning rate that diverges at once: the run stops at step 1, without a checkpoint.
+  Result r = run("train --config " + cfg + " --out " + out + " --force --set optimizer.lr=1e30");
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("non-finite") && Catch::Contains("restored"));
+  CHECK(bytes(fs::path(out) / "checkpoint.h5") == ck);
+  CHECK(bytes(fs::path(out) / "metrics.jsonl") == metrics);
+  CHECK_FALSE(fs::exists(fs::path(out) / "previous_run"));
+  // A --force run that finishes replaces the earlier one and leaves nothing aside.
+  REQUIRE(run("train --config " + cfg + " --out " + out + " --force --set stop.max_epochs=1 --set train.seed=2").code == 0);
+  CHECK(bytes(fs::path(out) / "checkpoint.h5") != ck);
+  CHECK_FALSE(fs::exists(fs::path(out) / "previous_run"));
+
+  // --resume and --force together; --resume with metrics but no checkpoint (it would start over).
+  r = run("train --config " + cfg + " --out " + out + " --resume --force");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("contradict each other"));
+  fs::remove(fs::path(out) / "checkpoint.h5");
+  const std::string kept = bytes(fs::path(out) / "metrics.jsonl");
+  r = run("train --config " + cfg + " --out " + out + " --resume");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("no checkpoint.h5 to continue from"));
+  CHECK(bytes(fs::path(out) / "metrics.jsonl") == kept);
+
+  // An output that is no regular file is refused, --force or not; a thread count that would crash is a usage error.
+  fs::create_directories(s.dir / "a_folder");
+  r = run("train --config " + cfg + " --out " + (s.dir / "t2").string() + " --set stop.max_epochs=1");
+  REQUIRE(r.code == 0);
+  r = run("predict --checkpoint " + (s.dir / "t2" / "checkpoint.h5").string() + " --data " + data + " --out " +
+          (s.dir / "a_folder").string() + " --force");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("is a folder; the output must be a file"));
+  r = run("train --config " + cfg + " --out " + (s.dir / "t3").string() + " --threads 100000");
+  CHECK(r.code == 2);
 }

@@ -96,6 +96,11 @@ TEST_CASE("config: bad input names the key before any compute", "[config]") {
   // A --set key ending in '.' (the empty last part used to be dropped).
   fails_with("", {"train.batch_size.=3"}, "the key ends with '.'");
   fails_with("", {"train.=3"}, "the key ends with '.'");
+  // A YAML alias that refers to its own anchor: an error, not a stack overflow.
+  fails_with("a: &x [*x]\n", {}, "nested more than 32 levels deep");
+  fails_with("", {"runtime.threads=100000"}, "'runtime.threads': must be 0 (all cores) to 4096");
+  fails_with("", {"optimizer.weight_decay=.inf"}, "'optimizer.weight_decay': must be >= 0 and finite");
+  fails_with("", {"optimizer.eps=.inf"}, "'optimizer.eps': must be positive and finite");
 }
 
 TEST_CASE("config: train.epochs is stop.max_epochs, and the Neuron Inverter layout has one source", "[config]") {

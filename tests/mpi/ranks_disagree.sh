@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Ranks that see different things would compute different things and wait
+# in different collectives forever (or, gathering, overflow a buffer): each
+# job below must end at once with a non-zero status naming the
+# disagreement. (1) experiment ranks with different methods: before anything
+# is trained; (2) train --resume where one rank sees the run's checkpoint and
+# the other does not (node-local --out); (3) predict where the ranks read
+# different data files (a relative --data from different folders).
+#   ranks_disagree.sh MPIEXEC MRMF_BINARY
+set -uo pipefail
+MPIEXEC=$1 MRMF=$(realpath "$2")  # absolute: the predict ranks run in other folders
+DIR=$(mktemp -d)
+trap 'rm -rf "$DIR"' EXIT
+"$MRMF" datagen neuron-inverter --out "$DIR/ni.h5" --train 256 --val 64 --test 64 --time-bins 64 --seed 3 >/dev/null ||
+  exit 1
+cat >"$DIR/run.yaml" <<YAML
+model: {name: neuron_inverter, options: {conv_channels: '8,16,16', kernel: 3, pool: 2, fc: '32,32'}}
+data: {format: neuron_inverter, path: '$DIR/ni.h5'}
+train: {batch_size: 32, seed: 1}
+runtime: {device: cpu}
+YAML
+cat >"$DIR/exp.yaml" <<YAML
+base: run.yaml
+experiment: {seeds: [1], target_val_loss: 0.001, max_epochs: 1, ladder: [[2], [1]]}
+YAML
+export OMP_NUM_THREADS=1 MRMF_DEVICE=cpu HDF5_USE_FILE_LOCKING=FALSE
+fail=0
+# expect NAME NEEDLE -- MPIEXEC ARGS...: the job must fail within 60 s, naming NEEDLE.
+expect() {
+  local name=$1 needle=$2
+  shift 3
+  local start rc elapsed
+  start=$(date +%s)
+  timeout 90 "$@" >"$DIR/$name.log" 2>&1
+  rc=$?
+  elapsed=$(( $(date +%s) - start ))
+  tail -3 "$DIR/$name.log"
+  if [[ $rc -eq 0 ]]; then echo "FAIL ($name): the job succeeded although its ranks disagree"; fail=1; return; fi
+  if [[ $rc -eq 124 || $elapsed -ge 60 ]]; then echo "FAIL ($name): the job took ${elapsed} s to end"; fail=1; return; fi
+  grep -q "$needle" "$DIR/$name.log" || { echo "FAIL ($name): '$needle' not said"; fail=1; return; }
+  echo "ok ($name): status $rc in ${elapsed} s"
+}
+
+CMD=("$MRMF" experiment --config "$DIR/exp.yaml" --out "$DIR/out")
+expect experiment "ranks disagree on the experiment" -- \
+  "$MPIEXEC" -n 1 "${CMD[@]}" --methods baseline : -n 1 "${CMD[@]}" --methods baseline mrt
+if grep -q "epoch   0" "$DIR/experiment.log"; then echo "FAIL (experiment): a rank trained before the check"; fail=1; fi
+
+"$MRMF" train --config "$DIR/run.yaml" --out "$DIR/run" --set stop.max_epochs=1 >/dev/null 2>&1 || exit 1
+T=("$MRMF" train --config "$DIR/run.yaml" --resume --set stop.max_epochs=3)
+expect resume "ranks disagree on whether to resume" -- \
+  "$MPIEXEC" -n 1 "${T[@]}" --out "$DIR/run" : -n 1 "${T[@]}" --out "$DIR/run_elsewhere"
+
+mkdir -p "$DIR/a" "$DIR/b"
+cp "$DIR/ni.h5" "$DIR/a/data.h5"
+"$MRMF" datagen neuron-inverter --out "$DIR/b/data.h5" --train 64 --val 64 --test 200 --time-bins 64 --seed 4 \
+  >/dev/null || exit 1
+P=(predict --checkpoint "$DIR/run/checkpoint.h5" --data data.h5 --out "$DIR/pred.h5")
+expect predict "ranks disagree on the data" -- \
+  "$MPIEXEC" -n 1 -wdir "$DIR/a" "$MRMF" "${P[@]}" : -n 1 -wdir "$DIR/b" "$MRMF" "${P[@]}"
+[[ $fail -eq 0 ]] && echo "PASS: every disagreement ended its job at once, named"
+exit $fail
