@@ -131,6 +131,15 @@ Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, Traine
   // Every training step all-reduces: ranks whose shards hold different
   // numbers of batches (each rank read a different copy of the data) would
   // wait for each other forever at the first rank's last step.
+  // The same count of batches can hide different data (another seed of the
+  // generator on one node): the first labels are compared too.
+  {
+    const std::string fp = data::data_fingerprint(train_data);
+    uint64_t h = 1469598103934665603ull;
+    for (unsigned char ch : fp) h = (h ^ ch) * 1099511628211ull;
+    comm_.check_same_on_all_ranks(h, "the training data (" + train_data.path + ": sizes and first labels; do all "
+                                     "ranks read the same data set?)");
+  }
   comm_.check_same_on_all_ranks(static_cast<uint64_t>(train_->batches_per_epoch()),
                                 "the number of training batches per epoch (" + train_data.path +
                                     "; do all ranks read the same data set?)");
@@ -368,6 +377,7 @@ void Trainer::save(int64_t epochs_done, int64_t batch, double loss_sum) {
   ts.config = cfg_.text;
   ts.state["loader_epoch"] = epochs_done;
   ts.state["loader_batch"] = batch;
+  ts.state["world"] = static_cast<int64_t>(comm_.size());  // the order of a mid-epoch resume depends on it
   ts.state["epoch_loss_sum"] = loss_sum;
   ts.state["plateau_count"] = plateau_.count();
   ts.state["plateau_has_prev"] = int64_t{plateau_.has_previous() ? 1 : 0};
@@ -427,7 +437,17 @@ bool Trainer::try_resume() {
   plateau_.restore(static_cast<int64_t>(num("plateau_count")), num("plateau_has_prev") != 0, num("plateau_prev"),
                    h.training.epoch);
   resume_batch_ = static_cast<int64_t>(num("loader_batch"));
-  resume_loss_sum_ = num("epoch_loss_sum", 0.0);  // absent before mid-epoch checkpoints existed
+  const int64_t world_then = static_cast<int64_t>(num("world", static_cast<double>(comm_.size())));
+  if (resume_batch_ > 0 && world_then != comm_.size()) {
+    // Each rank's shard and order depend on the rank count: the interrupted
+    // epoch's remaining batches are not those of this launch. The epoch
+    // starts over instead (its finished batches' loss is dropped).
+    log::info("{}notice: {} was written in the middle of epoch {} by {} rank(s); with {} this epoch starts again from "
+              "its first batch", opts_.tag.empty() ? "" : opts_.tag + ": ", ck.string(), h.training.epoch, world_then,
+              comm_.size());
+    resume_batch_ = 0;
+  }
+  resume_loss_sum_ = resume_batch_ > 0 ? num("epoch_loss_sum", 0.0) : 0.0;  // absent before mid-epoch checkpoints existed
   resumed_val_known_ = h.training.state.count("last_val_loss") > 0;  // absent in older checkpoints
   last_val_loss_ = num("last_val_loss", 0.0);
   // Keep the metrics of the epochs the checkpoint covers; drop later ones
@@ -454,6 +474,13 @@ bool Trainer::try_resume() {
     in.close();
     std::ofstream out(mp, std::ios::trunc);
     for (const auto& l : keep) out << l << "\n";
+    if (resumed_epochs_ != start_epoch_) {
+      // Lines lost or damaged: the checkpoint's count is the truth.
+      log::info("{}notice: {} holds {} readable record(s) of the {} epoch(s) {} covers; the run counts {}",
+                opts_.tag.empty() ? "" : opts_.tag + ": ", mp.string(), resumed_epochs_, start_epoch_, ck.string(),
+                start_epoch_);
+      resumed_epochs_ = start_epoch_;
+    }
   }
   log::info("{}resumed from {} at epoch {}{} (step {})", opts_.tag.empty() ? "" : opts_.tag + ": ", ck.string(),
             start_epoch_, resume_batch_ > 0 ? fmt::format(", batch {}", resume_batch_) : "", step_);

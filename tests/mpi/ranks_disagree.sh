@@ -5,7 +5,9 @@
 # disagreement. (1) experiment ranks with different methods: before anything
 # is trained; (2) train --resume where one rank sees the run's checkpoint and
 # the other does not (node-local --out); (3) predict where the ranks read
-# different data files (a relative --data from different folders).
+# different data files (a relative --data from different folders); (4) train
+# where the ranks' data sets have the same size but different contents; and
+# (5), not an error, a mid-epoch checkpoint of 2 ranks resumed on 1.
 #   ranks_disagree.sh MPIEXEC MRMF_BINARY
 set -uo pipefail
 MPIEXEC=$1 MRMF=$(realpath "$2")  # absolute: the predict ranks run in other folders
@@ -58,5 +60,22 @@ cp "$DIR/ni.h5" "$DIR/a/data.h5"
 P=(predict --checkpoint "$DIR/run/checkpoint.h5" --data data.h5 --out "$DIR/pred.h5")
 expect predict "ranks disagree on the data" -- \
   "$MPIEXEC" -n 1 -wdir "$DIR/a" "$MRMF" "${P[@]}" : -n 1 -wdir "$DIR/b" "$MRMF" "${P[@]}"
+# (4) train where the ranks' data sets have the same size but other contents.
+"$MRMF" datagen neuron-inverter --out "$DIR/b/same_size.h5" --train 256 --val 64 --test 64 --time-bins 64 --seed 9 \
+  >/dev/null || exit 1
+cp "$DIR/ni.h5" "$DIR/a/same_size.h5"
+T2=("$MRMF" train --config "$DIR/run.yaml" --out "$DIR/run2" --set data.path=same_size.h5 --set stop.max_epochs=1)
+expect same_size "ranks disagree on the training data" -- \
+  "$MPIEXEC" -n 1 -wdir "$DIR/a" "${T2[@]}" : -n 1 -wdir "$DIR/b" "${T2[@]}"
+# (5) Not an error: a checkpoint written mid-epoch by 2 ranks, resumed on 1.
+# The rank count changes each rank's order, so that epoch starts again.
+T3=("$MRMF" train --config "$DIR/run.yaml" --out "$DIR/run3" --set stop.max_epochs=2 --set train.checkpoint_every_steps=2)
+MRMF_FAULT_EXIT=1:3 timeout 90 "$MPIEXEC" -n 2 "${T3[@]}" >"$DIR/mid.log" 2>&1
+if timeout 90 "${T3[@]}" --resume >"$DIR/resume1.log" 2>&1 &&
+   grep -q "by 2 rank(s); with 1 this epoch starts again from its first batch" "$DIR/resume1.log"; then
+  echo "ok (rank count changed mid-epoch): the epoch restarts, said"
+else
+  tail -5 "$DIR/mid.log" "$DIR/resume1.log"; echo "FAIL (rank count changed mid-epoch)"; fail=1
+fi
 [[ $fail -eq 0 ]] && echo "PASS: every disagreement ended its job at once, named"
 exit $fail

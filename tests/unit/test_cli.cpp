@@ -837,6 +837,16 @@ TEST_CASE("cli: a train --force that fails before its first checkpoint puts the 
   CHECK_THAT(r.out, Catch::Contains("no checkpoint.h5 to continue from"));
   CHECK(bytes(fs::path(out) / "metrics.jsonl") == kept);
 
+  // --resume where metrics.jsonl lost its lines: the checkpoint's epoch count is the run's.
+  const std::string r4 = (s.dir / "r4").string();
+  REQUIRE(run("train --config " + cfg + " --out " + r4 + " --set stop.max_epochs=2").code == 0);
+  fs::remove(fs::path(r4) / "metrics.jsonl");
+  r = run("train --config " + cfg + " --out " + r4 + " --set stop.max_epochs=3 --resume");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("holds 0 readable record(s) of the 2 epoch(s)"));
+  CHECK(nlohmann::json::parse(std::ifstream(fs::path(r4) / "summary.json"))["epochs"] == 3);
+
   // An output that is no regular file is refused, --force or not; a thread count that would crash is a usage error.
   fs::create_directories(s.dir / "a_folder");
   r = run("train --config " + cfg + " --out " + (s.dir / "t2").string() + " --set stop.max_epochs=1");
