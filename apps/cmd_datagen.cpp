@@ -78,6 +78,11 @@ struct DatagenFlags {
 void refuse_without_space(const std::string& out, double bytes) {
   fs::path dir = fs::absolute(out);
   std::error_code ec;
+  // --force over an earlier data set frees its space as it goes.
+  if (fs::is_regular_file(dir, ec)) bytes -= static_cast<double>(fs::file_size(dir, ec));
+  if (fs::is_directory(dir, ec))
+    for (const auto& e : fs::recursive_directory_iterator(dir, ec))
+      if (e.is_regular_file(ec)) bytes -= static_cast<double>(e.file_size(ec));
   while (!dir.empty() && !fs::exists(dir, ec)) dir = dir.parent_path();
   const fs::space_info sp = fs::space(dir, ec);
   if (ec) return;  // unknown: let the writes tell

@@ -328,7 +328,8 @@ EvalResult run_split(const EvalFlags& f, bool keep_predictions) {
     // folders, another --split) would mix their rows, and gather more rows
     // than the root has room for: they must agree before any of that.
     const std::string id = data::data_fingerprint(reader.spec()) + "|" + f.split + "|" + sample.str() + "|" +
-                           h.layout_hash + "|" + std::to_string(B);
+                           h.layout_hash + "|" + std::to_string(h.training.epoch) + "|" +
+                           std::to_string(h.training.step) + "|" + h.training.config + "|" + std::to_string(B);
     uint64_t hash = 1469598103934665603ull;
     for (unsigned char ch : id) hash = (hash ^ ch) * 1099511628211ull;
     world.check_same_on_all_ranks(hash, "the data, split, checkpoint and batch to evaluate (" + reader.what() +

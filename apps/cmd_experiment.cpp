@@ -95,8 +95,11 @@ int run_experiment(const ExperimentFlags& f) {
   RuntimeOptions ro;
   ro.device = rt.device;
   const Device device = select_device(ro);
+  // Rank 0's thread count: it is what the record keeps, and ranks on nodes
+  // of other sizes are not a different experiment.
+  const int threads = std::stoi(world.broadcast_string(std::to_string(omp_get_max_threads()), 0));
   const std::string identity =
-      experiment_identity(cfg, LaunchInfo{world.size(), device.is_cuda() ? "cuda" : "cpu", omp_get_max_threads()});
+      experiment_identity(cfg, LaunchInfo{world.size(), device.is_cuda() ? "cuda" : "cpu", threads});
   ExperimentState state;
   state.identity = identity;
   if (f.resume) state = resumable_state(f.out, identity, world);

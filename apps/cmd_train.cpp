@@ -48,7 +48,10 @@ int run_train(const TrainFlags& f) {
                                !(std::filesystem::exists(o / "metrics.jsonl", ec) ||
                                  std::filesystem::exists(o / "summary.json", ec)),
                     "--resume: ", f.out, " holds a run's metrics but no checkpoint.h5 to continue from; --force "
-                    "starts over (replacing them), or choose another --out");
+                    "starts over (replacing them), or choose another --out",
+                    std::filesystem::exists(o / "previous_run", ec)
+                        ? " (the run an earlier --force set aside is in previous_run/)"
+                        : "");
   }
   refuse_existing_results(f.out, results, f.resume || f.force,
                           "--resume continues that run, --force starts over and replaces it, or choose another --out",
@@ -67,19 +70,36 @@ int run_train(const TrainFlags& f) {
   Trainer trainer(cfg, world, device, to);
   // --force: the earlier run's files move aside only now, once this run has
   // been set up (its data opened, its --init read -- possibly from this very
-  // folder), and come back if this run fails before its first checkpoint
-  // (a NaN in epoch 0, a crash): a replacement that never got going loses
-  // nothing. Once this run has a checkpoint of its own (it can be resumed),
-  // the earlier files stay in <out>/previous_run until it finishes.
+  // folder), into <out>/previous_run, and are deleted only when this run has
+  // finished. If this run fails before it has a checkpoint and a finished
+  // epoch (a NaN in epoch 0), rank 0 puts them back; if it is killed (a
+  // crash, a time limit, another rank's error), the next --force finds them
+  // in previous_run and keeps them there instead of this run's leftovers.
   namespace fs = std::filesystem;
   const fs::path out(f.out), prev = out / "previous_run";
   const bool set_aside = f.force && !f.resume;
+  // This run's own progress: a checkpoint, or a finished epoch in its metrics.
+  const auto has_progress = [&] {
+    std::error_code ec;
+    if (fs::exists(out / "checkpoint.h5", ec)) return true;
+    std::ifstream m(out / "metrics.jsonl");
+    std::string line;
+    return static_cast<bool>(std::getline(m, line)) && !line.empty();
+  };
   if (set_aside) {
     if (world.is_root()) {
-      fs::remove_all(prev);
-      fs::create_directories(prev);
-      for (const auto& r : results)
-        if (fs::exists(out / r)) fs::rename(out / r, prev / r);
+      if (fs::exists(prev) && !has_progress()) {
+        // An earlier --force attempt died before it got anywhere: the run
+        // in previous_run is still the one to keep; the attempt's files go.
+        log::info("{} holds the run an earlier --force attempt set aside (that attempt never finished an epoch): "
+                  "kept there until this run finishes", prev.string());
+        for (const auto& r : results) fs::remove(out / r);
+      } else {
+        fs::remove_all(prev);
+        fs::create_directories(prev);
+        for (const auto& r : results)
+          if (fs::exists(out / r)) fs::rename(out / r, prev / r);
+      }
     }
     world.barrier();
   }
@@ -91,14 +111,17 @@ int run_train(const TrainFlags& f) {
   } catch (...) {
     std::error_code ec;
     if (set_aside && world.is_root()) {
-      if (!fs::exists(out / "checkpoint.h5", ec)) {
-        for (const auto& r : results)
+      if (!has_progress()) {
+        for (const auto& r : results) {
+          fs::remove(out / r, ec);
           if (fs::exists(prev / r, ec)) fs::rename(prev / r, out / r, ec);
+        }
         fs::remove_all(prev, ec);
-        log::info("this run failed before its first checkpoint: the earlier run's files in {} are restored", f.out);
+        log::info("this run failed before its first epoch or checkpoint: the earlier run's files in {} are restored",
+                  f.out);
       } else {
-        log::info("this run failed; it can be resumed (--resume), and the earlier run's files are in {}",
-                  prev.string());
+        log::info("this run failed after it had made progress (its files stay for a look or --resume); the earlier "
+                  "run's files are in {}", prev.string());
       }
     }
     throw;

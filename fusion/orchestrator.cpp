@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <nlohmann/json.hpp>
 
@@ -138,6 +139,10 @@ Orchestrator::Stage Orchestrator::train_stage(const std::string& name, const std
   to.out_dir = dir;
   to.tag = name;
   to.write_checkpoints = cfg_.stage_checkpoints;
+  to.check_data_identity = false;  // part of the experiment identity, compared across ranks at the start
+  // A stage whose loss becomes NaN ends its run, recorded as diverged; the
+  // experiment goes on with its other runs (a --resume would only repeat it).
+  to.divergence_ends_run = true;
   to.resume = resume_;
   to.after_stop = after_stop;
   to.end_extra_epoch = end_extra_epoch;
@@ -173,6 +178,8 @@ Orchestrator::Stage Orchestrator::train_stage(const std::string& name, const std
   s.result.history.insert(s.result.history.end(), fr.history.begin(), fr.history.end());
   s.result.ranks = comm.size();
   s.result.time_s = comm.allreduce_max(since(t0)) + comm.allreduce_max(fr.resumed_s);
+  if (fr.stop_reason == "diverged")
+    log::info("[{}] notice: this stage diverged (non-finite loss); its run ends here and is recorded as diverged", name);
   if (fr.stop_reason == "max_epochs" && (stop.threshold > 0 || target > 0))
     log::info("[{}] notice: the {}-epoch guard stopped this stage before its {} fired", name, stop.max_epochs,
               target > 0 ? "target" : "plateau rule");
@@ -231,11 +238,21 @@ MethodRun Orchestrator::run_sequential(const std::string& method, uint64_t seed,
   std::function<void(Trainer&)> before_final;
   std::unique_ptr<Trainer> prev_coarse, prev_dense;
 
+  // A diverged stage ends its run: what it has, with a NaN final loss.
+  const auto ended_by = [&](const StageResult& st) {
+    if (st.stop_reason != "diverged") return false;
+    mr.final_val_loss = std::numeric_limits<double>::quiet_NaN();
+    mr.reached_target = false;
+    for (const auto& s : mr.stages) mr.total_s += s.time_s;
+    mr.total_s += mr.fusion_s;
+    return true;
+  };
   if (method == "mrt") {
     auto c = train_stage("mrt/coarse@" + resolution_key(ladder[0]), "coarse", ladder[0], seed,
                          cfg_.stops_for_stage(0).coarse, 0, nullptr, world_, sub("coarse"));
     mr.stages.push_back(c.result);
     mr.epochs_before_fusion += c.result.epochs;
+    if (ended_by(c.result)) return mr;
     const auto t0 = Clock::now();
     const RunConfig rc = stage_config(ladder.back(), seed, final_rule, target);
     const ModelSpec dense_spec = model_spec_for(rc, reduced_sample_shape(rc));
@@ -254,12 +271,19 @@ MethodRun Orchestrator::run_sequential(const std::string& method, uint64_t seed,
       auto c = train_stage(prefix + "coarse@" + resolution_key(ladder[st]), "coarse", ladder[st], seed, stops.coarse,
                            0, std::move(final_start), world_, sub("stage" + std::to_string(st + 1) + "_coarse"),
                            st > 0 ? std::function<void(Trainer&)>(keep) : nullptr);
+      if (c.result.stop_reason == "diverged") {  // no dense model to train for a fusion that cannot happen
+        mr.stages.push_back(c.result);
+        mr.epochs_before_fusion += c.result.epochs;
+        ended_by(c.result);
+        return mr;
+      }
       auto d = train_stage(prefix + "dense@" + resolution_key(ladder[st + 1]), "dense", ladder[st + 1],
                            dense_seed(seed, st), stops.dense, 0, nullptr, world_,
                            sub("stage" + std::to_string(st + 1) + "_dense"));
       mr.stages.push_back(c.result);
       mr.stages.push_back(d.result);
       mr.epochs_before_fusion += c.result.epochs + d.result.epochs;
+      if (ended_by(d.result)) return mr;
       const auto t0 = Clock::now();
       final_start = fuse_models(c.trainer->model(), d.trainer->model(), d.trainer->spec(), device_, seed);
       mr.fusion_s += since(t0);
@@ -328,6 +352,7 @@ std::pair<double, double> Orchestrator::probe_epoch_times(const Resolution& coar
   const Resolution res[2] = {cfg_.ladder.back(), coarse};
   for (int i = 0; i < 2; ++i) {
     TrainerOptions to;
+    to.check_data_identity = false;
     to.progress = false;
     Trainer probe(stage_config(res[i], seed, StopRule{}, 0), world_, device_, to);
     probe.time_steps(1);  // warm-up: primitive creation, first-touch allocations

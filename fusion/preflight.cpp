@@ -104,11 +104,16 @@ void Orchestrator::check_planned_stages() const {
       continue;
     }
     // mrmfN, and concurrent (one fusion; its groups' sizes are known now
-    // only when the epoch times are given, otherwise a probe sets them).
+    // only when the epoch times are given, otherwise a probe sets them:
+    // then as one rank, the largest shard -- what fails there fails in any
+    // group, and nothing is refused that a group could run).
     int dense_ranks = world, coarse_ranks = world;
-    if (method == "concurrent" && world >= 2 && cfg_.concurrent_times.size() == 2) {
-      dense_ranks = dense_group_size(world, cfg_.concurrent_times[0], cfg_.concurrent_times[1]);
-      coarse_ranks = world - dense_ranks;
+    if (method == "concurrent" && world >= 2) {
+      dense_ranks = coarse_ranks = 1;
+      if (cfg_.concurrent_times.size() == 2) {
+        dense_ranks = dense_group_size(world, cfg_.concurrent_times[0], cfg_.concurrent_times[1]);
+        coarse_ranks = world - dense_ranks;
+      }
     }
     for (size_t st = 0; st + 1 < ladder.size(); ++st) {
       const StageStops stops = cfg_.stops_for_stage(st);

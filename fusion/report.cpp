@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "data/h5file.h"
@@ -66,6 +67,51 @@ std::string display(const std::string& m) {
   if (m == "mrmf1") return "MRMF (one fusion)";
   if (m.rfind("mrmf", 0) == 0) return "MRMF (" + m.substr(4) + " fusions)";
   return m;
+}
+
+// The method's name as the report shows it, from its runs: a concurrent
+// method that fell back to sequential stages (one rank) says so.
+std::string label(const std::vector<MethodRun>& runs, const std::string& m) {
+  if (m != "concurrent") return display(m);
+  const bool groups = std::any_of(runs.begin(), runs.end(),
+                                  [](const MethodRun& r) { return r.method == "concurrent" && r.concurrent_groups; });
+  return groups ? display(m) : "MRMF (concurrent, run sequentially)";
+}
+
+// Seconds with the decimals their size needs (a short run's 0.04 s must not read 0.0).
+int time_decimals(double mean) { return mean >= 10 ? 1 : mean >= 1 ? 2 : 3; }
+std::string pm_time(const Stat& s) { return pm(s, time_decimals(s.mean)); }
+
+// Relative time saving of `rs` against `ref` (positive: faster), over the
+// seeds both have; none unless every such run of both reached the target
+// (runs stopped by their guard compare budgets) and they share a seed.
+std::optional<double> improvement_pct(const std::vector<const MethodRun*>& rs,
+                                      const std::vector<const MethodRun*>& ref) {
+  std::vector<const MethodRun*> a, b;
+  for (const auto* r : rs)
+    for (const auto* q : ref)
+      if (q->seed == r->seed) {
+        a.push_back(r);
+        b.push_back(q);
+      }
+  const auto reached = [](const std::vector<const MethodRun*>& v) {
+    return !v.empty() && std::all_of(v.begin(), v.end(), [](const MethodRun* r) { return r->reached_target; });
+  };
+  if (!reached(a) || !reached(b)) return std::nullopt;
+  const double t = over(a, [](const MethodRun& r) { return r.total_s; }).mean;
+  const double t_ref = over(b, [](const MethodRun& r) { return r.total_s; }).mean;
+  if (!(t_ref > 0)) return std::nullopt;
+  return 100.0 * (t_ref - t) / t_ref;
+}
+
+// Final validation loss; runs that diverged (NaN) are counted apart.
+std::string val_cell(const std::vector<const MethodRun*>& rs) {
+  std::vector<double> ok;
+  for (const auto* r : rs)
+    if (std::isfinite(r->final_val_loss)) ok.push_back(r->final_val_loss);
+  if (ok.empty()) return rs.empty() ? "-" : "diverged";
+  const std::string v = pm(stat(ok), 4);
+  return ok.size() == rs.size() ? v : fmt::format("{} ({} of {} diverged)", v, rs.size() - ok.size(), rs.size());
 }
 
 // Stage label without the method prefix: "stage1/coarse@4" -> "stage 1 coarse (4)".
@@ -183,7 +229,7 @@ std::string summary_table(const std::vector<MethodRun>& runs) {
   const double tb = base.empty() ? 0 : over(base, [](const MethodRun& r) { return r.total_s; }).mean;
   const double tm = mrt.empty() ? 0 : over(mrt, [](const MethodRun& r) { return r.total_s; }).mean;
   std::string out = "| | " ;
-  for (const auto& m : order) out += display(m) + " | ";
+  for (const auto& m : order) out += label(runs, m) + " | ";
   out += "\n|---|";
   for (size_t i = 0; i < order.size(); ++i) out += "---|";
   out += "\n";
@@ -192,22 +238,19 @@ std::string summary_table(const std::vector<MethodRun>& runs) {
     for (const auto& m : order) out += cell(of(runs, m)) + " | ";
     out += "\n";
   };
-  row("Validation loss (MSE)", [](auto rs) { return pm(over(rs, [](const MethodRun& r) { return r.final_val_loss; }), 4); });
+  row("Validation loss (MSE)", [](auto rs) { return val_cell(rs); });
   row("Epochs before fusion", [](auto rs) {
     return rs[0]->method == "baseline" ? std::string("-")
                                        : pm(over(rs, [](const MethodRun& r) { return double(r.epochs_before_fusion); }), 1);
   });
   row("Epochs after fusion", [](auto rs) { return pm(over(rs, [](const MethodRun& r) { return double(r.epochs_after_fusion); }), 1); });
-  row("Total time (s)", [](auto rs) { return pm(over(rs, [](const MethodRun& r) { return r.total_s; }), 1); });
+  row("Total time (s)", [](auto rs) { return pm_time(over(rs, [](const MethodRun& r) { return r.total_s; })); });
   // A time saving is a saving to the target only when every run of both
   // methods got there: runs stopped by their epoch guard compare budgets.
-  const auto all_reached = [](const std::vector<const MethodRun*>& rs) {
-    return std::all_of(rs.begin(), rs.end(), [](const MethodRun* r) { return r->reached_target; });
-  };
   const auto improvement = [&](const std::vector<const MethodRun*>& rs, const std::vector<const MethodRun*>& ref,
-                               double t_ref) {
-    if (!all_reached(rs) || !all_reached(ref)) return std::string("n/a (target not reached)");
-    return fmt::format("{:+.1f} %", 100.0 * (t_ref - over(rs, [](const MethodRun& r) { return r.total_s; }).mean) / t_ref);
+                               double) {
+    const auto pct = improvement_pct(rs, ref);
+    return pct ? fmt::format("{:+.1f} %", *pct) : std::string("n/a (target not reached)");
   };
   row("Improvement over baseline", [&](auto rs) {
     if (tb <= 0 || rs[0]->method == "baseline") return std::string("-");
@@ -275,17 +318,18 @@ static std::string chart_svg(const std::vector<MethodRun>& runs) {
       W, H, left);
   int y = top;
   for (const auto& m : order) {
-    svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", left - 8, y + bar_h / 2 + 5, display(m));
+    svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", left - 8, y + bar_h / 2 + 5, label(runs, m));
     double x = left, total = 0;
     for (const auto& seg : segments) {
       const double v = t[m].count(seg) ? t[m][seg] : 0;
       if (v <= 0) continue;
-      svg += fmt::format("<rect x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"><title>{}: {:.1f} s</title></rect>\n",
-                         x, y, v * scale, bar_h, color(seg), seg, v);
+      svg += fmt::format("<rect x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"><title>{}: {:.{}f} s</title></rect>\n",
+                         x, y, v * scale, bar_h, color(seg), seg, v, time_decimals(v));
       x += v * scale;
       total += v;
     }
-    svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\">{:.1f} s</text>\n", x + 5, y + bar_h / 2 + 5, total);
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\">{:.{}f} s</text>\n", x + 5, y + bar_h / 2 + 5, total,
+                       time_decimals(total));
     y += bar_h + gap;
   }
   // Axis and legend.
@@ -317,8 +361,18 @@ std::string write_report(const std::string& dir, const std::vector<MethodRun>& r
   const std::time_t now = std::time(nullptr);
   char date[64];
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
+  // Seeds per method: a resumed experiment may have added seeds to some.
+  std::string seeds;
+  bool same = true;
+  for (const auto& m : order) {
+    same = same && of(runs, m).size() == of(runs, order[0]).size();
+    seeds += fmt::format("{}{} {}", seeds.empty() ? "" : ", ", label(runs, m), of(runs, m).size());
+  }
+  if (runs.empty()) seeds = "0";
+  else if (same) seeds = std::to_string(of(runs, order[0]).size());
+  else seeds += " (improvements compare the seeds both methods have)";
   md += fmt::format("{} — {} rank(s) on {}; target validation loss {}; seeds: {}.\n\n", date, ctx.ranks, ctx.device,
-                    ctx.target_val_loss, runs.empty() ? 0 : of(runs, order[0]).size());
+                    ctx.target_val_loss, seeds);
   if (runs.size() < ctx.planned_runs)
     md += fmt::format("**Partial: {} of {} runs finished.** The experiment is still running, or it was stopped; "
                       "`mrmf experiment --resume` with the same configuration and --out runs the rest.\n\n",
@@ -333,10 +387,11 @@ std::string write_report(const std::string& dir, const std::vector<MethodRun>& r
         "|---|---|---|---|---|---|---|---|\n";
   for (const auto& m : order) {
     for (const StageRow& row : stage_rows(runs, m))
-      md += fmt::format("| {} | {} | 1/{} | {} | {} | {} | {} | {} |\n", display(m), row.stage, row.resolution,
-                        row.ranks, pm(row.epochs, 1), pm(row.time, 1), pm(row.val, 4), row.stops);
-    md += fmt::format("| {} | fusion | | | | {} | | |\n", display(m),
-                      pm(over(of(runs, m), [](const MethodRun& r) { return r.fusion_s; }), 2));
+      md += fmt::format("| {} | {} | 1/{} | {} | {} | {} | {} | {} |\n", label(runs, m), row.stage, row.resolution,
+                        row.ranks, pm(row.epochs, 1), pm_time(row.time), pm(row.val, 4), row.stops);
+    if (m != "baseline")
+      md += fmt::format("| {} | fusion | | | | {} | | |\n", label(runs, m),
+                        pm(over(of(runs, m), [](const MethodRun& r) { return r.fusion_s; }), 2));
   }
 
   md += "\n## Per-epoch breakdown per resolution (mean over the whole epochs of all runs)\n\n"
@@ -391,11 +446,14 @@ std::string write_report(const std::string& dir, const std::vector<MethodRun>& r
                                            {"comm_in_flight_s", row.comm_in_flight},
                                            {"val_s", row.val},          {"epoch_s", row.epoch},
                                            {"samples_per_s", row.samples_per_s}};
+  // The report's improvement rows, the same rule: null where the table says n/a, absent where it says "-".
   const auto base = of(runs, "baseline"), mrt = of(runs, "mrt");
+  const auto pct_json = [](const std::optional<double>& p) { return p ? nlohmann::json(*p) : nlohmann::json(nullptr); };
   for (const auto& m : order) {
-    const double t = j["methods"][m]["total_s_mean"];
-    if (!base.empty()) j["methods"][m]["improvement_over_baseline_pct"] = 100.0 * (double(j["methods"]["baseline"]["total_s_mean"]) - t) / double(j["methods"]["baseline"]["total_s_mean"]);
-    if (!mrt.empty()) j["methods"][m]["improvement_over_mrt_pct"] = 100.0 * (double(j["methods"]["mrt"]["total_s_mean"]) - t) / double(j["methods"]["mrt"]["total_s_mean"]);
+    if (!base.empty() && m != "baseline")
+      j["methods"][m]["improvement_over_baseline_pct"] = pct_json(improvement_pct(of(runs, m), base));
+    if (!mrt.empty() && m != "baseline" && m != "mrt")
+      j["methods"][m]["improvement_over_mrt_pct"] = pct_json(improvement_pct(of(runs, m), mrt));
   }
   j["planned_runs"] = std::max(ctx.planned_runs, runs.size());
   j["partial"] = runs.size() < ctx.planned_runs;

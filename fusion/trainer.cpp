@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <tuple>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -133,7 +134,7 @@ Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, Traine
   // wait for each other forever at the first rank's last step.
   // The same count of batches can hide different data (another seed of the
   // generator on one node): the first labels are compared too.
-  {
+  if (opts_.check_data_identity && comm_.size() > 1) {
     const std::string fp = data::data_fingerprint(train_data);
     uint64_t h = 1469598103934665603ull;
     for (unsigned char ch : fp) h = (h ^ ch) * 1099511628211ull;
@@ -543,6 +544,20 @@ FitResult Trainer::fit() {
     if (opts_.on_epoch) opts_.on_epoch(r);
     return r;
   };
+  try {
+    train_to_stop(res, run_epoch, who);
+  } catch (const NonFiniteLoss& e) {  // the same on every rank: the loss is all-reduced
+    if (!opts_.divergence_ends_run) throw;
+    res.stop_reason = "diverged";
+    res.reached_target = false;
+    res.final_val_loss = std::numeric_limits<double>::quiet_NaN();
+    log::info("{}diverged: {}", who, e.message());
+  }
+  return res;
+}
+
+void Trainer::train_to_stop(FitResult& res, const std::function<EpochRecord(int64_t, bool)>& run_epoch,
+                            const std::string& who) {
   int64_t epoch = start_epoch_;
   bool stopped_here = false;  // the stop fell in this process (not restored from a checkpoint)
   for (; epoch < cfg_.stop.max_epochs; ++epoch) {
@@ -589,7 +604,6 @@ FitResult Trainer::fit() {
       break;
     }
   }
-  return res;
 }
 
 }  // namespace mrmf

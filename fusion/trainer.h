@@ -84,6 +84,15 @@ struct TrainerOptions {
   std::string tag;              // label for log lines and metrics ("", "coarse", ...)
   bool write_checkpoints = true;
   bool progress = true;         // a progress bar on a terminal (rank 0)
+  // Compare the training data's fingerprint across ranks (sizes and first
+  // labels: the same size can hide other data). Off where the caller has
+  // compared it already (an experiment's identity holds it): for CosmoFlow it
+  // opens every file of the split once more.
+  bool check_data_identity = true;
+  // A non-finite loss ends fit() with stop_reason "diverged" (final loss
+  // NaN) instead of throwing NonFiniteLoss: an experiment records such a run
+  // and goes on with the others.
+  bool divergence_ends_run = false;
   std::function<void(const EpochRecord&)> on_epoch;  // called on every rank after each epoch
   std::function<void(int64_t step)> on_step;         // after each training step (and its checkpoint, if any)
   // Asked after the stop condition (or the guard) has ended training, and
@@ -139,6 +148,10 @@ class Trainer {
   int64_t global_step() const { return step_; }
 
  private:
+  // fit()'s epochs from start_epoch_ until a stop rule (and the extra epochs
+  // after_stop asks for); `run_epoch(epoch, extra)` trains and records one.
+  void train_to_stop(FitResult& res, const std::function<EpochRecord(int64_t, bool)>& run_epoch,
+                     const std::string& who);
   void build_optimizer();
   // extra: an epoch past the stop (after_stop) -- no step checkpoints (a
   // resume would find the stage stopped and leave the epoch half-trained),

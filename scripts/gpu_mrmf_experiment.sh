@@ -20,7 +20,8 @@
 set -uo pipefail
 [[ $# -ge 2 ]] || { echo "usage: $0 MRMF_BINARY OUT_DIR [mrmf experiment arguments]" >&2; exit 2; }
 # Absolute before the cd below: relative paths are the caller's.
-MRMF=$(realpath -m "$1")
+MRMF=$1
+[[ $MRMF == */* ]] && MRMF=$(realpath -m "$MRMF")  # a bare name is looked up on PATH
 OUT_DIR=$(realpath -m "$2")
 shift 2
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

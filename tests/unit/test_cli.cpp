@@ -682,7 +682,7 @@ TEST_CASE("cli: experiment bad input is refused before training, and the 1-rank 
   for (const auto& st : conc["stages"]) CHECK(st["name"].get<std::string>().rfind("concurrent/", 0) == 0);
   std::ifstream svg_in(out / "chart.svg");
   const std::string svg((std::istreambuf_iterator<char>(svg_in)), std::istreambuf_iterator<char>());
-  const size_t at = svg.find(">MRMF (concurrent)<");
+  const size_t at = svg.find(">MRMF (concurrent, run sequentially)<");  // one rank: no groups
   REQUIRE(at != std::string::npos);
   const size_t label = svg.find(" s</text>", svg.find("</rect>", at));
   const size_t open = svg.rfind('>', label);
@@ -826,6 +826,20 @@ TEST_CASE("cli: a train --force that fails before its first checkpoint puts the 
   CHECK(bytes(fs::path(out) / "checkpoint.h5") != ck);
   CHECK_FALSE(fs::exists(fs::path(out) / "previous_run"));
 
+  // A --force run killed before its first epoch (a crash, a time limit): the earlier run waits in previous_run/,
+  // and the next --force keeps it there rather than the killed attempt's leftovers -- here that one fails too,
+  // and the earlier run comes back.
+  const std::string ck2 = bytes(fs::path(out) / "checkpoint.h5");
+  r = run_prefixed("MRMF_FAULT_EXIT=0:1 ", "train --config " + cfg + " --out " + out + " --force --set train.seed=3");
+  CHECK(r.code != 0);
+  CHECK(bytes(fs::path(out) / "previous_run" / "checkpoint.h5") == ck2);
+  r = run("train --config " + cfg + " --out " + out + " --force --set optimizer.lr=1e30");
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("an earlier --force attempt set aside"));
+  CHECK(bytes(fs::path(out) / "checkpoint.h5") == ck2);
+  CHECK_FALSE(fs::exists(fs::path(out) / "previous_run"));
+
   // --resume and --force together; --resume with metrics but no checkpoint (it would start over).
   r = run("train --config " + cfg + " --out " + out + " --resume --force");
   CHECK(r.code == 2);
@@ -857,4 +871,33 @@ TEST_CASE("cli: a train --force that fails before its first checkpoint puts the 
   CHECK_THAT(r.out, Catch::Contains("is a folder; the output must be a file"));
   r = run("train --config " + cfg + " --out " + (s.dir / "t3").string() + " --threads 100000");
   CHECK(r.code == 2);
+}
+
+TEST_CASE("cli: an experiment run that diverges is recorded as diverged and the others go on", "[cli][experiment]") {
+  SKIP_WITHOUT_BINARY();
+  Scratch s;
+  const fs::path exp = tiny_experiment(s, 128,
+                                       "  methods: [baseline, mrmf1]\n"
+                                       "  coarse_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n"
+                                       "  dense_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n"
+                                       "  resolution_overrides: {\"2\": [optimizer.lr=1.0e+8]}\n");
+  const fs::path out = s.dir / "exp";
+  const Result r = run("experiment --config " + exp.string() + " --out " + out.string() +
+                       " --set experiment.seeds=[1,2]");
+  INFO(r.out);
+  REQUIRE(r.code == 0);  // every planned run ran
+  const auto j = nlohmann::json::parse(std::ifstream(out / "summary.json"));
+  REQUIRE(j["runs"].size() == 4);
+  for (const auto& run : j["runs"]) {
+    INFO(run.dump());
+    if (run["method"] == "mrmf1") {
+      CHECK(run["final_val_loss"].is_null());  // NaN
+      CHECK(run["reached_target"] == false);
+      CHECK(run["stages"].size() == 1);  // the coarse stage that diverged ends the run
+      CHECK(run["stages"][0]["stop_reason"] == "diverged");
+    }
+  }
+  std::ifstream rep(out / "report.md");
+  const std::string report((std::istreambuf_iterator<char>(rep)), std::istreambuf_iterator<char>());
+  CHECK_THAT(report, Catch::Contains("| diverged |") && !Catch::Contains("Partial"));
 }

@@ -524,6 +524,28 @@ TEST_CASE("report: improvements in time only where every run of both methods rea
   CHECK(cells(t, "Improvement over baseline") ==
         "| Improvement over baseline | - | n/a (target not reached) | n/a (target not reached) | ");
   CHECK_THAT(cells(t, "Improvement over MRT"), Catch::EndsWith("| +22.2 % | "));
+  // Seeds added to one method (a resumed experiment): compared over the seeds both have.
+  runs[0].reached_target = true;
+  runs.push_back(run("mrmf1", 3, 10, true));
+  t = summary_table(runs);
+  CHECK_THAT(cells(t, "Improvement over baseline"), Catch::EndsWith("| +30.0 % | "));  // seeds 1-2: 70 s against 100 s
+  // A diverged run (NaN loss) is counted apart from the losses of the others.
+  runs[6].final_val_loss = std::numeric_limits<double>::quiet_NaN();
+  runs[6].reached_target = false;
+  t = summary_table(runs);
+  CHECK_THAT(cells(t, "Validation loss (MSE)"), Catch::EndsWith("| 0.1000 ± 0.0000 (1 of 3 diverged) | "));
+  CHECK_THAT(cells(t, "Improvement over baseline"), Catch::EndsWith("| +30.0 % | "));  // seed 3 has no baseline
+  // summary.json carries the same numbers, null where the table says n/a, nothing where it says "-".
+  test::TempDir tmp("mrmf_report_json");
+  runs[3].reached_target = false;  // an MRT run stopped by its guard
+  write_report(tmp.dir.string(), runs, ReportContext{});
+  const auto j = nlohmann::json::parse(std::ifstream(tmp / "summary.json"))["methods"];
+  CHECK(j["mrmf1"]["improvement_over_baseline_pct"].get<double>() == Approx(30.0));
+  CHECK(j["mrt"]["improvement_over_baseline_pct"].is_null());
+  CHECK(j["mrmf1"]["improvement_over_mrt_pct"].is_null());
+  CHECK_FALSE(j["baseline"].contains("improvement_over_baseline_pct"));
+  CHECK_FALSE(j["baseline"].contains("improvement_over_mrt_pct"));
+  CHECK_FALSE(j["mrt"].contains("improvement_over_mrt_pct"));
 }
 
 TEST_CASE("report: the per-epoch breakdown is per resolution and rank count, without partial epochs",
