@@ -2,10 +2,12 @@
 // Exit codes: 0 success, 2 usage or configuration error, 1 runtime failure.
 #include <omp.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <string>
+#include <thread>
 
 #include "apps/commands.h"
 #include "core/communicator.h"
@@ -108,7 +110,14 @@ int main(int argc, char** argv) {
     // One failing rank must not leave the others waiting in a collective.
     int size = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (size > 1) mpi_abort(rc);
+    if (size > 1) {
+      // MPI_Abort ends every rank at once, and the launcher (Hydra) may then
+      // drop output it has not yet forwarded: the error message above, on
+      // every rank that hit the same error. A moment first lets it through.
+      std::fflush(nullptr);
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      mpi_abort(rc);
+    }
   }
   mpi_finalize();
   if (data::hdf5_close_failed()) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "data/h5file.h"
+#include "kernels/fused_downsample_chain.h"
 #include "kernels/fused_downsample_ops.h"
 
 using namespace mrmf;
@@ -34,18 +35,20 @@ void require_same(const Tensor& gpu, const Tensor& cpu) {
 
 // Every level of one request, on the GPU and on the CPU; on the GPU with
 // each kernel that can run it (channels-last C = 4 chains of levels run the
-// chain kernel by default, fused_downsample_chain.h; vector_loads = false
-// runs the per-position traversal).
+// chain kernel by default, fused_downsample_chain.h, and with chain_preload
+// its variant that loads a block's rows up front where that applies;
+// vector_loads = false runs the per-position traversal).
 void require_levels_same(Stream& gs, const Tensor& raw, FusedDownsampleSpec spec) {
   const auto cpu = fused_downsample(cpu_stream(), raw, spec);
   const Tensor draw = raw.to(Device::cuda(0), gs);
-  for (bool vec : {true, false}) {
+  for (const auto& [vec, preload] : {std::pair<bool, bool>{true, false}, {true, true}, {false, false}}) {
     spec.vector_loads = vec;
+    spec.chain_preload = preload;
     const auto gpu = fused_downsample(gs, draw, spec);
     gs.synchronize();
     REQUIRE(gpu.size() == cpu.size());
     for (size_t l = 0; l < cpu.size(); ++l) {
-      INFO("level " << l << ", vector loads " << vec);
+      INFO("level " << l << ", vector loads " << vec << ", chain preload " << preload);
       const Tensor g = gpu[l].to(Device::cpu(), gs);
       gs.synchronize();
       require_same(g, cpu[l]);
@@ -105,12 +108,52 @@ TEST_CASE("gpu: chains of levels whose averages are no power of two (no FMA cont
     }
 }
 
+TEST_CASE("gpu: the chain kernel's preloading variant (blocks of 1 to 4 rows of a 16-bit type)",
+          "[gpu][fused_downsample]") {
+  // Written without a GPU (session 27): chains the variant takes
+  // (fused_chain_preloadable), bit-equal to the CPU and to the chain
+  // kernel without preloading, for each 16-bit type, transform and row count.
+  Stream gs = Stream::create(Device::cuda(0));
+  struct Case {
+    std::vector<int64_t> shape;
+    std::vector<std::vector<int64_t>> levels;
+  };
+  const std::vector<Case> cases = {
+      {{2, 8, 8, 16, 4}, {{1, 1, 1}, {2, 2, 2}}},  // 4 rows a block
+      {{2, 8, 8, 16, 4}, {{2, 1, 1}, {2, 2, 2}}},  // the CosmoFlow ladder's shape: 1/2 along x, then 1/8
+      {{2, 8, 8, 16, 4}, {{1, 1, 2}, {1, 2, 4}}},  // 2 rows
+      {{2, 8, 8, 16, 4}, {{1, 1, 1}, {1, 1, 4}}},  // 1 row
+      {{2, 6, 6, 24, 4}, {{1, 1, 1}, {3, 1, 2}}},  // 3 rows, an average no power of two
+  };
+  for (DType dt : {DType::U16, DType::I16, DType::F16})
+    for (FusedTransform tf : {FusedTransform::None, FusedTransform::Scale, FusedTransform::Log1p})
+      for (bool table : {true, false})
+        for (const Case& c : cases) {
+          if (dt == DType::I16 && tf == FusedTransform::Log1p) continue;
+          if (!table && tf != FusedTransform::Log1p) continue;
+          const Tensor raw = data::from_float32(test_values(Shape(c.shape)), dt);
+          FusedDownsampleSpec spec;
+          spec.transform = tf;
+          spec.scale = std::vector<float>{0.37f, 0.48f, 0.59f, 0.7f};  // move-assigned: GCC 12's -Wnonnull
+          spec.shift = std::vector<float>{-1.3f, -0.6f, 0.1f, 0.8f};   // misfires on an initializer list here
+          spec.levels = c.levels;
+          spec.log1p_table = table;  // log1p computed on the device as well as read from the table
+          spec.chain_preload = true;
+          INFO(dtype_name(dt) << " transform " << static_cast<int>(tf) << " table " << table << " shape "
+                              << Shape(c.shape).str() << ", second block " << c.levels[1][0] << "x" << c.levels[1][1]
+                              << "x" << c.levels[1][2]);
+          REQUIRE(fused_chain_preloadable(raw_type_of(dt, "test"), make_fused_geom(raw.shape(), spec, "test")));
+          require_levels_same(gs, raw, spec);
+        }
+}
+
 TEST_CASE("gpu: fused downsample of a production-sized batch (every thread loops several times)",
           "[gpu][fused_downsample]") {
-  // 2 x 128^3 x 4 uint16: 4.2 M positions at 1/1, more than the grid's
-  // resident threads, so the grid-stride loop and large indices run.
+  // 12 x 128^3 x 4 uint16 (200 MB): 25 M positions at 1/1 and 3 M blocks
+  // of the 1/2 + 1/8 chain, more than the grid's threads (at most 32 blocks
+  // of 256 per SM), so every kernel's grid-stride loop and large indices run.
   Stream gs = Stream::create(Device::cuda(0));
-  const Tensor raw = data::from_float32(test_values({2, 128, 128, 128, 4}), DType::U16);
+  const Tensor raw = data::from_float32(test_values({12, 128, 128, 128, 4}), DType::U16);
   for (const std::vector<std::vector<int64_t>>& levels :
        {std::vector<std::vector<int64_t>>{{1, 1, 1}}, {{2, 2, 2}}, {{2, 1, 1}, {2, 2, 2}},
         {{1, 1, 1}, {2, 2, 2}, {4, 4, 4}}, {{1, 1, 1}, {1, 1, 2}, {2, 2, 2}, {4, 4, 4}}}) {
