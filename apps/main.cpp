@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/memory.h"
+#include "core/stop_signal.h"
 #include "data/h5file.h"
 
 namespace mrmf::cli {
@@ -92,6 +93,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "mrmf: error: %s\n", e.message().c_str());
     return 2;
   }
+  // SIGTERM / SIGUSR1 (a job's time limit): training stops at the next
+  // step with a checkpoint instead of dying mid-write (core/stop_signal.h).
+  install_stop_signal_handlers();
   try {
     mpi_init(&argc, &argv);
     rc = action ? action() : 0;

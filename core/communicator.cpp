@@ -264,6 +264,10 @@ double Communicator::allreduce_sum(double v) const {
   return out;
 }
 
+void Communicator::allreduce_sum(double* v, int n) const {
+  if (size_ > 1) MRMF_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, comm_));
+}
+
 double Communicator::allreduce_max(double v) const {
   double out = v;
   if (size_ > 1) MRMF_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, comm_));

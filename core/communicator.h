@@ -64,6 +64,7 @@ class Communicator {
   // inside MPI calls); true once it is complete. No-op for NCCL requests.
   bool test(Request& r);
   double allreduce_sum(double v) const;
+  void allreduce_sum(double* v, int n) const;  // in place, n values in one call
   double allreduce_max(double v) const;
   // Every rank's `v` (the same length on every rank), rank after rank.
   std::vector<double> allgather(const std::vector<double>& v) const;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <tuple>
+#include <csignal>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -16,6 +17,7 @@
 #include <sstream>
 
 #include "core/log.h"
+#include "core/stop_signal.h"
 #include "core/nvtx.h"
 #include "data/cache_budget.h"
 #include "fusion/bn_recalibrate.h"
@@ -52,6 +54,21 @@ static void maybe_inject_fault(int64_t step) {
     std::fflush(stderr);
     std::_Exit(9);
   }
+}
+
+// MRMF_FAULT_SIGNAL=R:S: rank R sends itself SIGTERM at step S, as a batch
+// system does at a job's time limit (the stop-signal tests).
+static void maybe_inject_signal(int64_t step) {
+  static const std::pair<long, long> at = [] {
+    const char* env = std::getenv("MRMF_FAULT_SIGNAL");
+    long r = -1, s = -1;
+    if (env && std::sscanf(env, "%ld:%ld", &r, &s) != 2) r = s = -1;
+    return std::make_pair(r, s);
+  }();
+  if (at.first < 0) return;
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (at.first == rank && at.second == step) std::raise(SIGTERM);
 }
 
 // ------------------------------------------------------------------ Trainer
@@ -246,6 +263,7 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
     }
     if (!got) break;
     maybe_inject_fault(step_);
+    maybe_inject_signal(step_);
     const double lr = sched_->lr(epoch, step_);
     step_begin.record(ctx_->stream());
     Tensor pred;
@@ -260,7 +278,15 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
     // barrier: the wait for the slowest rank's forward (or its I/O stall)
     // happens here, and is booked as communication, not compute.
     const auto t_loss = Clock::now();
-    const double global_loss = comm_.allreduce_sum(static_cast<double>(loss)) / comm_.size();
+    // The stop signal travels with the loss: every rank learns at the same
+    // step whether any rank was asked to stop (no collective of its own).
+    double sums[2] = {static_cast<double>(loss), stop_signal_received() != 0 ? 1.0 : 0.0};
+    comm_.allreduce_sum(sums, 2);
+    const double global_loss = sums[0] / comm_.size();
+    if (sums[1] > 0 && !stop_seen_) {
+      stop_seen_ = true;
+      stop_sig_ = stop_signal_received();
+    }
     const double loss_sync_s = comm_.size() > 1 ? seconds_since(t_loss) : 0.0;
     if (!std::isfinite(global_loss)) {
       throw NonFiniteLoss(ErrorKind::Runtime,
@@ -304,6 +330,14 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
     if (validate && !extra && every > 0 && step_ % every == 0 && steps < total)
       save(epoch, steps, loss_sum);
     if (opts_.on_step) opts_.on_step(step_);
+    if (stop_seen_ && steps < total) {
+      // Inside the epoch: a step checkpoint where it can be resumed (not in
+      // an extra epoch or a probe, which have none); at an epoch's end the
+      // caller writes the epoch's checkpoint first.
+      const bool can_save = validate && !extra;
+      if (can_save) save(epoch, steps, loss_sum);
+      stop_for_signal(can_save);
+    }
     if (extra && steps < total && opts_.end_extra_epoch && opts_.end_extra_epoch()) {
       r.cut_short = true;
       break;
@@ -556,6 +590,16 @@ FitResult Trainer::fit() {
   return res;
 }
 
+void Trainer::stop_for_signal(bool saved) {
+  const bool wrote = saved && !opts_.out_dir.empty() && opts_.write_checkpoints;
+  throw StopRequested(ErrorKind::Runtime,
+                      fmt::format("{}stopped by {} (a job's time limit?) at step {}{}", opts_.tag.empty() ? "" : opts_.tag + ": ",
+                                  stop_sig_ != 0 ? stop_signal_name(stop_sig_) : "a stop signal to another rank", step_,
+                                  wrote ? "; a checkpoint of this point is in " + checkpoint_path() +
+                                              ": the same command with --resume continues"
+                                        : "; no checkpoint written here"));
+}
+
 void Trainer::train_to_stop(FitResult& res, const std::function<EpochRecord(int64_t, bool)>& run_epoch,
                             const std::string& who) {
   int64_t epoch = start_epoch_;
@@ -580,7 +624,10 @@ void Trainer::train_to_stop(FitResult& res, const std::function<EpochRecord(int6
       res.stop_reason = "max_epochs";
     }
     const bool every = cfg_.train.checkpoint_every > 0 && (epoch + 1) % cfg_.train.checkpoint_every == 0;
-    if (every || !res.stop_reason.empty()) save(epoch + 1);
+    if (every || !res.stop_reason.empty() || stop_seen_) save(epoch + 1);
+    // A stop signal in the epoch's last step: the epoch is complete and saved.
+    // A run its own rule ended anyway finishes normally.
+    if (stop_seen_ && res.stop_reason.empty()) stop_for_signal(true);
     if (!res.stop_reason.empty()) {
       ++epoch;
       stopped_here = true;
@@ -599,6 +646,7 @@ void Trainer::train_to_stop(FitResult& res, const std::function<EpochRecord(int6
     const EpochRecord r = run_epoch(epoch, /*extra=*/true);
     ++res.overtime_epochs;
     save(epoch + 1);
+    if (stop_seen_) stop_for_signal(true);
     if (r.cut_short) {
       log::info("{}extra epoch {} ended after {} step(s): no longer waited for", who, epoch, r.steps);
       break;

@@ -112,6 +112,12 @@ struct TrainerOptions {
 struct NonFiniteLoss : Error {
   using Error::Error;
 };
+// Thrown (kind Runtime) after a stop signal (SIGTERM, SIGUSR1: a job's time
+// limit), once a checkpoint of where training stands is written: --resume
+// continues from it.
+struct StopRequested : Error {
+  using Error::Error;
+};
 
 class Trainer {
  public:
@@ -152,6 +158,11 @@ class Trainer {
   // after_stop asks for); `run_epoch(epoch, extra)` trains and records one.
   void train_to_stop(FitResult& res, const std::function<EpochRecord(int64_t, bool)>& run_epoch,
                      const std::string& who);
+  // Throws StopRequested after a stop signal (`saved`: a checkpoint of this
+  // point has just been written).
+  [[noreturn]] void stop_for_signal(bool saved);
+  bool stop_seen_ = false;  // a stop signal reached some rank (all ranks agree: the loss all-reduce carries it)
+  int stop_sig_ = 0;
   void build_optimizer();
   // extra: an epoch past the stop (after_stop) -- no step checkpoints (a
   // resume would find the stage stopped and leave the epoch half-trained),

@@ -901,3 +901,46 @@ TEST_CASE("cli: an experiment run that diverges is recorded as diverged and the 
   const std::string report((std::istreambuf_iterator<char>(rep)), std::istreambuf_iterator<char>());
   CHECK_THAT(report, Catch::Contains("| diverged |") && !Catch::Contains("Partial"));
 }
+
+TEST_CASE("cli: SIGTERM (a job's time limit) stops training with a checkpoint that --resume continues exactly",
+          "[cli]") {
+  SKIP_WITHOUT_BINARY();
+  Scratch s;
+  const std::string data = (s.dir / "ni_sig.h5").string();  // tiny_experiment below makes ni.h5
+  REQUIRE(run("datagen neuron-inverter --out " + data + " --train 128 --val 32 --test 32 --seed 1 --time-bins 64").code == 0);
+  const std::string cfg = write_config(s.dir, data);
+  const auto final_loss = [](const fs::path& dir) {
+    return nlohmann::json::parse(std::ifstream(dir / "summary.json"))["final_val_loss"].get<double>();
+  };
+  const fs::path whole = s.dir / "whole", cut = s.dir / "cut";
+  REQUIRE(run("train --config " + cfg + " --out " + whole.string() + " --set stop.max_epochs=3").code == 0);
+  // Step 6 of 4 per epoch: inside the second epoch (a step checkpoint), and
+  // step 8: its last step (the epoch's own checkpoint).
+  for (const char* at : {"0:6", "0:8"}) {
+    INFO("signal at " << at);
+    fs::remove_all(cut);
+    Result r = run_prefixed(std::string("MRMF_FAULT_SIGNAL=") + at + " ",
+                            "train --config " + cfg + " --out " + cut.string() + " --set stop.max_epochs=3");
+    INFO(r.out);
+    CHECK(r.code == 1);
+    CHECK_THAT(r.out, Catch::Contains("stopped by SIGTERM") && Catch::Contains("--resume continues"));
+    REQUIRE(fs::exists(cut / "checkpoint.h5"));
+    r = run("train --config " + cfg + " --out " + cut.string() + " --set stop.max_epochs=3 --resume");
+    INFO(r.out);
+    REQUIRE(r.code == 0);
+    CHECK(final_loss(cut) == final_loss(whole));  // bit for bit (deterministic CPU run)
+  }
+  // Inside an experiment: the stage stops with its checkpoint, and --resume finishes the experiment.
+  const fs::path exp = tiny_experiment(s, 128, "  methods: [mrmf1]\n"
+                                               "  coarse_stop: {threshold: 0.0, patience: 1, max_epochs: 2}\n"
+                                               "  dense_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n");
+  const std::string base = "experiment --config " + exp.string() + " --out " + (s.dir / "exp").string();
+  Result r = run_prefixed("MRMF_FAULT_SIGNAL=0:3 ", base);
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("stopped by SIGTERM"));
+  r = run(base + " --resume");
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("resumed from"));
+}

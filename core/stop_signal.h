@@ -1,0 +1,19 @@
+// A graceful stop on SIGTERM or SIGUSR1: what a batch system sends before it
+// kills a job at its time limit (Slurm: SIGTERM, then SIGKILL after
+// KillWait; `#SBATCH --signal=USR1@120` asks for SIGUSR1 that many seconds
+// earlier). The handler only records the signal; the trainer looks at the
+// record after every step (all ranks agree through the step's loss
+// all-reduce), writes a checkpoint where it stands, and stops with an error
+// that says --resume continues. SIGINT keeps its default (Ctrl-C ends at once).
+#pragma once
+
+namespace mrmf {
+
+// Installs the handlers (idempotent; from main(), before any work).
+void install_stop_signal_handlers();
+// The signal received since the start (SIGTERM, SIGUSR1), or 0.
+int stop_signal_received();
+// "SIGTERM", "SIGUSR1", or "signal N".
+const char* stop_signal_name(int sig);
+
+}  // namespace mrmf
