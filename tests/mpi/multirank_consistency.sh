@@ -7,8 +7,9 @@
 # the other does not (node-local --out); (3) predict where the ranks read
 # different data files (a relative --data from different folders); (4) train
 # where the ranks' data sets have the same size but different contents; and
-# (5), not an error, a mid-epoch checkpoint of 2 ranks resumed on 1.
-#   ranks_disagree.sh MPIEXEC MRMF_BINARY
+# (5), not an error, a mid-epoch checkpoint of 2 ranks resumed on 1; (6) a
+# stop signal (SIGTERM) that reaches one rank only.
+#   multirank_consistency.sh MPIEXEC MRMF_BINARY
 set -uo pipefail
 MPIEXEC=$1 MRMF=$(realpath "$2")  # absolute: the predict ranks run in other folders
 DIR=$(mktemp -d)
@@ -77,5 +78,17 @@ if timeout 90 "${T3[@]}" --resume >"$DIR/resume1.log" 2>&1 &&
 else
   tail -5 "$DIR/mid.log" "$DIR/resume1.log"; echo "FAIL (rank count changed mid-epoch)"; fail=1
 fi
-[[ $fail -eq 0 ]] && echo "PASS: every disagreement ended its job at once, named"
+# (6) Not an error either: SIGTERM reaches one rank only; both stop at the
+# same step with a checkpoint, and --resume on 2 ranks finishes the run.
+T4=("$MRMF" train --config "$DIR/run.yaml" --out "$DIR/run4" --set stop.max_epochs=3)
+MRMF_FAULT_SIGNAL=1:3 timeout 90 "$MPIEXEC" -n 2 "${T4[@]}" >"$DIR/sig.log" 2>&1
+sig_rc=$?
+if [[ $sig_rc -ne 0 && $sig_rc -ne 124 ]] && grep -q "stopped by SIGTERM" "$DIR/sig.log" &&
+   grep -q "stopped by a stop signal to another rank" "$DIR/sig.log" && [[ -f $DIR/run4/checkpoint.h5 ]] &&
+   timeout 90 "$MPIEXEC" -n 2 "${T4[@]}" --resume >"$DIR/sig_resume.log" 2>&1; then
+  echo "ok (a stop signal on one rank): both ranks stopped at one step, resumed"
+else
+  tail -5 "$DIR/sig.log" "$DIR/sig_resume.log" 2>/dev/null; echo "FAIL (a stop signal on one rank)"; fail=1
+fi
+[[ $fail -eq 0 ]] && echo "PASS: every disagreement ended its job at once, named; the rank-count change and the stop signal were handled"
 exit $fail
