@@ -95,7 +95,10 @@ int main(int argc, char** argv) {
   }
   // SIGTERM / SIGUSR1 (a job's time limit): training stops at the next
   // step with a checkpoint instead of dying mid-write (core/stop_signal.h).
-  install_stop_signal_handlers();
+  // Only the commands that train look at it: the others keep the default
+  // (the signal ends them at once).
+  const std::string command = argc > 1 ? argv[1] : "";
+  if (command == "train" || command == "experiment") install_stop_signal_handlers();
   try {
     mpi_init(&argc, &argv);
     rc = action ? action() : 0;

@@ -390,6 +390,13 @@ void save_checkpoint(const std::string& path, const ModelSpec& spec_in, const Mo
     }
     done("scheduler");
   }
+  if (options.rank_buffers.defined()) {
+    MRMF_CHECK(options.rank_buffers.ndim() == 2 && options.rank_buffers.size(1) == store.buffers().numel(),
+               "save_checkpoint: rank_buffers ", options.rank_buffers.str(), " for ", store.buffers().numel(),
+               " buffer values");
+    f.write("rank_buffers", options.rank_buffers);
+    done("rank_buffers");
+  }
   write_scalar<int64_t>(f, "epoch", ts.epoch);
   write_scalar<int64_t>(f, "step", ts.step);
   make_group(f, "state");
@@ -532,6 +539,21 @@ LoadedModel load_model_from_checkpoint(const std::string& path, Device device) {
   o.expect_variant = out.header.spec.variant;
   load_params(path, *out.model, o);
   return out;
+}
+
+bool load_rank_buffers(const std::string& path, Model& model, int rank, int ranks, Stream* stream) {
+  std::lock_guard<std::recursive_mutex> hdf5_lock(data::hdf5_mutex());
+  const H5File f = H5File::open_read(path);
+  if (!f.exists("rank_buffers")) return false;
+  const auto dims = f.shape("rank_buffers");
+  Tensor buf = model.params().buffers();
+  if (dims.size() != 2 || dims[0] != ranks || dims[1] != buf.numel()) return false;
+  Tensor row = Tensor::empty({buf.numel()});
+  f.read_rows_into("rank_buffers", rank, 1, DType::F32, row.raw_data());
+  Stream& s = stream ? *stream : cpu_stream();
+  buf.copy_from(row.view(buf.shape()), s);
+  s.synchronize();
+  return true;
 }
 
 }  // namespace mrmf

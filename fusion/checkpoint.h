@@ -65,11 +65,22 @@ struct SaveOptions {
   // Called after each item is written (its name); for progress and for tests
   // that simulate a failure midway by throwing from it.
   std::function<void(const std::string&)> after_item;
+  // Optional [ranks, buffer count] float32 CPU tensor: every rank's buffers
+  // (BN running statistics) at a checkpoint inside an epoch, where each
+  // rank's are still its own (they are averaged at the epoch's end), so that
+  // a resume on as many ranks continues bit for bit. Written as
+  // "rank_buffers".
+  Tensor rank_buffers;
 };
 
 // Writes `path` atomically. `opt` and `sched` may be null (not saved).
 void save_checkpoint(const std::string& path, const ModelSpec& spec, const Model& model, const Optimizer* opt,
                      const LrSchedule* sched, const TrainingState& ts, const SaveOptions& options = {});
+
+// Sets the model's buffers to row `rank` of the checkpoint's
+// "rank_buffers" when it has them for `ranks` ranks; false otherwise (the
+// buffers stay as load_params set them: rank 0's).
+bool load_rank_buffers(const std::string& path, Model& model, int rank, int ranks, Stream* stream = nullptr);
 
 // Everything but the tensors.
 struct CheckpointHeader {

@@ -16,6 +16,7 @@
 #include <optional>
 #include <sstream>
 
+#include "core/check_mpi.h"
 #include "core/log.h"
 #include "core/stop_signal.h"
 #include "core/nvtx.h"
@@ -404,7 +405,21 @@ void Trainer::write_metrics(const EpochRecord& r) {
 }
 
 void Trainer::save(int64_t epochs_done, int64_t batch, double loss_sum) {
-  if (opts_.out_dir.empty() || !opts_.write_checkpoints || !comm_.is_root()) return;
+  if (opts_.out_dir.empty() || !opts_.write_checkpoints) return;
+  // Inside an epoch each rank's BN running statistics are its own (they are
+  // averaged at the epoch's end): rank 0 gathers them all (every rank calls
+  // save at the same step), so that a resume continues bit for bit.
+  Tensor rank_buffers;
+  const Tensor buf = model_->params().buffers();
+  if (batch > 0 && comm_.size() > 1 && buf.numel() > 0) {
+    const Tensor mine = buf.device().is_cuda() ? buf.to(Device::cpu(), ctx_->stream()) : buf.contiguous();
+    ctx_->stream().synchronize();
+    if (comm_.is_root()) rank_buffers = Tensor::empty({comm_.size(), buf.numel()});
+    MRMF_MPI_CHECK(MPI_Gather(mine.raw_data(), static_cast<int>(buf.numel()), MPI_FLOAT,
+                              comm_.is_root() ? rank_buffers.raw_data() : nullptr, static_cast<int>(buf.numel()),
+                              MPI_FLOAT, 0, comm_.native()));
+  }
+  if (!comm_.is_root()) return;
   MRMF_NVTX_RANGE("checkpoint");
   TrainingState ts;
   ts.epoch = epochs_done;
@@ -420,6 +435,7 @@ void Trainer::save(int64_t epochs_done, int64_t batch, double loss_sum) {
   ts.state["last_val_loss"] = last_val_loss_;
   SaveOptions so;
   so.stream = &ctx_->stream();
+  so.rank_buffers = rank_buffers;
   save_checkpoint(checkpoint_path(), spec_, *model_, opt_.get(), sched_.get(), ts, so);
 }
 
@@ -483,6 +499,10 @@ bool Trainer::try_resume() {
     resume_batch_ = 0;
   }
   resume_loss_sum_ = resume_batch_ > 0 ? num("epoch_loss_sum", 0.0) : 0.0;  // absent before mid-epoch checkpoints existed
+  // Inside an epoch: this rank's own BN running statistics, where the
+  // checkpoint has them (written by as many ranks).
+  if (resume_batch_ > 0 && comm_.size() > 1)
+    load_rank_buffers(ck.string(), *model_, comm_.rank(), comm_.size(), &ctx_->stream());
   resumed_val_known_ = h.training.state.count("last_val_loss") > 0;  // absent in older checkpoints
   last_val_loss_ = num("last_val_loss", 0.0);
   // Keep the metrics of the epochs the checkpoint covers; drop later ones
@@ -596,8 +616,8 @@ void Trainer::stop_for_signal(bool saved) {
                       fmt::format("{}stopped by {} (a job's time limit?) at step {}{}", opts_.tag.empty() ? "" : opts_.tag + ": ",
                                   stop_sig_ != 0 ? stop_signal_name(stop_sig_) : "a stop signal to another rank", step_,
                                   wrote ? "; a checkpoint of this point is in " + checkpoint_path() +
-                                              ": the same command with --resume continues"
-                                        : "; no checkpoint written here"));
+                                              ": the same command with --resume (in place of --force) continues"
+                                        : "; no checkpoint of this point (--resume continues from the last one)"));
 }
 
 void Trainer::train_to_stop(FitResult& res, const std::function<EpochRecord(int64_t, bool)>& run_epoch,

@@ -923,12 +923,24 @@ TEST_CASE("cli: SIGTERM (a job's time limit) stops training with a checkpoint th
                             "train --config " + cfg + " --out " + cut.string() + " --set stop.max_epochs=3");
     INFO(r.out);
     CHECK(r.code == 1);
-    CHECK_THAT(r.out, Catch::Contains("stopped by SIGTERM") && Catch::Contains("--resume continues"));
+    CHECK_THAT(r.out, Catch::Contains("stopped by SIGTERM") && Catch::Contains("with --resume (in place of --force) continues"));
     REQUIRE(fs::exists(cut / "checkpoint.h5"));
     r = run("train --config " + cfg + " --out " + cut.string() + " --set stop.max_epochs=3 --resume");
     INFO(r.out);
     REQUIRE(r.code == 0);
     CHECK(final_loss(cut) == final_loss(whole));  // bit for bit (deterministic CPU run)
+  }
+  // A command that does not train keeps the default: SIGTERM ends it at once (status 128 + 15).
+  {
+    const std::string cmd = "OMP_NUM_THREADS=1 MRMF_DEVICE=cpu " + mrmf_bin() + " datagen neuron-inverter --out " +
+                            (s.dir / "big.h5").string() + " --train 200000 --val 8 --test 8 > /dev/null 2>&1 & "
+                            "pid=$!; sleep 1; kill -TERM $pid; wait $pid; echo status=$?";
+    FILE* p = ::popen(("bash -c '" + cmd + "'").c_str(), "r");
+    REQUIRE(p != nullptr);
+    char buf[256] = {};
+    const size_t n = std::fread(buf, 1, sizeof buf - 1, p);
+    ::pclose(p);
+    CHECK_THAT(std::string(buf, n), Catch::Contains("status=143"));
   }
   // Inside an experiment: the stage stops with its checkpoint, and --resume finishes the experiment.
   const fs::path exp = tiny_experiment(s, 128, "  methods: [mrmf1]\n"
