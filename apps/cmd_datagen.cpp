@@ -7,6 +7,7 @@
 // Existing output is never replaced without --force, and every file is written
 // under a temporary name and renamed when complete, so an interrupted run
 // leaves the previous data intact.
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -15,8 +16,6 @@
 #include <filesystem>
 #include <memory>
 #include <string>
-
-#include <fmt/format.h>
 
 #include "apps/cli_checks.h"
 #include "apps/commands.h"
@@ -96,7 +95,8 @@ void add_common(CLI::App* sub, DatagenFlags& f, int64_t& train, int64_t& val, in
   sub->add_option("--val", val, "validation samples")->check(at_least(0))->capture_default_str();
   sub->add_option("--test", test, "test samples")->check(at_least(0))->capture_default_str();
   sub->add_option("--seed", seed, "random seed (same seed -> identical files)")->capture_default_str();
-  sub->add_option("--threads", f.threads, "OpenMP threads (default: all cores)")->check(CLI::Range(0, static_cast<int>(kMaxThreads)));
+  sub->add_option("--threads", f.threads, "OpenMP threads (default: all cores)")
+      ->check(CLI::Range(0, static_cast<int>(kMaxThreads)));
   sub->add_flag("--force", f.force, "replace existing output");
 }
 

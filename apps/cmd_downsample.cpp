@@ -29,8 +29,14 @@ void add_downsample_command(CLI::App& app, Action& action) {
       "Write a coarse copy of a data set: mean of every k adjacent elements along the given axes. The copy holds "
       "means of the STORED values; a transform at training (data.transform: log1p) then applies to the means, "
       "whereas data.reduce transforms first and averages after -- with log1p the two inputs differ.");
-  sub->add_option("--in", f->in, "Neuron Inverter .h5 file, or CosmoFlow folder (the authors' 3Dmap files or LBANN's one-sample files)")->required()->check(non_empty());
-  sub->add_option("--out", f->out, "output file (Neuron Inverter) or folder (CosmoFlow)")->required()->check(non_empty());
+  sub->add_option(
+         "--in", f->in,
+         "Neuron Inverter .h5 file, or CosmoFlow folder (the authors' 3Dmap files or LBANN's one-sample files)")
+      ->required()
+      ->check(non_empty());
+  sub->add_option("--out", f->out, "output file (Neuron Inverter) or folder (CosmoFlow)")
+      ->required()
+      ->check(non_empty());
   sub->add_option("--factor", f->opts.factor, "elements averaged per axis")
       ->check(at_least(1))
       ->capture_default_str();

@@ -42,6 +42,7 @@
 #include "core/communicator.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "core/hash.h"
 #include "core/log.h"
 #include "data/formats.h"
 #include "data/gen_neuron.h"
@@ -330,10 +331,9 @@ EvalResult run_split(const EvalFlags& f, bool keep_predictions) {
     const std::string id = data::data_fingerprint(reader.spec()) + "|" + f.split + "|" + sample.str() + "|" +
                            h.layout_hash + "|" + std::to_string(h.training.epoch) + "|" +
                            std::to_string(h.training.step) + "|" + h.training.config + "|" + std::to_string(B);
-    uint64_t hash = 1469598103934665603ull;
-    for (unsigned char ch : id) hash = (hash ^ ch) * 1099511628211ull;
-    world.check_same_on_all_ranks(hash, "the data, split, checkpoint and batch to evaluate (" + reader.what() +
-                                            " on rank 0; is --data relative to a different folder on some rank?)");
+    world.check_same_on_all_ranks(fnv1a64(id),
+                                  "the data, split, checkpoint and batch to evaluate (" + reader.what() +
+                                      " on rank 0; is --data relative to a different folder on some rank?)");
   }
   const int64_t begin = r * N / W, end = (r + 1) * N / W;
   std::vector<double> sums(static_cast<size_t>(P) + 1, 0.0);  // per target, then the count of samples
@@ -470,7 +470,9 @@ int run_predict(const EvalFlags& f) {
 
 void add_common(CLI::App* sub, EvalFlags& f) {
   sub->add_option("--checkpoint", f.checkpoint, "checkpoint.h5 of a training run")->required();
-  sub->add_option("--data", f.data, "data set: Neuron Inverter .h5 file or CosmoFlow folder / glob")->required()->check(non_empty());
+  sub->add_option("--data", f.data, "data set: Neuron Inverter .h5 file or CosmoFlow folder / glob")
+      ->required()
+      ->check(non_empty());
   sub->add_option("--split", f.split, "train, val or test")
       ->check(CLI::IsMember({"train", "val", "test"}))
       ->capture_default_str();
@@ -498,7 +500,9 @@ void add_predict_command(CLI::App& app, Action& action) {
   f->split = "test";
   auto* sub = app.add_subcommand("predict", "Write a checkpoint's predictions and the labels of every sample of a split");
   add_common(sub, *f);
-  sub->add_option("--out,-o", f->out, "output .h5: predictions (N, P), labels (N, P) float32")->required()->check(non_empty());
+  sub->add_option("--out,-o", f->out, "output .h5: predictions (N, P), labels (N, P) float32")
+      ->required()
+      ->check(non_empty());
   sub->add_flag("--force", f->force, "replace an existing --out (never the data or the checkpoint)");
   sub->callback([f, &action] { action = [f] { return run_predict(*f); }; });
 }

@@ -1,18 +1,19 @@
 // `mrmf experiment`: baseline, MRT, MRMF with one and more fusions (and
 // concurrent training with >= 2 ranks) to the same target validation loss,
 // over several seeds; writes report.md, chart.svg and summary.json.
+#include <omp.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
-#include <omp.h>
+#include <sstream>
 
 #include "apps/cli_checks.h"
 #include "apps/commands.h"
 #include "core/communicator.h"
 #include "core/device.h"
+#include "core/hash.h"
 #include "core/log.h"
 #include "fusion/experiment_state.h"
 #include "fusion/orchestrator.h"
@@ -115,11 +116,9 @@ int run_experiment(const ExperimentFlags& f) {
   // Ranks started with different flags or files would run different plans
   // and wait for each other in different collectives forever.
   {
-    uint64_t h = 1469598103934665603ull;  // FNV-1a of the identity and the plan
     std::string text = identity;
     for (const auto& [m, seed] : state.plan) text += "\n" + m + " " + std::to_string(seed);
-    for (unsigned char ch : text) h = (h ^ ch) * 1099511628211ull;
-    world.check_same_on_all_ranks(h, "the experiment (its configuration, data, methods and seeds)");
+    world.check_same_on_all_ranks(fnv1a64(text), "the experiment (its configuration, data, methods and seeds)");
   }
   Orchestrator orch(cfg, world, device, f.out);
 
@@ -194,7 +193,9 @@ void add_experiment_command(CLI::App& app, Action& action) {
   sub->add_option("--config,-c", flags->config, "Experiment YAML (see configs/experiments/*.yaml)")
       ->required()
       ->check(CLI::ExistingFile);
-  sub->add_option("--out,-o", flags->out, "Output folder: report.md, chart.svg, summary.json, per-run metrics")->required()->check(non_empty());
+  sub->add_option("--out,-o", flags->out, "Output folder: report.md, chart.svg, summary.json, per-run metrics")
+      ->required()
+      ->check(non_empty());
   sub->add_option("--set", flags->sets,
                   "Override a key: experiment.seeds=[1,2] for the experiment, any run key (train.batch_size=64) for every run");
   auto* force = sub->add_flag("--force", flags->force,

@@ -29,25 +29,31 @@ int run_train(const TrainFlags& f) {
   if (!f.init_groups.empty()) sets.push_back("train.init_groups=" + f.init_groups);
   if (!f.freeze.empty()) sets.push_back("train.freeze=" + f.freeze);
   RunConfig cfg = load_run_config(f.config, sets);  // all config errors before any compute
-  MRMF_CHECK_KIND(Usage, f.init_groups.empty() || !cfg.train.init.empty(),
-                  "--init-groups ", f.init_groups, " without --init (or train.init): which checkpoint should it load?");
+  MRMF_CHECK_KIND(Usage, f.init_groups.empty() || !cfg.train.init.empty(), "--init-groups ", f.init_groups,
+                  " without --init (or train.init): which checkpoint should it load?");
   Communicator world = Communicator::world();
   // A folder holding a run is continued (--resume) or replaced (--force),
   // never silently overwritten: metrics.jsonl would be truncated and the
   // old checkpoint taken for this run's "last good" one.
   const std::vector<std::string> results = {"checkpoint.h5", "metrics.jsonl", "summary.json"};
-  MRMF_CHECK_KIND(Usage, !(f.resume && f.force), "--resume and --force contradict each other: --resume continues the "
-                  "run in ", f.out, ", --force replaces it");
+  MRMF_CHECK_KIND(Usage, !(f.resume && f.force),
+                  "--resume and --force contradict each other: --resume continues the "
+                  "run in ",
+                  f.out, ", --force replaces it");
   {
     // --resume where a run left metrics but no checkpoint (written with
     // checkpoints off, or the checkpoint removed) would start over and
-    // truncate those metrics: said instead.
+    // truncate those metrics: said instead. (An empty metrics.jsonl -- a run
+    // that died in its first epoch -- has nothing to lose: it starts over.)
     std::error_code ec;
     const std::filesystem::path o(f.out);
-    MRMF_CHECK_KIND(Usage, !f.resume || std::filesystem::exists(o / "checkpoint.h5", ec) ||
-                               !(std::filesystem::exists(o / "metrics.jsonl", ec) ||
-                                 std::filesystem::exists(o / "summary.json", ec)),
-                    "--resume: ", f.out, " holds a run's metrics but no checkpoint.h5 to continue from; --force "
+    const bool metrics =
+        std::filesystem::exists(o / "metrics.jsonl", ec) && std::filesystem::file_size(o / "metrics.jsonl", ec) > 0;
+    MRMF_CHECK_KIND(Usage,
+                    !f.resume || std::filesystem::exists(o / "checkpoint.h5", ec) ||
+                        !(metrics || std::filesystem::exists(o / "summary.json", ec)),
+                    "--resume: ", f.out,
+                    " holds a run's metrics but no checkpoint.h5 to continue from; --force "
                     "starts over (replacing them), or choose another --out",
                     std::filesystem::exists(o / "previous_run", ec)
                         ? " (the run an earlier --force set aside is in previous_run/)"
@@ -91,8 +97,10 @@ int run_train(const TrainFlags& f) {
       if (fs::exists(prev) && !has_progress()) {
         // An earlier --force attempt died before it got anywhere: the run
         // in previous_run is still the one to keep; the attempt's files go.
-        log::info("{} holds the run an earlier --force attempt set aside (that attempt never finished an epoch): "
-                  "kept there until this run finishes", prev.string());
+        log::info(
+            "{} holds the run an earlier --force attempt set aside (that attempt never finished an epoch): "
+            "kept there until this run finishes",
+            prev.string());
         for (const auto& r : results) fs::remove(out / r);
       } else {
         fs::remove_all(prev);
@@ -120,8 +128,10 @@ int run_train(const TrainFlags& f) {
         log::info("this run failed before its first epoch or checkpoint: the earlier run's files in {} are restored",
                   f.out);
       } else {
-        log::info("this run failed after it had made progress (its files stay for a look or --resume); the earlier "
-                  "run's files are in {}", prev.string());
+        log::info(
+            "this run failed after it had made progress (its files stay for a look or --resume); the earlier "
+            "run's files are in {}",
+            prev.string());
       }
     }
     throw;
@@ -157,7 +167,9 @@ void add_train_command(CLI::App& app, Action& action) {
   auto flags = std::make_shared<TrainFlags>();
   auto* sub = app.add_subcommand("train", "Train a model from a YAML config (data-parallel under mpirun/srun)");
   sub->add_option("--config,-c", flags->config, "YAML configuration (see configs/)")->required()->check(CLI::ExistingFile);
-  sub->add_option("--out,-o", flags->out, "Output folder: metrics.jsonl, summary.json, checkpoint.h5")->required()->check(non_empty());
+  sub->add_option("--out,-o", flags->out, "Output folder: metrics.jsonl, summary.json, checkpoint.h5")
+      ->required()
+      ->check(non_empty());
   sub->add_option("--set", flags->sets, "Override a config key: --set train.epochs=5 (repeatable)");
   sub->add_flag("--resume", flags->resume, "Continue from <out>/checkpoint.h5 if it exists");
   sub->add_flag("--force", flags->force, "Replace the run already in --out (without it, such a folder is refused)");

@@ -252,7 +252,7 @@ DownsampleSummary downsample_cosmoflow_dir(const std::string& in_dir, const std:
       const int64_t cnt = std::min(rows, n - r);
       Tensor x = Tensor::empty({cnt, dims[0], dims[1], dims[2], C}, DType::F32);
       h.read_rows_into("3Dmap", r, cnt, DType::F32, x.raw_data());  // HDF5 converts the integer counts
-      check_finite(x, in_path + ": dataset '3Dmap'", r);  // r: the block's first sample
+      check_finite(x, in_path + ": dataset '3Dmap'", r);            // r: the block's first sample
       o.write_rows("3Dmap", r, average_blocks_channels_last(x, {f[0], f[1], f[2]}));
       done += cnt;
       sum.bytes_in += x.numel() * static_cast<int64_t>(dtype_size(src.dtype()));

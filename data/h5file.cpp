@@ -124,12 +124,15 @@ std::vector<int64_t> space_dims(hid_t space, const std::string& where) {
   // bytes) addressable, so that no size computed from it wraps.
   uint64_t elems = 8;
   for (hsize_t x : d)
-    MRMF_CHECK_KIND(Data, x <= (uint64_t{1} << 62) && !__builtin_mul_overflow(elems, x, &elems) && elems < (uint64_t{1} << 62),
-                    where, " has extent (", [&] {
-                      std::string s;
-                      for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
-                      return s;
-                    }(), "), too large to address: is the file damaged?");
+    MRMF_CHECK_KIND(
+        Data, x <= (uint64_t{1} << 62) && !__builtin_mul_overflow(elems, x, &elems) && elems < (uint64_t{1} << 62),
+        where, " has extent (",
+        [&] {
+          std::string s;
+          for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+          return s;
+        }(),
+        "), too large to address: is the file damaged?");
   return {d.begin(), d.end()};
 }
 

@@ -23,7 +23,8 @@ struct NiSource : Source {
                                const std::string& dataset) {
     const int64_t S = in.n / o.world / o.batch_size * o.batch_size;
     MRMF_CHECK_KIND(Data, S > 0, file, ": dataset '", dataset, "' has ", in.n, " samples; with ", o.world,
-                    " rank(s) and batch ", o.batch_size, " each rank's shard floor(N / world / batch) * batch is 0 "
+                    " rank(s) and batch ", o.batch_size,
+                    " each rank's shard floor(N / world / batch) * batch is 0 "
                     "samples, expected at least one batch");
     return S;
   }
@@ -38,8 +39,8 @@ struct NiSource : Source {
     try {  // the shard is preloaded whole: say which data did not fit
       frames = Tensor::empty({S, in.t, in.c}, in.dtype);
     } catch (const Error& e) {
-      MRMF_THROW(Data, file, ": dataset '", dataset, "': this rank's shard of ", S, " samples (", in.t, " x ", in.c, " ",
-                 dtype_name(in.dtype), ") is preloaded into memory and does not fit: ", e.message(),
+      MRMF_THROW(Data, file, ": dataset '", dataset, "': this rank's shard of ", S, " samples (", in.t, " x ", in.c,
+                 " ", dtype_name(in.dtype), ") is preloaded into memory and does not fit: ", e.message(),
                  "; use more ranks or fewer samples");
     }
     labels = Tensor::empty({S, in.p}, DType::F32);

@@ -12,6 +12,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "core/hash.h"
 #include "data/loader.h"
 
 namespace mrmf {
@@ -514,11 +515,7 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   return parse_run_config(text, overrides, path.empty() ? "<defaults>" : path);
 }
 
-uint64_t RunConfig::hash() const {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char ch : text) h = (h ^ ch) * 1099511628211ull;
-  return h;
-}
+uint64_t RunConfig::hash() const { return fnv1a64(text); }
 
 namespace {
 void flatten(const YAML::Node& n, const std::string& prefix, std::map<std::string, std::string>& out) {

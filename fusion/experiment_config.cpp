@@ -1,9 +1,9 @@
 #include "fusion/experiment_config.h"
 
-#include <algorithm>
-#include <cmath>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -47,16 +47,44 @@ const std::set<std::string> kExperimentKeys = {
     "stages", "resolution_overrides", "optimizer_at_fusion", "bn_recalibration_batches", "concurrent_times",
     "probe_steps", "shared_init", "stage_checkpoints", "concurrent_overtime"};
 
-template <class T> struct Expected { static constexpr const char* what = "a value of another type"; };
-template <> struct Expected<int64_t> { static constexpr const char* what = "an integer"; };
-template <> struct Expected<double> { static constexpr const char* what = "a number"; };
-template <> struct Expected<bool> { static constexpr const char* what = "true or false"; };
-template <> struct Expected<std::string> { static constexpr const char* what = "a string"; };
-template <> struct Expected<std::vector<std::string>> { static constexpr const char* what = "a list of names"; };
-template <> struct Expected<std::vector<uint64_t>> { static constexpr const char* what = "a list of non-negative integers"; };
-template <> struct Expected<std::vector<int64_t>> { static constexpr const char* what = "a list of integers"; };
-template <> struct Expected<std::vector<double>> { static constexpr const char* what = "a list of numbers"; };
-template <> struct Expected<std::map<std::string, std::vector<std::string>>> {
+template <class T>
+struct Expected {
+  static constexpr const char* what = "a value of another type";
+};
+template <>
+struct Expected<int64_t> {
+  static constexpr const char* what = "an integer";
+};
+template <>
+struct Expected<double> {
+  static constexpr const char* what = "a number";
+};
+template <>
+struct Expected<bool> {
+  static constexpr const char* what = "true or false";
+};
+template <>
+struct Expected<std::string> {
+  static constexpr const char* what = "a string";
+};
+template <>
+struct Expected<std::vector<std::string>> {
+  static constexpr const char* what = "a list of names";
+};
+template <>
+struct Expected<std::vector<uint64_t>> {
+  static constexpr const char* what = "a list of non-negative integers";
+};
+template <>
+struct Expected<std::vector<int64_t>> {
+  static constexpr const char* what = "a list of integers";
+};
+template <>
+struct Expected<std::vector<double>> {
+  static constexpr const char* what = "a list of numbers";
+};
+template <>
+struct Expected<std::map<std::string, std::vector<std::string>>> {
   static constexpr const char* what = "a map from rung to a list of key=value settings";
 };
 
@@ -65,8 +93,8 @@ T get(const YAML::Node& n, const std::string& key) {
   try {
     return n.as<T>();
   } catch (const YAML::Exception&) {
-    MRMF_THROW(Config, "experiment key '", key, "': wrong type: expected ", Expected<T>::what, ", got '",
-               YAML::Dump(n), "'");
+    MRMF_THROW(Config, "experiment key '", key, "': wrong type: expected ", Expected<T>::what, ", got '", YAML::Dump(n),
+               "'");
   }
 }
 
@@ -115,8 +143,8 @@ void validate_methods(const ExperimentConfig& c) {
     MRMF_CHECK_KIND(Config, seen.insert(m).second, "experiment key 'methods': '", m, "' is given twice");
     if (mrmf_n) {
       const int n = std::stoi(m.substr(4));
-      MRMF_CHECK_KIND(Config, static_cast<size_t>(n) + 1 <= c.ladder.size(), "experiment method '", m,
-                      "' needs ", n + 1, " rungs in the ladder, which has ", c.ladder.size());
+      MRMF_CHECK_KIND(Config, static_cast<size_t>(n) + 1 <= c.ladder.size(), "experiment method '", m, "' needs ",
+                      n + 1, " rungs in the ladder, which has ", c.ladder.size());
     }
   }
 }
@@ -206,7 +234,8 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
   } else if (root["run"]) {
     c.run_yaml = YAML::Dump(root["run"]);
   } else {
-    MRMF_THROW(Config, origin, ": no run configuration: give 'run' (inline) or 'base' (a run configuration or "
+    MRMF_THROW(Config, origin,
+               ": no run configuration: give 'run' (inline) or 'base' (a run configuration or "
                "experiment file)");
   }
 
@@ -222,8 +251,10 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
     if (e["target_val_loss"]) c.target_val_loss = get<double>(e["target_val_loss"], "target_val_loss");
     if (e["max_epochs"]) c.max_epochs = get<int64_t>(e["max_epochs"], "max_epochs");
     if (e["ladder"]) {
-      MRMF_CHECK_KIND(Config, e["ladder"].IsSequence(), "experiment key 'ladder': expected a list of resolutions "
-                      "from coarse to fine, e.g. [[4], [2], [1]], got '", YAML::Dump(e["ladder"]), "'");
+      MRMF_CHECK_KIND(Config, e["ladder"].IsSequence(),
+                      "experiment key 'ladder': expected a list of resolutions "
+                      "from coarse to fine, e.g. [[4], [2], [1]], got '",
+                      YAML::Dump(e["ladder"]), "'");
       c.ladder.clear();
       for (size_t i = 0; i < e["ladder"].size(); ++i)
         c.ladder.push_back(parse_resolution(e["ladder"][i], "ladder[" + std::to_string(i) + "]"));
@@ -232,13 +263,15 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
     if (e["coarse_stop"]) c.coarse_stop = parse_stop(e["coarse_stop"], "coarse_stop", c.coarse_stop);
     if (e["dense_stop"]) c.dense_stop = parse_stop(e["dense_stop"], "dense_stop", c.dense_stop);
     if (e["stages"]) {
-      MRMF_CHECK_KIND(Config, e["stages"].IsSequence(), "experiment key 'stages': expected a list with one map "
-                      "{coarse_stop, dense_stop} per fusion stage, got '", YAML::Dump(e["stages"]), "'");
+      MRMF_CHECK_KIND(Config, e["stages"].IsSequence(),
+                      "experiment key 'stages': expected a list with one map "
+                      "{coarse_stop, dense_stop} per fusion stage, got '",
+                      YAML::Dump(e["stages"]), "'");
       for (size_t i = 0; i < e["stages"].size(); ++i) {
         const YAML::Node s = e["stages"][i];
         const std::string key = "stages[" + std::to_string(i) + "]";
-        MRMF_CHECK_KIND(Config, s.IsMap(), "experiment key '", key, "': expected a map {coarse_stop, dense_stop}, got '",
-                        YAML::Dump(s), "'");
+        MRMF_CHECK_KIND(Config, s.IsMap(), "experiment key '", key,
+                        "': expected a map {coarse_stop, dense_stop}, got '", YAML::Dump(s), "'");
         StageStops st{c.coarse_stop, c.dense_stop};
         for (const auto& kv : s) {
           const std::string k = kv.first.as<std::string>();
@@ -284,7 +317,8 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
     for (uint64_t seed : c.seeds)
       MRMF_CHECK_KIND(Config, seen.insert(seed).second, "experiment key 'seeds': ", seed, " is given twice");
   }
-  MRMF_CHECK_KIND(Config, std::isfinite(c.target_val_loss) && c.target_val_loss > 0, "experiment key "
+  MRMF_CHECK_KIND(Config, std::isfinite(c.target_val_loss) && c.target_val_loss > 0,
+                  "experiment key "
                   "'target_val_loss': must be a finite positive number (every method trains to the same target), got ",
                   c.target_val_loss);
   MRMF_CHECK_KIND(Config, c.stages.size() + 1 <= c.ladder.size(), "experiment key 'stages': ", c.stages.size(),
@@ -295,10 +329,10 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
                   "experiment key 'optimizer_at_fusion': '", c.optimizer_at_fusion, "' is not one of reset, keep");
   MRMF_CHECK_KIND(Config, c.bn_recalibration_batches >= 0,
                   "experiment key 'bn_recalibration_batches': must be >= 0 (0: off), got ", c.bn_recalibration_batches);
-  MRMF_CHECK_KIND(Config, c.concurrent_times.empty() ||
-                              (c.concurrent_times.size() == 2 && std::isfinite(c.concurrent_times[0]) &&
-                               std::isfinite(c.concurrent_times[1]) && c.concurrent_times[0] > 0 &&
-                               c.concurrent_times[1] > 0),
+  MRMF_CHECK_KIND(Config,
+                  c.concurrent_times.empty() ||
+                      (c.concurrent_times.size() == 2 && std::isfinite(c.concurrent_times[0]) &&
+                       std::isfinite(c.concurrent_times[1]) && c.concurrent_times[0] > 0 && c.concurrent_times[1] > 0),
                   "experiment key 'concurrent_times': expected [t_dense, t_coarse], both finite and positive");
   MRMF_CHECK_KIND(Config, c.probe_steps >= 1, "experiment key 'probe_steps': must be at least 1");
   validate_methods(c);
@@ -313,9 +347,11 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
   // own keys): an override of them would be silently replaced.
   const auto check_owned = [](const std::string& set, const std::string& where) {
     const std::string key = set.substr(0, set.find('='));
-    MRMF_CHECK_KIND(Config, key != "data.reduce" && key != "train.seed" && key.rfind("stop.", 0) != 0 && key != "stop" &&
-                                key != "train.epochs",
-                    where, " '", set, "': the experiment sets '", key, "' in every stage (from its ladder, seeds, "
+    MRMF_CHECK_KIND(Config,
+                    key != "data.reduce" && key != "train.seed" && key.rfind("stop.", 0) != 0 && key != "stop" &&
+                        key != "train.epochs",
+                    where, " '", set, "': the experiment sets '", key,
+                    "' in every stage (from its ladder, seeds, "
                     "max_epochs, target_val_loss and stop rules); set those experiment keys instead");
   };
   for (const auto& set : c.run_sets) check_owned(set, "--set");

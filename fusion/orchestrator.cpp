@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "core/log.h"
 #include "fusion/bn_recalibrate.h"
@@ -75,8 +75,10 @@ void Orchestrator::check_before_training() {
   // Allowed (configs/experiments/ni_gpu_short_control.yaml is such a
   // control: the same pretraining without the coarse resolution), but said.
   if (!cfg_.one_fusion_coarse.empty() && is_original(cfg_.one_fusion_coarse))
-    log::info("notice: one_fusion_coarse [{}] does not reduce the data: the one-fusion 'coarse' model trains at the "
-              "original resolution (a control run, not MRMF)", resolution_key(cfg_.one_fusion_coarse));
+    log::info(
+        "notice: one_fusion_coarse [{}] does not reduce the data: the one-fusion 'coarse' model trains at the "
+        "original resolution (a control run, not MRMF)",
+        resolution_key(cfg_.one_fusion_coarse));
   const auto uses = [&](const std::string& m) {
     return std::find(cfg_.methods.begin(), cfg_.methods.end(), m) != cfg_.methods.end();
   };
@@ -179,7 +181,8 @@ Orchestrator::Stage Orchestrator::train_stage(const std::string& name, const std
   s.result.ranks = comm.size();
   s.result.time_s = comm.allreduce_max(since(t0)) + comm.allreduce_max(fr.resumed_s);
   if (fr.stop_reason == "diverged")
-    log::info("[{}] notice: this stage diverged (non-finite loss); its run ends here and is recorded as diverged", name);
+    log::info("[{}] notice: this stage diverged (non-finite loss); its run ends here and is recorded as diverged",
+              name);
   if (fr.stop_reason == "max_epochs" && (stop.threshold > 0 || target > 0))
     log::info("[{}] notice: the {}-epoch guard stopped this stage before its {} fired", name, stop.max_epochs,
               target > 0 ? "target" : "plateau rule");
@@ -271,18 +274,14 @@ MethodRun Orchestrator::run_sequential(const std::string& method, uint64_t seed,
       auto c = train_stage(prefix + "coarse@" + resolution_key(ladder[st]), "coarse", ladder[st], seed, stops.coarse,
                            0, std::move(final_start), world_, sub("stage" + std::to_string(st + 1) + "_coarse"),
                            st > 0 ? std::function<void(Trainer&)>(keep) : nullptr);
-      if (c.result.stop_reason == "diverged") {  // no dense model to train for a fusion that cannot happen
-        mr.stages.push_back(c.result);
-        mr.epochs_before_fusion += c.result.epochs;
-        ended_by(c.result);
-        return mr;
-      }
-      auto d = train_stage(prefix + "dense@" + resolution_key(ladder[st + 1]), "dense", ladder[st + 1],
-                           dense_seed(seed, st), stops.dense, 0, nullptr, world_,
-                           sub("stage" + std::to_string(st + 1) + "_dense"));
       mr.stages.push_back(c.result);
+      mr.epochs_before_fusion += c.result.epochs;
+      if (ended_by(c.result)) return mr;  // no dense model to train for a fusion that cannot happen
+      auto d =
+          train_stage(prefix + "dense@" + resolution_key(ladder[st + 1]), "dense", ladder[st + 1], dense_seed(seed, st),
+                      stops.dense, 0, nullptr, world_, sub("stage" + std::to_string(st + 1) + "_dense"));
       mr.stages.push_back(d.result);
-      mr.epochs_before_fusion += c.result.epochs + d.result.epochs;
+      mr.epochs_before_fusion += d.result.epochs;
       if (ended_by(d.result)) return mr;
       const auto t0 = Clock::now();
       final_start = fuse_models(c.trainer->model(), d.trainer->model(), d.trainer->spec(), device_, seed);

@@ -42,8 +42,9 @@ std::unique_ptr<Model> check_run_before_training(const RunConfig& cfg, const Com
     const data::DataSpec ds = data_spec(cfg, training ? data::Split::Train : data::Split::Val);
     // Rungs read the same files (at other reductions): a CosmoFlow split of
     // thousands of files on a parallel file system is opened once here.
-    const std::string key = fmt::format("{}|{}|{}|{}|{}|{}", data::data_format_name(ds.format), ds.path,
-                                        data::split_name(ds.split), lo.batch_size, lo.world, lo.reduce_on == data::ReduceOn::Device);
+    const std::string key =
+        fmt::format("{}|{}|{}|{}|{}|{}", data::data_format_name(ds.format), ds.path, data::split_name(ds.split),
+                    lo.batch_size, lo.world, lo.reduce_on == data::ReduceOn::Device);
     if (data_checked && !data_checked->insert(key).second) continue;
     data::check_loader(ds, lo);
   }
@@ -84,9 +85,9 @@ void Orchestrator::check_planned_stages() const {
     try {
       f();
     } catch (const Error& e) {
-      rethrow_as(ErrorKind::Config, detail::concat("checked before training: ", name, " cannot be built: ",
-                                                   e.message(),
-                                                   " (do the rungs' resolution_overrides give them different models?)"));
+      rethrow_as(ErrorKind::Config,
+                 detail::concat("checked before training: ", name, " cannot be built: ", e.message(),
+                                " (do the rungs' resolution_overrides give them different models?)"));
     }
   };
   for (const auto& method : cfg_.methods) {

@@ -1,10 +1,11 @@
 #include "fusion/report.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
-#include <fmt/format.h>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -318,13 +319,16 @@ static std::string chart_svg(const std::vector<MethodRun>& runs) {
       W, H, left);
   int y = top;
   for (const auto& m : order) {
-    svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", left - 8, y + bar_h / 2 + 5, label(runs, m));
+    svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", left - 8, y + bar_h / 2 + 5,
+                       label(runs, m));
     double x = left, total = 0;
     for (const auto& seg : segments) {
       const double v = t[m].count(seg) ? t[m][seg] : 0;
       if (v <= 0) continue;
-      svg += fmt::format("<rect x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"><title>{}: {:.{}f} s</title></rect>\n",
-                         x, y, v * scale, bar_h, color(seg), seg, v, time_decimals(v));
+      svg += fmt::format(
+          "<rect x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"><title>{}: {:.{}f} "
+          "s</title></rect>\n",
+          x, y, v * scale, bar_h, color(seg), seg, v, time_decimals(v));
       x += v * scale;
       total += v;
     }
@@ -368,9 +372,12 @@ std::string write_report(const std::string& dir, const std::vector<MethodRun>& r
     same = same && of(runs, m).size() == of(runs, order[0]).size();
     seeds += fmt::format("{}{} {}", seeds.empty() ? "" : ", ", label(runs, m), of(runs, m).size());
   }
-  if (runs.empty()) seeds = "0";
-  else if (same) seeds = std::to_string(of(runs, order[0]).size());
-  else seeds += " (improvements compare the seeds both methods have)";
+  if (runs.empty())
+    seeds = "0";
+  else if (same)
+    seeds = std::to_string(of(runs, order[0]).size());
+  else
+    seeds += " (improvements compare the seeds both methods have)";
   md += fmt::format("{} — {} rank(s) on {}; target validation loss {}; seeds: {}.\n\n", date, ctx.ranks, ctx.device,
                     ctx.target_val_loss, seeds);
   if (runs.size() < ctx.planned_runs)

@@ -3,23 +3,24 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <iterator>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <tuple>
-#include <csignal>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
+#include <tuple>
 
 #include "core/check_mpi.h"
+#include "core/hash.h"
 #include "core/log.h"
-#include "core/stop_signal.h"
 #include "core/nvtx.h"
+#include "core/stop_signal.h"
 #include "data/cache_budget.h"
 #include "fusion/bn_recalibrate.h"
 #include "fusion/checkpoint.h"
@@ -139,8 +140,10 @@ Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, Traine
               cfg_.train.init);
     const std::string differs = init_input_differences(cfg_, cfg_.train.init);
     if (!differs.empty())
-      log::info("{}notice: {} was trained on input prepared differently ({}): its weights see this run's "
-                "input differently", opts_.tag.empty() ? "" : opts_.tag + ": ", cfg_.train.init, differs);
+      log::info(
+          "{}notice: {} was trained on input prepared differently ({}): its weights see this run's "
+          "input differently",
+          opts_.tag.empty() ? "" : opts_.tag + ": ", cfg_.train.init, differs);
   }
 
   data::set_cache_budget(cfg_.data.cache_max_mb << 20);
@@ -153,11 +156,9 @@ Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, Traine
   // The same count of batches can hide different data (another seed of the
   // generator on one node): the first labels are compared too.
   if (opts_.check_data_identity && comm_.size() > 1) {
-    const std::string fp = data::data_fingerprint(train_data);
-    uint64_t h = 1469598103934665603ull;
-    for (unsigned char ch : fp) h = (h ^ ch) * 1099511628211ull;
-    comm_.check_same_on_all_ranks(h, "the training data (" + train_data.path + ": sizes and first labels; do all "
-                                     "ranks read the same data set?)");
+    comm_.check_same_on_all_ranks(fnv1a64(data::data_fingerprint(train_data)), "the training data (" + train_data.path +
+                                                                                   ": sizes and first labels; do all "
+                                                                                   "ranks read the same data set?)");
   }
   comm_.check_same_on_all_ranks(static_cast<uint64_t>(train_->batches_per_epoch()),
                                 "the number of training batches per epoch (" + train_data.path +
@@ -493,12 +494,14 @@ bool Trainer::try_resume() {
     // Each rank's shard and order depend on the rank count: the interrupted
     // epoch's remaining batches are not those of this launch. The epoch
     // starts over instead (its finished batches' loss is dropped).
-    log::info("{}notice: {} was written in the middle of epoch {} by {} rank(s); with {} this epoch starts again from "
-              "its first batch", opts_.tag.empty() ? "" : opts_.tag + ": ", ck.string(), h.training.epoch, world_then,
-              comm_.size());
+    log::info(
+        "{}notice: {} was written in the middle of epoch {} by {} rank(s); with {} this epoch starts again from "
+        "its first batch",
+        opts_.tag.empty() ? "" : opts_.tag + ": ", ck.string(), h.training.epoch, world_then, comm_.size());
     resume_batch_ = 0;
   }
-  resume_loss_sum_ = resume_batch_ > 0 ? num("epoch_loss_sum", 0.0) : 0.0;  // absent before mid-epoch checkpoints existed
+  resume_loss_sum_ =
+      resume_batch_ > 0 ? num("epoch_loss_sum", 0.0) : 0.0;  // absent before mid-epoch checkpoints existed
   // Inside an epoch: this rank's own BN running statistics, where the
   // checkpoint has them (written by as many ranks).
   if (resume_batch_ > 0 && comm_.size() > 1)
@@ -612,12 +615,13 @@ FitResult Trainer::fit() {
 
 void Trainer::stop_for_signal(bool saved) {
   const bool wrote = saved && !opts_.out_dir.empty() && opts_.write_checkpoints;
-  throw StopRequested(ErrorKind::Runtime,
-                      fmt::format("{}stopped by {} (a job's time limit?) at step {}{}", opts_.tag.empty() ? "" : opts_.tag + ": ",
-                                  stop_sig_ != 0 ? stop_signal_name(stop_sig_) : "a stop signal to another rank", step_,
-                                  wrote ? "; a checkpoint of this point is in " + checkpoint_path() +
-                                              ": the same command with --resume (in place of --force) continues"
-                                        : "; no checkpoint of this point (--resume continues from the last one)"));
+  throw StopRequested(
+      ErrorKind::Runtime,
+      fmt::format("{}stopped by {} (a job's time limit?) at step {}{}", opts_.tag.empty() ? "" : opts_.tag + ": ",
+                  stop_sig_ != 0 ? stop_signal_name(stop_sig_) : "a stop signal to another rank", step_,
+                  wrote ? "; a checkpoint of this point is in " + checkpoint_path() +
+                              ": the same command with --resume (in place of --force) continues"
+                        : "; no checkpoint of this point (--resume continues from the last one)"));
 }
 
 void Trainer::train_to_stop(FitResult& res, const std::function<EpochRecord(int64_t, bool)>& run_epoch,

@@ -10,16 +10,16 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <set>
-#include <sstream>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
 
 #include "data/formats.h"
 #include "data/h5file.h"
@@ -722,8 +722,9 @@ TEST_CASE("cli: a disk that fills up while writing keeps the earlier file and ex
   SKIP_WITHOUT_BINARY();
   Scratch s;
   const std::string data = (s.dir / "ni.h5").string(), out = (s.dir / "coarse.h5").string();
-  REQUIRE(run("datagen neuron-inverter --out " + data + " --train 256 --val 64 --test 64 --seed 1 --time-bins 64")
-              .code == 0);
+  REQUIRE(
+      run("datagen neuron-inverter --out " + data + " --train 256 --val 64 --test 64 --seed 1 --time-bins 64").code ==
+      0);
   REQUIRE(run("downsample --in " + data + " --out " + out + " --factor 2").code == 0);
   std::ifstream in(out, std::ios::binary);
   const std::string before((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -736,9 +737,9 @@ TEST_CASE("cli: a disk that fills up while writing keeps the earlier file and ex
   for (const double part : {0.3, 0.7, 0.95, 0.995}) {
     const long kib = static_cast<long>(part * static_cast<double>(before.size()) / 1024);
     INFO("limit " << kib << " KiB of " << before.size() << " bytes");
-    const Result r = run_prefixed("UCX_TLS=self,tcp bash -c 'trap \"\" XFSZ; ulimit -f " + std::to_string(kib) +
-                                      "; exec \"$0\" \"$@\"' ",
-                                  "downsample --in " + data + " --out " + out + " --factor 2 --force");
+    const Result r = run_prefixed(
+        "UCX_TLS=self,tcp bash -c 'trap \"\" XFSZ; ulimit -f " + std::to_string(kib) + "; exec \"$0\" \"$@\"' ",
+        "downsample --in " + data + " --out " + out + " --factor 2 --force");
     INFO(r.out);
     CHECK(r.code == 1);
     std::ifstream again(out, std::ios::binary);
@@ -749,7 +750,7 @@ TEST_CASE("cli: a disk that fills up while writing keeps the earlier file and ex
   CHECK(temps == 0);
   // A data set that cannot fit where it goes is refused before it is generated.
   for (const std::string& what : {"neuron-inverter --out " + (s.dir / "huge.h5").string() + " --time-bins 8",
-                                 "cosmoflow --out " + (s.dir / "huge_cf").string() + " --size 512"}) {
+                                  "cosmoflow --out " + (s.dir / "huge_cf").string() + " --size 512"}) {
     const Result r = run("datagen " + what + " --train 999999999999 --val 1 --test 1");
     INFO(r.out);
     CHECK(r.code == 2);
@@ -758,8 +759,9 @@ TEST_CASE("cli: a disk that fills up while writing keeps the earlier file and ex
   CHECK_FALSE(fs::exists(s.dir / "huge.h5"));
 }
 
-TEST_CASE("cli: every stage an experiment plans is checked before the first trains, and a failing --force keeps the report",
-          "[cli][experiment]") {
+TEST_CASE(
+    "cli: every stage an experiment plans is checked before the first trains, and a failing --force keeps the report",
+    "[cli][experiment]") {
   SKIP_WITHOUT_BINARY();
   Scratch s;
   const fs::path exp = tiny_experiment(s, 128,
@@ -805,7 +807,9 @@ TEST_CASE("cli: a train --force that fails before its first checkpoint puts the 
   SKIP_WITHOUT_BINARY();
   Scratch s;
   const std::string data = (s.dir / "ni.h5").string();
-  REQUIRE(run("datagen neuron-inverter --out " + data + " --train 64 --val 32 --test 32 --seed 1 --time-bins 64").code == 0);
+  REQUIRE(
+      run("datagen neuron-inverter --out " + data + " --train 64 --val 32 --test 32 --seed 1 --time-bins 64").code ==
+      0);
   const std::string cfg = write_config(s.dir, data), out = (s.dir / "run").string();
   REQUIRE(run("train --config " + cfg + " --out " + out + " --set stop.max_epochs=1").code == 0);
   const auto bytes = [](const fs::path& p) {
@@ -822,7 +826,8 @@ TEST_CASE("cli: a train --force that fails before its first checkpoint puts the 
   CHECK(bytes(fs::path(out) / "metrics.jsonl") == metrics);
   CHECK_FALSE(fs::exists(fs::path(out) / "previous_run"));
   // A --force run that finishes replaces the earlier one and leaves nothing aside.
-  REQUIRE(run("train --config " + cfg + " --out " + out + " --force --set stop.max_epochs=1 --set train.seed=2").code == 0);
+  REQUIRE(run("train --config " + cfg + " --out " + out + " --force --set stop.max_epochs=1 --set train.seed=2").code ==
+          0);
   CHECK(bytes(fs::path(out) / "checkpoint.h5") != ck);
   CHECK_FALSE(fs::exists(fs::path(out) / "previous_run"));
 
@@ -861,6 +866,13 @@ TEST_CASE("cli: a train --force that fails before its first checkpoint puts the 
   CHECK_THAT(r.out, Catch::Contains("holds 0 readable record(s) of the 2 epoch(s)"));
   CHECK(nlohmann::json::parse(std::ifstream(fs::path(r4) / "summary.json"))["epochs"] == 3);
 
+  // A run that died in its first epoch left an empty metrics.jsonl and no checkpoint: --resume starts it over.
+  const std::string r5 = (s.dir / "r5").string();
+  CHECK(run_prefixed("MRMF_FAULT_EXIT=0:1 ", "train --config " + cfg + " --out " + r5).code != 0);
+  r = run("train --config " + cfg + " --out " + r5 + " --set stop.max_epochs=1 --resume");
+  INFO(r.out);
+  CHECK(r.code == 0);
+
   // An output that is no regular file is refused, --force or not; a thread count that would crash is a usage error.
   fs::create_directories(s.dir / "a_folder");
   r = run("train --config " + cfg + " --out " + (s.dir / "t2").string() + " --set stop.max_epochs=1");
@@ -882,8 +894,8 @@ TEST_CASE("cli: an experiment run that diverges is recorded as diverged and the 
                                        "  dense_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n"
                                        "  resolution_overrides: {\"2\": [optimizer.lr=1.0e+8]}\n");
   const fs::path out = s.dir / "exp";
-  const Result r = run("experiment --config " + exp.string() + " --out " + out.string() +
-                       " --set experiment.seeds=[1,2]");
+  const Result r =
+      run("experiment --config " + exp.string() + " --out " + out.string() + " --set experiment.seeds=[1,2]");
   INFO(r.out);
   REQUIRE(r.code == 0);  // every planned run ran
   const auto j = nlohmann::json::parse(std::ifstream(out / "summary.json"));
@@ -907,7 +919,9 @@ TEST_CASE("cli: SIGTERM (a job's time limit) stops training with a checkpoint th
   SKIP_WITHOUT_BINARY();
   Scratch s;
   const std::string data = (s.dir / "ni_sig.h5").string();  // tiny_experiment below makes ni.h5
-  REQUIRE(run("datagen neuron-inverter --out " + data + " --train 128 --val 32 --test 32 --seed 1 --time-bins 64").code == 0);
+  REQUIRE(
+      run("datagen neuron-inverter --out " + data + " --train 128 --val 32 --test 32 --seed 1 --time-bins 64").code ==
+      0);
   const std::string cfg = write_config(s.dir, data);
   const auto final_loss = [](const fs::path& dir) {
     return nlohmann::json::parse(std::ifstream(dir / "summary.json"))["final_val_loss"].get<double>();
@@ -923,7 +937,8 @@ TEST_CASE("cli: SIGTERM (a job's time limit) stops training with a checkpoint th
                             "train --config " + cfg + " --out " + cut.string() + " --set stop.max_epochs=3");
     INFO(r.out);
     CHECK(r.code == 1);
-    CHECK_THAT(r.out, Catch::Contains("stopped by SIGTERM") && Catch::Contains("with --resume (in place of --force) continues"));
+    CHECK_THAT(r.out, Catch::Contains("stopped by SIGTERM") &&
+                          Catch::Contains("with --resume (in place of --force) continues"));
     REQUIRE(fs::exists(cut / "checkpoint.h5"));
     r = run("train --config " + cfg + " --out " + cut.string() + " --set stop.max_epochs=3 --resume");
     INFO(r.out);
@@ -933,7 +948,8 @@ TEST_CASE("cli: SIGTERM (a job's time limit) stops training with a checkpoint th
   // A command that does not train keeps the default: SIGTERM ends it at once (status 128 + 15).
   {
     const std::string cmd = "OMP_NUM_THREADS=1 MRMF_DEVICE=cpu " + mrmf_bin() + " datagen neuron-inverter --out " +
-                            (s.dir / "big.h5").string() + " --train 200000 --val 8 --test 8 > /dev/null 2>&1 & "
+                            (s.dir / "big.h5").string() +
+                            " --train 200000 --val 8 --test 8 > /dev/null 2>&1 & "
                             "pid=$!; sleep 1; kill -TERM $pid; wait $pid; echo status=$?";
     FILE* p = ::popen(("bash -c '" + cmd + "'").c_str(), "r");
     REQUIRE(p != nullptr);
@@ -943,9 +959,10 @@ TEST_CASE("cli: SIGTERM (a job's time limit) stops training with a checkpoint th
     CHECK_THAT(std::string(buf, n), Catch::Contains("status=143"));
   }
   // Inside an experiment: the stage stops with its checkpoint, and --resume finishes the experiment.
-  const fs::path exp = tiny_experiment(s, 128, "  methods: [mrmf1]\n"
-                                               "  coarse_stop: {threshold: 0.0, patience: 1, max_epochs: 2}\n"
-                                               "  dense_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n");
+  const fs::path exp = tiny_experiment(s, 128,
+                                       "  methods: [mrmf1]\n"
+                                       "  coarse_stop: {threshold: 0.0, patience: 1, max_epochs: 2}\n"
+                                       "  dense_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n");
   const std::string base = "experiment --config " + exp.string() + " --out " + (s.dir / "exp").string();
   Result r = run_prefixed("MRMF_FAULT_SIGNAL=0:3 ", base);
   INFO(r.out);

@@ -292,13 +292,16 @@ TEST_CASE("experiment config: bad input is reported before any training", "[fusi
         "the experiment sets 'stop.max_epochs' in every stage");
   fails("experiment: {target_val_loss: 0.1, resolution_overrides: {\"1\": [\"data.reduce=[2]\"]}}",
         "the experiment sets 'data.reduce'");
-  config_error([&] { parse_experiment_config(run + "experiment: {target_val_loss: 0.1}", {"train.epochs=5"}, "exp.yaml"); },
-               "--set train.epochs", "the experiment sets 'train.epochs'");
+  config_error(
+      [&] { parse_experiment_config(run + "experiment: {target_val_loss: 0.1}", {"train.epochs=5"}, "exp.yaml"); },
+      "--set train.epochs", "the experiment sets 'train.epochs'");
   config_error([&] { parse_experiment_config("experiment: {target_val_loss: 0.1}", {}, "exp.yaml"); }, "no run",
                "exp.yaml: no run configuration: give 'run' (inline) or 'base'");
-  config_error([&] { parse_experiment_config(run + "experiment: {target_val_loss: 0.1}\nexperiment: {seeds: [2]}",
-                                             {}, "exp.yaml"); },
-               "twice", "exp.yaml: key 'experiment' is given twice");
+  config_error(
+      [&] {
+        parse_experiment_config(run + "experiment: {target_val_loss: 0.1}\nexperiment: {seeds: [2]}", {}, "exp.yaml");
+      },
+      "twice", "exp.yaml: key 'experiment' is given twice");
   const ExperimentConfig ok = parse_experiment_config(
       run + "experiment: {target_val_loss: 0.1, methods: [baseline, mrt, mrmf1, mrmf2], ladder: [[4], [2], [1]]}", {},
       "exp.yaml");

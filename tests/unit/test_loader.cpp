@@ -653,8 +653,8 @@ TEST_CASE("loader: labels stored as float16 or float64 are read as float32, and 
     f.write("unitPar", from_float32(l, DType::F16));
     f.close();
   }
-  for (const auto& [fmt, dir] : {std::make_pair(DataFormat::CosmoFlow, "cf64"),
-                                 std::make_pair(DataFormat::CosmoFlowLbann, "lb16")}) {
+  for (const auto& [fmt, dir] :
+       {std::make_pair(DataFormat::CosmoFlow, "cf64"), std::make_pair(DataFormat::CosmoFlowLbann, "lb16")}) {
     INFO(dir);
     auto L = open_loader({fmt, d / dir, Split::Train}, o);
     LoaderBatch b;
@@ -680,6 +680,6 @@ TEST_CASE("loader: labels stored as float16 or float64 are read as float32, and 
     auto L = open_loader({DataFormat::CosmoFlow, dir.string(), Split::Train}, lo);
     REQUIRE(L->next(b));
     REQUIRE_THAT(err([&] { L->next(b); }), Catch::Contains("a.h5") && Catch::Contains("'3Dmap' sample 3") &&
-                                              Catch::Contains("value -5") && Catch::Contains("log1p"));
+                                               Catch::Contains("value -5") && Catch::Contains("log1p"));
   }
 }
