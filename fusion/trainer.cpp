@@ -35,42 +35,32 @@ static double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Fault injection for the rank-death test (tests/mpi/rank_death.sh):
-// MRMF_FAULT_EXIT=R:S makes rank R die abruptly -- no MPI_Finalize, no
-// unwinding, like a crash or an OOM kill -- when it reaches global step S.
-// The surviving ranks must then exit with an error instead of hanging.
-// R is the rank in MPI_COMM_WORLD (not in a concurrent group's communicator);
-// S counts the steps of the trainer (stage) that reaches it.
+// A test hook's "R:S" (rank R in MPI_COMM_WORLD, the trainer's -- stage's --
+// global step S), read once; {-1, -1} when unset.
+static std::pair<long, long> fault_hook(const char* env) {
+  long r = -1, s = -1;
+  const char* v = std::getenv(env);
+  if (!v || std::sscanf(v, "%ld:%ld", &r, &s) != 2) r = s = -1;
+  return {r, s};
+}
+
+// Test hooks. MRMF_FAULT_EXIT=R:S (tests/mpi/rank_death.sh): rank R dies
+// abruptly at step S -- no MPI_Finalize, no unwinding, like a crash or an
+// OOM kill; the surviving ranks must then exit with an error instead of
+// hanging. MRMF_FAULT_SIGNAL=R:S: rank R sends itself SIGTERM at step S, as
+// a batch system does at a job's time limit (the stop-signal tests).
 static void maybe_inject_fault(int64_t step) {
-  static const std::pair<long, long> fault = [] {
-    const char* env = std::getenv("MRMF_FAULT_EXIT");
-    long r = -1, s = -1;
-    if (env && std::sscanf(env, "%ld:%ld", &r, &s) != 2) r = s = -1;
-    return std::make_pair(r, s);
-  }();
-  if (fault.first < 0) return;
+  static const std::pair<long, long> exit_at = fault_hook("MRMF_FAULT_EXIT");
+  static const std::pair<long, long> signal_at = fault_hook("MRMF_FAULT_SIGNAL");
+  if (exit_at.first < 0 && signal_at.first < 0) return;
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (fault.first == rank && fault.second == step) {
+  if (exit_at.first == rank && exit_at.second == step) {
     std::fprintf(stderr, "[rank %d] MRMF_FAULT_EXIT: dying at step %lld\n", rank, static_cast<long long>(step));
     std::fflush(stderr);
     std::_Exit(9);
   }
-}
-
-// MRMF_FAULT_SIGNAL=R:S: rank R sends itself SIGTERM at step S, as a batch
-// system does at a job's time limit (the stop-signal tests).
-static void maybe_inject_signal(int64_t step) {
-  static const std::pair<long, long> at = [] {
-    const char* env = std::getenv("MRMF_FAULT_SIGNAL");
-    long r = -1, s = -1;
-    if (env && std::sscanf(env, "%ld:%ld", &r, &s) != 2) r = s = -1;
-    return std::make_pair(r, s);
-  }();
-  if (at.first < 0) return;
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (at.first == rank && at.second == step) std::raise(SIGTERM);
+  if (signal_at.first == rank && signal_at.second == step) std::raise(SIGTERM);
 }
 
 // ------------------------------------------------------------------ Trainer
@@ -265,7 +255,6 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
     }
     if (!got) break;
     maybe_inject_fault(step_);
-    maybe_inject_signal(step_);
     const double lr = sched_->lr(epoch, step_);
     step_begin.record(ctx_->stream());
     Tensor pred;
