@@ -14,6 +14,8 @@
 
 namespace mrmf::cli {
 namespace {
+namespace fs = std::filesystem;
+
 struct TrainFlags {
   std::string config, out;
   std::vector<std::string> sets;
@@ -21,6 +23,71 @@ struct TrainFlags {
   bool force = false;
   std::string init, init_groups, freeze;
   RuntimeFlags rt;
+};
+
+// The run a --force replaces: its files (`results` in `out`) move into
+// <out>/previous_run and are deleted only when the new run has finished. If
+// the new run fails before it has a checkpoint or a finished epoch (a NaN in
+// epoch 0), they come back; if it is killed (a crash, a time limit, another
+// rank's error), the next --force finds them in previous_run and keeps them
+// there instead of the killed attempt's leftovers. Rank 0 moves the files.
+class EarlierRun {
+ public:
+  EarlierRun(const std::string& out, const std::vector<std::string>& results, const Communicator& world, bool active)
+      : out_(out), prev_(out_ / "previous_run"), results_(results), root_(world.is_root()), active_(active) {
+    if (!active_) return;
+    if (root_) {
+      if (fs::exists(prev_) && !new_run_progressed()) {
+        log::info(
+            "{} holds the run an earlier --force attempt set aside (that attempt never finished an epoch): "
+            "kept there until this run finishes",
+            prev_.string());
+        for (const auto& r : results_) fs::remove(out_ / r);
+      } else {
+        fs::remove_all(prev_);
+        fs::create_directories(prev_);
+        for (const auto& r : results_)
+          if (fs::exists(out_ / r)) fs::rename(out_ / r, prev_ / r);
+      }
+    }
+    world.barrier();
+  }
+  // The new run failed (an exception on this rank): put the earlier files
+  // back unless the new run has something of its own to look at or resume.
+  void after_failure() const noexcept {
+    if (!active_ || !root_) return;
+    std::error_code ec;
+    if (new_run_progressed()) {
+      log::info(
+          "this run failed after it had made progress (its files stay for a look or --resume); the earlier "
+          "run's files are in {}",
+          prev_.string());
+      return;
+    }
+    for (const auto& r : results_) {
+      fs::remove(out_ / r, ec);
+      if (fs::exists(prev_ / r, ec)) fs::rename(prev_ / r, out_ / r, ec);
+    }
+    fs::remove_all(prev_, ec);
+    log::info("this run failed before its first epoch or checkpoint: the earlier run's files in {} are restored",
+              out_.string());
+  }
+  void discard() const {
+    if (active_ && root_) fs::remove_all(prev_);
+  }
+
+ private:
+  // A checkpoint, or a finished epoch in the metrics.
+  bool new_run_progressed() const noexcept {
+    std::error_code ec;
+    if (fs::exists(out_ / "checkpoint.h5", ec)) return true;
+    std::ifstream m(out_ / "metrics.jsonl");
+    std::string line;
+    return static_cast<bool>(std::getline(m, line)) && !line.empty();
+  }
+  fs::path out_, prev_;
+  std::vector<std::string> results_;
+  bool root_, active_;
 };
 
 int run_train(const TrainFlags& f) {
@@ -46,18 +113,14 @@ int run_train(const TrainFlags& f) {
     // truncate those metrics: said instead. (An empty metrics.jsonl -- a run
     // that died in its first epoch -- has nothing to lose: it starts over.)
     std::error_code ec;
-    const std::filesystem::path o(f.out);
-    const bool metrics =
-        std::filesystem::exists(o / "metrics.jsonl", ec) && std::filesystem::file_size(o / "metrics.jsonl", ec) > 0;
-    MRMF_CHECK_KIND(Usage,
-                    !f.resume || std::filesystem::exists(o / "checkpoint.h5", ec) ||
-                        !(metrics || std::filesystem::exists(o / "summary.json", ec)),
-                    "--resume: ", f.out,
-                    " holds a run's metrics but no checkpoint.h5 to continue from; --force "
-                    "starts over (replacing them), or choose another --out",
-                    std::filesystem::exists(o / "previous_run", ec)
-                        ? " (the run an earlier --force set aside is in previous_run/)"
-                        : "");
+    const fs::path o(f.out);
+    const bool metrics = fs::exists(o / "metrics.jsonl", ec) && fs::file_size(o / "metrics.jsonl", ec) > 0;
+    MRMF_CHECK_KIND(
+        Usage, !f.resume || fs::exists(o / "checkpoint.h5", ec) || !(metrics || fs::exists(o / "summary.json", ec)),
+        "--resume: ", f.out,
+        " holds a run's metrics but no checkpoint.h5 to continue from; --force "
+        "starts over (replacing them), or choose another --out",
+        fs::exists(o / "previous_run", ec) ? " (the run an earlier --force set aside is in previous_run/)" : "");
   }
   refuse_existing_results(f.out, results, f.resume || f.force,
                           "--resume continues that run, --force starts over and replaces it, or choose another --out",
@@ -76,64 +139,15 @@ int run_train(const TrainFlags& f) {
   Trainer trainer(cfg, world, device, to);
   // --force: the earlier run's files move aside only now, once this run has
   // been set up (its data opened, its --init read -- possibly from this very
-  // folder), into <out>/previous_run, and are deleted only when this run has
-  // finished. If this run fails before it has a checkpoint and a finished
-  // epoch (a NaN in epoch 0), rank 0 puts them back; if it is killed (a
-  // crash, a time limit, another rank's error), the next --force finds them
-  // in previous_run and keeps them there instead of this run's leftovers.
-  namespace fs = std::filesystem;
-  const fs::path out(f.out), prev = out / "previous_run";
-  const bool set_aside = f.force && !f.resume;
-  // This run's own progress: a checkpoint, or a finished epoch in its metrics.
-  const auto has_progress = [&] {
-    std::error_code ec;
-    if (fs::exists(out / "checkpoint.h5", ec)) return true;
-    std::ifstream m(out / "metrics.jsonl");
-    std::string line;
-    return static_cast<bool>(std::getline(m, line)) && !line.empty();
-  };
-  if (set_aside) {
-    if (world.is_root()) {
-      if (fs::exists(prev) && !has_progress()) {
-        // An earlier --force attempt died before it got anywhere: the run
-        // in previous_run is still the one to keep; the attempt's files go.
-        log::info(
-            "{} holds the run an earlier --force attempt set aside (that attempt never finished an epoch): "
-            "kept there until this run finishes",
-            prev.string());
-        for (const auto& r : results) fs::remove(out / r);
-      } else {
-        fs::remove_all(prev);
-        fs::create_directories(prev);
-        for (const auto& r : results)
-          if (fs::exists(out / r)) fs::rename(out / r, prev / r);
-      }
-    }
-    world.barrier();
-  }
+  // folder); see EarlierRun.
+  EarlierRun earlier(f.out, results, world, f.force && !f.resume);
   log::info("training {} on {} rank(s), {} samples per rank per epoch, global batch {}", trainer.spec().str(),
             world.size(), trainer.train_loader().samples_per_epoch(), cfg.train.batch_size * world.size());
   FitResult res;
   try {
     res = trainer.fit();
   } catch (...) {
-    std::error_code ec;
-    if (set_aside && world.is_root()) {
-      if (!has_progress()) {
-        for (const auto& r : results) {
-          fs::remove(out / r, ec);
-          if (fs::exists(prev / r, ec)) fs::rename(prev / r, out / r, ec);
-        }
-        fs::remove_all(prev, ec);
-        log::info("this run failed before its first epoch or checkpoint: the earlier run's files in {} are restored",
-                  f.out);
-      } else {
-        log::info(
-            "this run failed after it had made progress (its files stay for a look or --resume); the earlier "
-            "run's files are in {}",
-            prev.string());
-      }
-    }
+    earlier.after_failure();
     throw;
   }
 
@@ -153,8 +167,8 @@ int run_train(const TrainFlags& f) {
     s["final_val_loss"] = res.final_val_loss;
     s["train_time_s"] = time_s;
     s["parameters"] = trainer.model().params().num_parameters();
-    data::write_text_atomically((out / "summary.json").string(), s.dump(2) + "\n");
-    if (set_aside) fs::remove_all(prev);  // replaced by a finished run
+    data::write_text_atomically((fs::path(f.out) / "summary.json").string(), s.dump(2) + "\n");
+    earlier.discard();  // replaced by a finished run
     log::info("done: {} epochs, stop: {}, final val loss {:.5f}, {:.1f} s; wrote {}/{{metrics.jsonl,summary.json,"
               "checkpoint.h5}}",
               epochs, res.stop_reason, res.final_val_loss, time_s, f.out);
