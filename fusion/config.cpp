@@ -119,6 +119,7 @@ const std::vector<Field>& schema() {
       MRMF_FIELD("optimizer.nesterov", optimizer.nesterov, bool),
       MRMF_FIELD("schedule.type", schedule.type, std::string),
       MRMF_FIELD("schedule.warmup_epochs", schedule.warmup_epochs, int64_t),
+      MRMF_FIELD("schedule.warmup_steps", schedule.warmup_steps, int64_t),
       MRMF_FIELD("schedule.plateau_factor", schedule.plateau_factor, double),
       MRMF_FIELD("schedule.plateau_patience", schedule.plateau_patience, int64_t),
       MRMF_FIELD("schedule.plateau_cooldown", schedule.plateau_cooldown, int64_t),
@@ -305,6 +306,11 @@ void validate(const RunConfig& c) {
   MRMF_CHECK_KIND(Config, std::isfinite(c.optimizer.weight_decay) && c.optimizer.weight_decay >= 0,
                   "config key 'optimizer.weight_decay': must be >= 0 and finite, got ", c.optimizer.weight_decay);
   MRMF_CHECK_KIND(Config, c.schedule.warmup_epochs >= 0, "config key 'schedule.warmup_epochs': must be >= 0");
+  MRMF_CHECK_KIND(Config, c.schedule.warmup_steps >= 0, "config key 'schedule.warmup_steps': must be >= 0, got ",
+                  c.schedule.warmup_steps);
+  MRMF_CHECK_KIND(Config, c.schedule.warmup_epochs == 0 || c.schedule.warmup_steps == 0,
+                  "config keys 'schedule.warmup_epochs' (", c.schedule.warmup_epochs, ") and 'schedule.warmup_steps' (",
+                  c.schedule.warmup_steps, "): set one warmup, not both");
   MRMF_CHECK_KIND(Config, c.schedule.plateau_factor > 0 && c.schedule.plateau_factor < 1,
                   "config key 'schedule.plateau_factor': must be in (0, 1), got ", c.schedule.plateau_factor);
   MRMF_CHECK_KIND(Config, c.schedule.plateau_patience >= 0, "config key 'schedule.plateau_patience': must be >= 0");

@@ -30,6 +30,11 @@ struct OptimizerConfig {
 struct ScheduleConfig {
   std::string type = "constant";  // constant | plateau | piecewise | cosine | polynomial
   int64_t warmup_epochs = 0;      // lr * (epoch + 1) / W for the first W epochs
+  // lr * (step + 1) / S for the first S optimizer steps of the run (not with
+  // warmup_epochs). Why steps: a stage that starts from transferred weights
+  // with fresh Adam moments takes steps of ~lr per parameter at once; a ramp
+  // shorter than an epoch (experiment.finetune_overrides) softens that.
+  int64_t warmup_steps = 0;
   // ReduceLROnPlateau on the validation loss
   double plateau_factor = 0.11;
   int64_t plateau_patience = 8;

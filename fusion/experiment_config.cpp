@@ -44,8 +44,8 @@ StageStops ExperimentConfig::stops_for_stage(size_t stage) const {
 namespace {
 const std::set<std::string> kExperimentKeys = {
     "methods", "seeds", "target_val_loss", "max_epochs", "ladder", "one_fusion_coarse", "coarse_stop", "dense_stop",
-    "stages", "resolution_overrides", "optimizer_at_fusion", "bn_recalibration_batches", "concurrent_times",
-    "probe_steps", "shared_init", "stage_checkpoints", "concurrent_overtime"};
+    "stages", "resolution_overrides", "finetune_overrides", "optimizer_at_fusion", "bn_recalibration_batches",
+    "concurrent_times", "probe_steps", "shared_init", "stage_checkpoints", "concurrent_overtime"};
 
 template <class T>
 struct Expected {
@@ -285,6 +285,8 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
     if (e["resolution_overrides"])
       c.resolution_overrides =
           get<std::map<std::string, std::vector<std::string>>>(e["resolution_overrides"], "resolution_overrides");
+    if (e["finetune_overrides"])
+      c.finetune_overrides = get<std::vector<std::string>>(e["finetune_overrides"], "finetune_overrides");
     if (e["optimizer_at_fusion"]) c.optimizer_at_fusion = get<std::string>(e["optimizer_at_fusion"], "optimizer_at_fusion");
     if (e["shared_init"]) c.shared_init = get<bool>(e["shared_init"], "shared_init");
     if (e["stage_checkpoints"]) c.stage_checkpoints = get<bool>(e["stage_checkpoints"], "stage_checkpoints");
@@ -342,6 +344,10 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
     auto it = c.resolution_overrides.find(resolution_key(r));
     if (it != c.resolution_overrides.end()) sets.insert(sets.end(), it->second.begin(), it->second.end());
     parse_run_config(c.run_yaml, sets, origin + " (run configuration at resolution " + resolution_key(r) + ")");
+    if (is_original(r) && !c.finetune_overrides.empty()) {
+      sets.insert(sets.end(), c.finetune_overrides.begin(), c.finetune_overrides.end());
+      parse_run_config(c.run_yaml, sets, origin + " (run configuration of the fine-tuning stages)");
+    }
   }
   // The experiment sets these in every stage's run configuration (from its
   // own keys): an override of them would be silently replaced.
@@ -357,6 +363,16 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
   for (const auto& set : c.run_sets) check_owned(set, "--set");
   for (const auto& [key, sets] : c.resolution_overrides)
     for (const auto& set : sets) check_owned(set, "experiment key 'resolution_overrides' (rung " + key + "):");
+  for (const auto& set : c.finetune_overrides) {
+    check_owned(set, "experiment key 'finetune_overrides':");
+    // The fused or transferred model is built before its stage's
+    // configuration: its model and data must be those of the original rung.
+    const std::string key = set.substr(0, set.find('='));
+    MRMF_CHECK_KIND(Config, key.rfind("model", 0) != 0 && key.rfind("data", 0) != 0,
+                    "experiment key 'finetune_overrides': '", set,
+                    "': the fine-tuned model is built from the original rung's model and data keys; set '", key,
+                    "' for every stage (--set or resolution_overrides of rung [1]) instead");
+  }
   for (const auto& [key, sets] : c.resolution_overrides) {
     bool found = key == resolution_key(c.one_fusion_coarse);
     for (const auto& r : c.ladder) found = found || key == resolution_key(r);

@@ -19,6 +19,9 @@
 //     stages:                       # optional per-stage overrides, first fusion stage first
 //       - {dense_stop: {threshold: 0.01}}
 //     resolution_overrides: {"4": ["train.batch_size=512", "optimizer.lr=2e-3"]}
+//     finetune_overrides: ["schedule.warmup_steps=128"]   # run keys for the stage that fine-tunes a
+//                                   # transferred / fused model (MRT, MRMF, concurrent), after the
+//                                   # original rung's resolution_overrides; not the baseline
 //     optimizer_at_fusion: reset    # or keep: Adam moments travel with their blocks
 //     shared_init: false            # true: each stage's dense model starts from the coarse model's
 //                                   # initial weights (same seed: identical convolutions)
@@ -68,6 +71,7 @@ struct ExperimentConfig {
   StopRule coarse_stop{0.002, 2, 20}, dense_stop{0.005, 1, 10};
   std::vector<StageStops> stages;       // per fusion stage (defaults filled in)
   std::map<std::string, std::vector<std::string>> resolution_overrides;
+  std::vector<std::string> finetune_overrides;
   std::string optimizer_at_fusion = "reset";
   // false: the dense model of a stage draws its own initial weights (seed +
   // 1000 x stage); true: the same seed as the run, so its convolutions start

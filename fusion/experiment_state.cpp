@@ -52,6 +52,8 @@ std::string experiment_identity(const ExperimentConfig& cfg, const LaunchInfo& l
   // The experiment's stop rules set it per stage (below); the base's value is
   // not used. Removed so that experiments recorded before the key keep their identity.
   root["run"]["stop"].remove("plateau_reference");
+  // Keys added later, compared only where set: recorded experiments keep their identity.
+  if (rc.schedule.warmup_steps == 0) root["run"]["schedule"].remove("warmup_steps");
   // The data behind the paths: a data set regenerated or replaced under the
   // same name must not be mixed with the runs measured on the old one.
   MRMF_CHECK_KIND(Config, !rc.data.path.empty() || !rc.data.train_files.empty(),
@@ -75,6 +77,8 @@ std::string experiment_identity(const ExperimentConfig& cfg, const LaunchInfo& l
   }
   for (const auto& [res, sets] : cfg.resolution_overrides)
     e["resolution_overrides"][res] = fmt::format("[{}]", fmt::join(sets, ", "));
+  if (!cfg.finetune_overrides.empty())  // only where set: recorded experiments keep their identity
+    e["finetune_overrides"] = fmt::format("[{}]", fmt::join(cfg.finetune_overrides, ", "));
   e["optimizer_at_fusion"] = cfg.optimizer_at_fusion;
   e["shared_init"] = cfg.shared_init;
   e["bn_recalibration_batches"] = cfg.bn_recalibration_batches;

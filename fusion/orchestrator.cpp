@@ -25,10 +25,12 @@ Orchestrator::Orchestrator(ExperimentConfig cfg, Communicator& world, Device dev
   check_before_training();
 }
 
-RunConfig Orchestrator::stage_config(const Resolution& r, uint64_t seed, const StopRule& stop, double target) const {
+RunConfig Orchestrator::stage_config(const Resolution& r, uint64_t seed, const StopRule& stop, double target,
+                                     bool finetune) const {
   std::vector<std::string> sets = cfg_.run_sets;
   auto it = cfg_.resolution_overrides.find(resolution_key(r));
   if (it != cfg_.resolution_overrides.end()) sets.insert(sets.end(), it->second.begin(), it->second.end());
+  if (finetune) sets.insert(sets.end(), cfg_.finetune_overrides.begin(), cfg_.finetune_overrides.end());
   sets.push_back("data.reduce=[" + resolution_key(r) + "]");
   sets.push_back("train.seed=" + std::to_string(seed));
   sets.push_back("stop.max_epochs=" + std::to_string(stop.max_epochs));
@@ -136,7 +138,7 @@ Orchestrator::Stage Orchestrator::train_stage(const std::string& name, const std
                                               const std::function<bool()>& after_stop,
                                               const std::function<bool()>& end_extra_epoch) {
   const auto t0 = Clock::now();
-  const RunConfig rc = stage_config(r, seed, stop, target);
+  const RunConfig rc = stage_config(r, seed, stop, target, role == "finetune");
   TrainerOptions to;
   to.out_dir = dir;
   to.tag = name;
@@ -257,7 +259,7 @@ MethodRun Orchestrator::run_sequential(const std::string& method, uint64_t seed,
     mr.epochs_before_fusion += c.result.epochs;
     if (ended_by(c.result)) return mr;
     const auto t0 = Clock::now();
-    const RunConfig rc = stage_config(ladder.back(), seed, final_rule, target);
+    const RunConfig rc = stage_config(ladder.back(), seed, final_rule, target, /*finetune=*/true);
     const ModelSpec dense_spec = model_spec_for(rc, reduced_sample_shape(rc));
     // A fresh top: initialised from a different stream than the coarse model's.
     final_start = transfer_bottom(c.trainer->model(), dense_spec, device_, seed + 7919);

@@ -82,7 +82,9 @@ class Orchestrator {
   void drop_stage_checkpoints(const std::string& method, uint64_t seed) const;
 
   // The run configuration of one stage (exposed for tests).
-  RunConfig stage_config(const Resolution& r, uint64_t seed, const StopRule& stop, double target) const;
+  // `finetune`: the stage that fine-tunes a transferred or fused model (experiment.finetune_overrides apply).
+  RunConfig stage_config(const Resolution& r, uint64_t seed, const StopRule& stop, double target,
+                         bool finetune = false) const;
   // Ranks for the dense group when splitting `world` ranks by epoch times.
   static int dense_group_size(int world, double t_dense, double t_coarse);
   // What a split means in time: each group's epoch (the probe's all-rank epoch

@@ -64,11 +64,11 @@ void Orchestrator::check_planned_stages() const {
   std::set<std::string> data_checked;
   // One stage: its configuration (the stop rule and target as the run will
   // give them) and what it will read and build, errors named by the stage.
-  const auto stage = [&](const std::string& name, const Resolution& r, const StopRule& rule, double target,
-                         int ranks) -> Built& {
+  const auto stage = [&](const std::string& name, const Resolution& r, const StopRule& rule, double target, int ranks,
+                         bool finetune = false) -> Built& {
     try {
-      const RunConfig rc = stage_config(r, seed, rule, target);
-      const std::string key = resolution_key(r) + "/" + std::to_string(ranks);
+      const RunConfig rc = stage_config(r, seed, rule, target, finetune);
+      const std::string key = resolution_key(r) + "/" + std::to_string(ranks) + (finetune ? "/finetune" : "");
       auto it = built.find(key);
       if (it == built.end()) {
         Built b;
@@ -99,7 +99,7 @@ void Orchestrator::check_planned_stages() const {
     }
     if (method == "mrt") {
       Built& c = stage("mrt/coarse@" + resolution_key(ladder[0]), ladder[0], cfg_.stops_for_stage(0).coarse, 0, world);
-      Built& f = stage("mrt/finetune@" + last, ladder.back(), final_rule, cfg_.target_val_loss, world);
+      Built& f = stage("mrt/finetune@" + last, ladder.back(), final_rule, cfg_.target_val_loss, world, true);
       fuse_check("the MRT transfer from rung [" + resolution_key(ladder[0]) + "]",
                  [&] { (void)transfer_bottom(*c.model, f.spec, Device::cpu(), seed); });
       continue;
@@ -125,7 +125,7 @@ void Orchestrator::check_planned_stages() const {
                      resolution_key(ladder[st + 1]) + "])",
                  [&] { (void)fuse_models(*c.model, *d.model, d.spec, Device::cpu(), seed); });
     }
-    stage(method + "/finetune@" + last, ladder.back(), final_rule, cfg_.target_val_loss, world);
+    stage(method + "/finetune@" + last, ladder.back(), final_rule, cfg_.target_val_loss, world, true);
   }
 }
 

@@ -106,6 +106,7 @@ std::unique_ptr<LrSchedule> make_schedule(const RunConfig& cfg) {
     base = std::make_unique<PolynomialDecay>(lr, s.end_lr, s.decay_steps, s.power, ScheduleUnit::Step);
   }
   if (s.warmup_epochs > 0) return std::make_unique<LinearWarmup>(s.warmup_epochs, ScheduleUnit::Epoch, std::move(base));
+  if (s.warmup_steps > 0) return std::make_unique<LinearWarmup>(s.warmup_steps, ScheduleUnit::Step, std::move(base));
   return base;
 }
 

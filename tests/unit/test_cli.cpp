@@ -973,3 +973,35 @@ TEST_CASE("cli: SIGTERM (a job's time limit) stops training with a checkpoint th
   CHECK(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("resumed from"));
 }
+
+TEST_CASE("cli: experiment.finetune_overrides reach the stages that fine-tune a transferred or fused model only",
+          "[cli][experiment]") {
+  SKIP_WITHOUT_BINARY();
+  Scratch s;
+  const fs::path exp = tiny_experiment(s, 128,
+                                       "  methods: [baseline, mrt, mrmf1]\n"
+                                       "  coarse_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n"
+                                       "  dense_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n"
+                                       "  finetune_overrides: [schedule.warmup_steps=1000]\n");
+  const fs::path out = s.dir / "exp";
+  const Result r = run("experiment --config " + exp.string() + " --out " + out.string());
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  // The learning rate each stage's first epoch started with (metrics.jsonl records it).
+  const auto first_lr = [&](const std::string& method, const std::string& stage) {
+    std::ifstream m(out / method / "seed1" / stage / "metrics.jsonl");
+    std::string line;
+    REQUIRE(std::getline(m, line));
+    return nlohmann::json::parse(line)["lr"].get<double>();
+  };
+  const double base = first_lr("baseline", "baseline");
+  CHECK(first_lr("mrmf1", "stage1_dense") == base);  // the same rung, not fine-tuning
+  CHECK(first_lr("mrt", "finetune") == Approx(base / 1000));
+  CHECK(first_lr("mrmf1", "finetune") == Approx(base / 1000));
+  // Part of the experiment's identity: a resume with other overrides is refused.
+  const Result again = run("experiment --config " + exp.string() + " --out " + out.string() +
+                           " --resume --set experiment.finetune_overrides=[schedule.warmup_steps=10]");
+  INFO(again.out);
+  CHECK(again.code == 2);
+  CHECK_THAT(again.out, Catch::Contains("finetune_overrides"));
+}

@@ -292,6 +292,16 @@ TEST_CASE("experiment config: bad input is reported before any training", "[fusi
         "the experiment sets 'stop.max_epochs' in every stage");
   fails("experiment: {target_val_loss: 0.1, resolution_overrides: {\"1\": [\"data.reduce=[2]\"]}}",
         "the experiment sets 'data.reduce'");
+  // Fine-tuning overrides: run keys, checked like the rest, not the experiment's own nor the model's or data's.
+  fails("experiment: {target_val_loss: 0.1, finetune_overrides: [\"schedule.warmup_steps=-4\"]}",
+        "'schedule.warmup_steps': must be >= 0, got -4");
+  fails("experiment: {target_val_loss: 0.1, finetune_overrides: [\"stop.max_epochs=3\"]}",
+        "experiment key 'finetune_overrides': 'stop.max_epochs=3': the experiment sets 'stop.max_epochs'");
+  fails("experiment: {target_val_loss: 0.1, finetune_overrides: [\"model.options.dropout=0.5\"]}",
+        "the fine-tuned model is built from the original rung's model and data keys");
+  fails("experiment: {target_val_loss: 0.1, finetune_overrides: [\"data.layout=reinterpret\"]}",
+        "set 'data.layout' for every stage");
+  fails("experiment: {target_val_loss: 0.1, finetune_overrides: \"schedule.warmup_steps=4\"}", "finetune_overrides");
   config_error(
       [&] { parse_experiment_config(run + "experiment: {target_val_loss: 0.1}", {"train.epochs=5"}, "exp.yaml"); },
       "--set train.epochs", "the experiment sets 'train.epochs'");

@@ -686,3 +686,20 @@ TEST_CASE("trainer: precise BN re-estimates the statistics before each validatio
   REQUIRE(compared == 2);
   REQUIRE_THROWS_WITH(config({"train.precise_bn_batches=-1"}), Catch::Contains("train.precise_bn_batches"));
 }
+
+TEST_CASE("trainer: schedule.warmup_steps ramps the learning rate over optimizer steps, then the schedule runs",
+          "[trainer]") {
+  // What experiment.finetune_overrides uses to ease a transferred model in:
+  // lr * (step + 1) / S for steps 0 .. S-1 of the stage, whatever the epoch.
+  RunConfig cfg = parse_run_config("", {"optimizer.lr=2e-3", "schedule.type=piecewise", "schedule.boundaries=[40]",
+                                        "schedule.values=[2e-3, 2e-4]", "schedule.warmup_steps=16"});
+  const auto s = make_schedule(cfg);
+  CHECK(s->lr(0, 0) == Approx(2e-3 / 16));
+  CHECK(s->lr(0, 7) == Approx(2e-3 * 8 / 16));
+  CHECK(s->lr(3, 15) == Approx(2e-3));  // the epoch does not matter
+  CHECK(s->lr(3, 16) == 2e-3);
+  CHECK(s->lr(9, 41) == 2e-4);  // the inner schedule's own decay, on the same step count
+  CHECK_THAT(s->describe(), Catch::Contains("linear warmup over 16 steps"));
+  cfg = parse_run_config("", {"optimizer.lr=1e-3"});
+  CHECK(make_schedule(cfg)->lr(0, 0) == 1e-3);  // off by default
+}

@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""scripts/resolution_information.py on small generated data sets: the table
+has a row per resolution plus the mean-prediction baseline, the statistics
+predict the labels far better than the mean at full resolution for both
+applications (the generators' tasks are learnable), and a factor that does
+not divide the data is an error naming it. Usage: test_resolution_information.py MRMF_BINARY"""
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(ROOT, "scripts", "resolution_information.py")
+MRMF = sys.argv[1]
+
+
+def run(args):
+    p = subprocess.run([sys.executable, SCRIPT] + args, capture_output=True, text=True)
+    return p.returncode, p.stdout + p.stderr
+
+
+def table(text):
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) > 2 and cells[0] not in ("resolution", "---"):
+            rows[cells[0]] = [float(c) for c in cells[1:]]
+    return rows
+
+
+def check(cond, what, out):
+    if not cond:
+        print("FAILED:", what, "\n", out)
+        sys.exit(1)
+
+
+with tempfile.TemporaryDirectory() as d:
+    cf = os.path.join(d, "cf")
+    subprocess.run([MRMF, "datagen", "cosmoflow", "--out", cf, "--size", "16", "--train", "384", "--val", "64",
+                    "--test", "0", "--seed", "2"], check=True, capture_output=True)
+    code, out = run([cf, "--factors", "1", "2"])
+    check(code == 0, "exit 0 on CosmoFlow", out)
+    rows = table(out)
+    check(set(rows) == {"predict the mean", "1/1 (ridge)", "1/8 (ridge)"}, "rows", out)
+    check(all(len(v) == 5 for v in rows.values()), "four labels and their mean", out)
+    check(rows["1/1 (ridge)"][-1] < 0.5 * rows["predict the mean"][-1], "statistics beat the mean", out)
+    check("transform log1p" in out, "CosmoFlow takes log1p by default", out)
+    code, out = run([cf, "--factors", "3"])
+    check(code != 0 and "factor 3 does not divide the spatial extent 16" in out, "a factor that does not divide", out)
+
+    ni = os.path.join(d, "ni.h5")
+    subprocess.run([MRMF, "datagen", "neuron-inverter", "--out", ni, "--train", "1024", "--val", "256", "--test", "16",
+                    "--time-bins", "128", "--seed", "2"], check=True, capture_output=True)
+    code, out = run([ni, "--factors", "1", "2", "4"])
+    check(code == 0, "exit 0 on Neuron Inverter", out)
+    rows = table(out)
+    check(set(rows) == {"predict the mean", "1/1 (ridge)", "1/2 (ridge)", "1/4 (ridge)"}, "rows", out)
+    check(all(len(v) == 20 for v in rows.values()), "19 labels and their mean", out)
+    check(rows["1/1 (ridge)"][-1] < 0.9 * rows["predict the mean"][-1], "statistics beat the mean", out)
+    code, out = run([os.path.join(d, "missing")])
+    check(code != 0, "a missing input is an error", out)
+print("ok")
