@@ -366,12 +366,15 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
   for (const auto& set : c.finetune_overrides) {
     check_owned(set, "experiment key 'finetune_overrides':");
     // The fused or transferred model is built before its stage's
-    // configuration: its model and data must be those of the original rung.
+    // configuration: its model, data, starting point and runtime are those
+    // of the original rung (runtime keys would also put stages of one run
+    // on different launches).
     const std::string key = set.substr(0, set.find('='));
-    MRMF_CHECK_KIND(Config, key.rfind("model", 0) != 0 && key.rfind("data", 0) != 0,
-                    "experiment key 'finetune_overrides': '", set,
-                    "': the fine-tuned model is built from the original rung's model and data keys; set '", key,
-                    "' for every stage (--set or resolution_overrides of rung [1]) instead");
+    for (const char* prefix : {"model", "data", "runtime", "train.init"})
+      MRMF_CHECK_KIND(Config, key.rfind(prefix, 0) != 0, "experiment key 'finetune_overrides': '", set,
+                      "': the fine-tuned model is the fused or transferred one, built from the original rung's "
+                      "model, data and runtime keys; set '",
+                      key, "' for every stage (--set or resolution_overrides of rung [1]) instead");
   }
   for (const auto& [key, sets] : c.resolution_overrides) {
     bool found = key == resolution_key(c.one_fusion_coarse);

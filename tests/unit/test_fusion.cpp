@@ -298,9 +298,11 @@ TEST_CASE("experiment config: bad input is reported before any training", "[fusi
   fails("experiment: {target_val_loss: 0.1, finetune_overrides: [\"stop.max_epochs=3\"]}",
         "experiment key 'finetune_overrides': 'stop.max_epochs=3': the experiment sets 'stop.max_epochs'");
   fails("experiment: {target_val_loss: 0.1, finetune_overrides: [\"model.options.dropout=0.5\"]}",
-        "the fine-tuned model is built from the original rung's model and data keys");
+        "the fine-tuned model is the fused or transferred one");
   fails("experiment: {target_val_loss: 0.1, finetune_overrides: [\"data.layout=reinterpret\"]}",
         "set 'data.layout' for every stage");
+  fails("experiment: {target_val_loss: 0.1, finetune_overrides: [\"runtime.threads=1\"]}", "set 'runtime.threads'");
+  fails("experiment: {target_val_loss: 0.1, finetune_overrides: [\"train.init=x.h5\"]}", "set 'train.init'");
   fails("experiment: {target_val_loss: 0.1, finetune_overrides: \"schedule.warmup_steps=4\"}", "finetune_overrides");
   config_error(
       [&] { parse_experiment_config(run + "experiment: {target_val_loss: 0.1}", {"train.epochs=5"}, "exp.yaml"); },
