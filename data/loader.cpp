@@ -17,6 +17,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/prefetch.h"
 #include "data/cache_budget.h"
 #include "data/h5file.h"
 #include "data/loader_sources.h"
@@ -443,13 +444,17 @@ class LoaderImpl final : public Loader {
       return p;
     }
     const bool preloaded = s.raw_ptr(0) != nullptr;
-    // Samples [lo, hi) of a preloaded shard, converted straight from RAM.
+    // Samples [lo, hi) of a preloaded shard, converted straight from RAM,
+    // each while the next one's bytes are prefetched (core/prefetch.h: in a
+    // shuffled order the hardware prefetcher starts over at every sample).
     const auto convert_range = [&](size_t lo, size_t hi) {
-      for (int64_t j = static_cast<int64_t>(lo); j < static_cast<int64_t>(hi); ++j)
+      for (int64_t j = static_cast<int64_t>(lo); j < static_cast<int64_t>(hi); ++j) {
+        if (j + 1 < static_cast<int64_t>(hi)) prefetch_sample(sample(j + 1));
         if (converted_in_place_)
           std::memcpy(xb + j * ob, s.raw_ptr(sample(j)), static_cast<size_t>(ob));
         else if (!from_cache(sample(j), xb + j * ob))
           convert(s.raw_ptr(sample(j)), sample(j), xb + j * ob);
+      }
     };
     // M converter threads (io_threads - 1) beside this one. Without them
     // everything runs here. With them, a preloaded shard (or a batch's raw
@@ -568,6 +573,15 @@ class LoaderImpl final : public Loader {
   // Sample i's converted bytes from the in-memory cache into the batch (raw
   // bytes when the device reduces them; raw bytes kept for the host's
   // kernel are converted by produce() instead).
+  // Sample i's bytes where a preloaded shard's batch will read them: the
+  // in-memory cache of converted samples, or the shard itself.
+  void prefetch_sample(int64_t i) const {
+    if (cache_on_ && !raw_cache_host_ && cached_[static_cast<size_t>(i)])
+      prefetch_bytes(cache_.get() + i * cache_sample_bytes_, static_cast<size_t>(cache_sample_bytes_));
+    else
+      prefetch_bytes(src_->raw_ptr(i), static_cast<size_t>(src_->raw_bytes()));
+  }
+
   bool from_cache(int64_t i, char* dst) const {
     if (!cache_on_ || raw_cache_host_ || !cached_[static_cast<size_t>(i)]) return false;
     std::memcpy(dst, cache_.get() + i * cache_sample_bytes_, static_cast<size_t>(cache_sample_bytes_));

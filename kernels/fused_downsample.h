@@ -32,6 +32,7 @@
 // Spatial dims are right-aligned in 3 slots: (N, T, C) -> in = (1, 1, T).
 #pragma once
 
+#include "core/prefetch.h"
 #include "kernels/fastdiv.h"
 #include "kernels/hd.h"
 #include "kernels/log1p.h"
@@ -492,15 +493,6 @@ struct FusedDownsample {
   // prefetcher follows (1/1 level with or without). Not for log1p, which is
   // compute-bound: there they cost 5-10 %.
   static constexpr int64_t kPrefetchBytes = 4096;
-  // GCC 12 deletes a loop of __builtin_prefetch calls as free of side
-  // effects (-O2 and -O3): the instruction itself, where the ISA has one.
-  MRMF_INLINE static void prefetch_line(const char* p) {
-#if defined(__x86_64__) && defined(__GNUC__)
-    asm volatile("prefetcht0 (%0)" : : "r"(p));  // never faults, also past the input's end
-#else
-    __builtin_prefetch(p, 0, 3);
-#endif
-  }
   template <int kC, int kF2>
   void prefetch_rows(int64_t x0, int64_t wn, const int64_t* f, int64_t C) const {
     const int64_t bytes = wn * (kC > 0 ? kC : C) * (kF2 > 0 ? kF2 : f[2]) * static_cast<int64_t>(sizeof(T));
