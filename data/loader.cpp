@@ -570,9 +570,6 @@ class LoaderImpl final : public Loader {
     converted_in_place_ = true;
   }
 
-  // Sample i's converted bytes from the in-memory cache into the batch (raw
-  // bytes when the device reduces them; raw bytes kept for the host's
-  // kernel are converted by produce() instead).
   // Sample i's bytes where a preloaded shard's batch will read them: the
   // in-memory cache of converted samples, or the shard itself.
   void prefetch_sample(int64_t i) const {
@@ -581,6 +578,10 @@ class LoaderImpl final : public Loader {
     else
       prefetch_bytes(src_->raw_ptr(i), static_cast<size_t>(src_->raw_bytes()));
   }
+
+  // Sample i's converted bytes from the in-memory cache into the batch (raw
+  // bytes when the device reduces them; raw bytes kept for the host's
+  // kernel are converted by produce() instead).
 
   bool from_cache(int64_t i, char* dst) const {
     if (!cache_on_ || raw_cache_host_ || !cached_[static_cast<size_t>(i)]) return false;

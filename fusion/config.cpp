@@ -310,7 +310,7 @@ void validate(const RunConfig& c) {
                   c.schedule.warmup_steps);
   MRMF_CHECK_KIND(Config, c.schedule.warmup_epochs == 0 || c.schedule.warmup_steps == 0,
                   "config keys 'schedule.warmup_epochs' (", c.schedule.warmup_epochs, ") and 'schedule.warmup_steps' (",
-                  c.schedule.warmup_steps, "): set one warmup, not both");
+                  c.schedule.warmup_steps, "): set one warmup, not both (the other to 0)");
   MRMF_CHECK_KIND(Config, c.schedule.plateau_factor > 0 && c.schedule.plateau_factor < 1,
                   "config key 'schedule.plateau_factor': must be in (0, 1), got ", c.schedule.plateau_factor);
   MRMF_CHECK_KIND(Config, c.schedule.plateau_patience >= 0, "config key 'schedule.plateau_patience': must be >= 0");

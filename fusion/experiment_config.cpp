@@ -346,7 +346,12 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
     parse_run_config(c.run_yaml, sets, origin + " (run configuration at resolution " + resolution_key(r) + ")");
     if (is_original(r) && !c.finetune_overrides.empty()) {
       sets.insert(sets.end(), c.finetune_overrides.begin(), c.finetune_overrides.end());
-      parse_run_config(c.run_yaml, sets, origin + " (run configuration of the fine-tuning stages)");
+      try {  // name the experiment key: the error is the overrides' together with the base's keys
+        parse_run_config(c.run_yaml, sets, origin + " (run configuration of the fine-tuning stages)");
+      } catch (const Error& e) {
+        MRMF_THROW(Config,
+                   "experiment key 'finetune_overrides': the fine-tuning stages' run configuration: ", e.message());
+      }
     }
   }
   // The experiment sets these in every stage's run configuration (from its
@@ -369,12 +374,22 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
     // configuration: its model, data, starting point and runtime are those
     // of the original rung (runtime keys would also put stages of one run
     // on different launches).
+    // A whole section (`train={...}`) would also reset that section's other
+    // keys for this stage only.
     const std::string key = set.substr(0, set.find('='));
     for (const char* prefix : {"model", "data", "runtime", "train.init"})
-      MRMF_CHECK_KIND(Config, key.rfind(prefix, 0) != 0, "experiment key 'finetune_overrides': '", set,
+      MRMF_CHECK_KIND(Config, key.rfind(prefix, 0) != 0 && key != "train", "experiment key 'finetune_overrides': '",
+                      set,
                       "': the fine-tuned model is the fused or transferred one, built from the original rung's "
                       "model, data and runtime keys; set '",
                       key, "' for every stage (--set or resolution_overrides of rung [1]) instead");
+    // Kept optimizer state travels into the fine-tuning stage's optimizer:
+    // it must be the same kind with the same state buffers.
+    if (c.optimizer_at_fusion == "keep")
+      for (const char* k : {"optimizer", "optimizer.name", "optimizer.momentum", "optimizer.nesterov"})
+        MRMF_CHECK_KIND(Config, key != k, "experiment key 'finetune_overrides': '", set,
+                        "' changes the optimizer whose state optimizer_at_fusion: keep carries into the "
+                        "fine-tuning stage; change it for every stage, or use optimizer_at_fusion: reset");
   }
   for (const auto& [key, sets] : c.resolution_overrides) {
     bool found = key == resolution_key(c.one_fusion_coarse);

@@ -68,7 +68,8 @@ void Orchestrator::check_planned_stages() const {
                          bool finetune = false) -> Built& {
     try {
       const RunConfig rc = stage_config(r, seed, rule, target, finetune);
-      const std::string key = resolution_key(r) + "/" + std::to_string(ranks) + (finetune ? "/finetune" : "");
+      const bool own = finetune && !cfg_.finetune_overrides.empty();  // else the same as the rung's
+      const std::string key = resolution_key(r) + "/" + std::to_string(ranks) + (own ? "/finetune" : "");
       auto it = built.find(key);
       if (it == built.end()) {
         Built b;

@@ -33,13 +33,24 @@ import h5py
 import numpy as np
 
 
-def load_cosmoflow(folder, split, limit):
+def check_size(shape, limit, max_gb, what):
+    """Refuses a load that would not fit: statistics need the samples as float32, plus copies."""
+    per = 4 * int(np.prod(shape))
+    need = 3 * per * limit / 1e9
+    if need > max_gb:
+        sys.exit(f"error: {what}: {limit} samples of {tuple(shape)} need ~{need:.0f} GB here (float32 and two "
+                 f"working copies); give --max-samples {max(1, int(max_gb * 1e9 / (3 * per)))} or raise --max-gb")
+
+
+def load_cosmoflow(folder, split, limit, max_gb):
     files = sorted(glob.glob(os.path.join(folder, split, "*.h5")))
     if not files:
         sys.exit(f"error: no HDF5 files under {os.path.join(folder, split)}")
     xs, ys, n = [], [], 0
     for f in files:
         with h5py.File(f, "r") as h:
+            if n == 0:
+                check_size(h["3Dmap"].shape[1:], limit, max_gb, f)
             take = min(limit - n, h["3Dmap"].shape[0])
             xs.append(h["3Dmap"][:take].astype(np.float32))
             ys.append(h["unitPar"][:take].astype(np.float64))
@@ -49,11 +60,14 @@ def load_cosmoflow(folder, split, limit):
     return np.concatenate(xs), np.concatenate(ys)  # (N, D, H, W, C), (N, P)
 
 
-def load_neuron_inverter(path, split, limit):
+def load_neuron_inverter(path, split, limit, max_gb):
+    if not os.path.isfile(path):
+        sys.exit(f"error: {path}: no such file or folder")
     with h5py.File(path, "r") as h:
         for key in (f"{split}_frames", f"{split}_unitStar_par"):
             if key not in h:
                 sys.exit(f"error: {path} has no dataset '{key}'")
+        check_size(h[f"{split}_frames"].shape[1:], limit, max_gb, path)
         return (h[f"{split}_frames"][:limit].astype(np.float32),  # (N, T, C)
                 h[f"{split}_unitStar_par"][:limit].astype(np.float64))
 
@@ -100,12 +114,15 @@ def statistics(x, bins=8):
 
 
 def ridge_mse(ftrain, ytrain, fval, yval, lam):
+    """Ridge on standardized linear and squared statistics; centred columns and
+    labels, so that the penalty shrinks towards the training mean, not 0."""
     mu, sd = ftrain.mean(0), ftrain.std(0) + 1e-9
     a, b = (ftrain - mu) / sd, (fval - mu) / sd
-    design = lambda z: np.concatenate([z, z ** 2, np.ones((len(z), 1))], axis=1)
-    a, b = design(a), design(b)
-    w = np.linalg.solve(a.T @ a + lam * np.eye(a.shape[1]), a.T @ ytrain)
-    return ((b @ w - yval) ** 2).mean(axis=0)
+    a, b = np.concatenate([a, a ** 2], axis=1), np.concatenate([b, b ** 2], axis=1)
+    ca, ym = a.mean(0), ytrain.mean(0)
+    a, b = a - ca, b - ca
+    w = np.linalg.solve(a.T @ a + lam * np.eye(a.shape[1]), a.T @ (ytrain - ym))
+    return ((b @ w + ym - yval) ** 2).mean(axis=0)
 
 
 def main():
@@ -115,13 +132,20 @@ def main():
     p.add_argument("--transform", choices=["auto", "none", "log1p"], default="auto",
                    help="applied to the stored values before averaging (auto: log1p for CosmoFlow)")
     p.add_argument("--max-samples", type=int, default=2048, help="per split")
-    p.add_argument("--ridge", type=float, default=1.0, help="ridge penalty on the standardized statistics")
+    p.add_argument("--ridge", type=float, default=1.0, help="ridge penalty on the standardized statistics (> 0)")
+    p.add_argument("--max-gb", type=float, default=8.0, help="refuse loads needing more memory than this")
     args = p.parse_args()
+    if any(k < 1 for k in args.factors):
+        p.error("--factors must be >= 1")
+    if args.max_samples < 8:
+        p.error("--max-samples must be at least 8")
+    if not args.ridge > 0:
+        p.error("--ridge must be > 0")
 
     cosmo = os.path.isdir(args.data)
     load = load_cosmoflow if cosmo else load_neuron_inverter
-    xt, yt = load(args.data, "train", args.max_samples)
-    xv, yv = load(args.data, "val", args.max_samples)
+    xt, yt = load(args.data, "train", args.max_samples, args.max_gb)
+    xv, yv = load(args.data, "val", args.max_samples, args.max_gb)
     transform = args.transform if args.transform != "auto" else ("log1p" if cosmo else "none")
     if transform == "log1p":
         if min(xt.min(), xv.min()) <= -1:

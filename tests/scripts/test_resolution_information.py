@@ -58,5 +58,9 @@ with tempfile.TemporaryDirectory() as d:
     check(all(len(v) == 20 for v in rows.values()), "19 labels and their mean", out)
     check(rows["1/1 (ridge)"][-1] < 0.9 * rows["predict the mean"][-1], "statistics beat the mean", out)
     code, out = run([os.path.join(d, "missing")])
-    check(code != 0, "a missing input is an error", out)
+    check(code != 0 and "no such file" in out, "a missing input is an error", out)
+    for bad, needle in ((["--factors", "0"], "--factors must be >= 1"), (["--max-samples", "-5"], "at least 8"),
+                        (["--ridge", "0"], "--ridge must be > 0"), (["--max-gb", "0.001"], "give --max-samples")):
+        code, out = run([ni] + bad)
+        check(code != 0 and needle in out and "Traceback" not in out, "refused: " + " ".join(bad), out)
 print("ok")

@@ -78,8 +78,9 @@ TEST_CASE("config: bad input names the key before any compute", "[config]") {
              "'schedule.boundaries': steps must be >= 1 and increasing, got 2 at position 1");
   fails_with("", {"schedule.plateau_cooldown=-3"}, "'schedule.plateau_cooldown': must be >= 0, got -3");
   fails_with("", {"schedule.warmup_steps=-1"}, "'schedule.warmup_steps': must be >= 0, got -1");
-  fails_with("", {"schedule.warmup_steps=10", "schedule.warmup_epochs=2"},
-             "'schedule.warmup_epochs' (2) and 'schedule.warmup_steps' (10): set one warmup, not both");
+  fails_with(
+      "", {"schedule.warmup_steps=10", "schedule.warmup_epochs=2"},
+      "'schedule.warmup_epochs' (2) and 'schedule.warmup_steps' (10): set one warmup, not both (the other to 0)");
   fails_with("", {"schedule.plateau_min_lr=-1"}, "'schedule.plateau_min_lr'");
   fails_with("", {"schedule.power=0"}, "'schedule.power'");
   fails_with("", {"data.max_train_samples=-5"}, "'data.max_train_samples': must be >= 0");

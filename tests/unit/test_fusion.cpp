@@ -303,6 +303,14 @@ TEST_CASE("experiment config: bad input is reported before any training", "[fusi
         "set 'data.layout' for every stage");
   fails("experiment: {target_val_loss: 0.1, finetune_overrides: [\"runtime.threads=1\"]}", "set 'runtime.threads'");
   fails("experiment: {target_val_loss: 0.1, finetune_overrides: [\"train.init=x.h5\"]}", "set 'train.init'");
+  fails("experiment: {target_val_loss: 0.1, finetune_overrides: [\"train={init: x.h5}\"]}", "set 'train' for every");
+  fails("experiment: {target_val_loss: 0.1, optimizer_at_fusion: keep, finetune_overrides: [\"optimizer.name=sgd\"]}",
+        "changes the optimizer whose state optimizer_at_fusion: keep carries");
+  // A run-config error of the fine-tuning stages is named as the overrides' (here two warmups).
+  fails(
+      "experiment: {target_val_loss: 0.1, finetune_overrides: [\"schedule.warmup_steps=8\", "
+      "\"schedule.warmup_epochs=2\"]}",
+      "experiment key 'finetune_overrides': the fine-tuning stages' run configuration");
   fails("experiment: {target_val_loss: 0.1, finetune_overrides: \"schedule.warmup_steps=4\"}", "finetune_overrides");
   config_error(
       [&] { parse_experiment_config(run + "experiment: {target_val_loss: 0.1}", {"train.epochs=5"}, "exp.yaml"); },
