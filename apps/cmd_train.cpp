@@ -104,9 +104,8 @@ int run_train(const TrainFlags& f) {
   // old checkpoint taken for this run's "last good" one.
   const std::vector<std::string> results = {"checkpoint.h5", "metrics.jsonl", "summary.json"};
   MRMF_CHECK_KIND(Usage, !(f.resume && f.force),
-                  "--resume and --force contradict each other: --resume continues the "
-                  "run in ",
-                  f.out, ", --force replaces it");
+                  "--resume and --force contradict each other: --resume continues the run in ", f.out,
+                  ", --force replaces it");
   {
     // --resume where a run left metrics but no checkpoint (written with
     // checkpoints off, or the checkpoint removed) would start over and
@@ -118,8 +117,8 @@ int run_train(const TrainFlags& f) {
     MRMF_CHECK_KIND(
         Usage, !f.resume || fs::exists(o / "checkpoint.h5", ec) || !(metrics || fs::exists(o / "summary.json", ec)),
         "--resume: ", f.out,
-        " holds a run's metrics but no checkpoint.h5 to continue from; --force "
-        "starts over (replacing them), or choose another --out",
+        " holds a run's metrics but no checkpoint.h5 to continue from; --force starts over (replacing them), or "
+        "choose another --out",
         fs::exists(o / "previous_run", ec) ? " (the run an earlier --force set aside is in previous_run/)" : "");
   }
   refuse_existing_results(f.out, results, f.resume || f.force,

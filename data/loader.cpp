@@ -570,23 +570,26 @@ class LoaderImpl final : public Loader {
     converted_in_place_ = true;
   }
 
+  // Sample i's converted bytes (raw bytes when the device reduces them) in
+  // the in-memory cache, or null; raw bytes kept for the host's kernel are
+  // converted by produce() instead and do not count.
+  const char* cached_sample(int64_t i) const {
+    if (!cache_on_ || raw_cache_host_ || !cached_[static_cast<size_t>(i)]) return nullptr;
+    return cache_.get() + i * cache_sample_bytes_;
+  }
   // Sample i's bytes where a preloaded shard's batch will read them: the
-  // in-memory cache of converted samples, or the shard itself.
+  // in-memory cache, or the shard itself.
   void prefetch_sample(int64_t i) const {
-    if (cache_on_ && !raw_cache_host_ && cached_[static_cast<size_t>(i)])
-      prefetch_bytes(cache_.get() + i * cache_sample_bytes_, static_cast<size_t>(cache_sample_bytes_));
+    if (const char* c = cached_sample(i))
+      prefetch_bytes(c, static_cast<size_t>(cache_sample_bytes_));
     else
       prefetch_bytes(src_->raw_ptr(i), static_cast<size_t>(src_->raw_bytes()));
   }
-
-  // Sample i's converted bytes from the in-memory cache into the batch (raw
-  // bytes when the device reduces them; raw bytes kept for the host's
-  // kernel are converted by produce() instead).
-
+  // Sample i from the in-memory cache into the batch; false if not cached.
   bool from_cache(int64_t i, char* dst) const {
-    if (!cache_on_ || raw_cache_host_ || !cached_[static_cast<size_t>(i)]) return false;
-    std::memcpy(dst, cache_.get() + i * cache_sample_bytes_, static_cast<size_t>(cache_sample_bytes_));
-    return true;
+    const char* c = cached_sample(i);
+    if (c) std::memcpy(dst, c, static_cast<size_t>(cache_sample_bytes_));
+    return c != nullptr;
   }
   void to_cache(int64_t i, const char* src) {
     if (!cache_on_ || raw_cache_host_) return;

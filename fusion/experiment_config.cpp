@@ -320,8 +320,8 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
       MRMF_CHECK_KIND(Config, seen.insert(seed).second, "experiment key 'seeds': ", seed, " is given twice");
   }
   MRMF_CHECK_KIND(Config, std::isfinite(c.target_val_loss) && c.target_val_loss > 0,
-                  "experiment key "
-                  "'target_val_loss': must be a finite positive number (every method trains to the same target), got ",
+                  "experiment key 'target_val_loss': must be a finite positive number (every method trains to the "
+                  "same target), got ",
                   c.target_val_loss);
   MRMF_CHECK_KIND(Config, c.stages.size() + 1 <= c.ladder.size(), "experiment key 'stages': ", c.stages.size(),
                   " entries, but the ladder's ", c.ladder.size(), " rungs make at most ", c.ladder.size() - 1,
@@ -373,16 +373,15 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
     // The fused or transferred model is built before its stage's
     // configuration: its model, data, starting point and runtime are those
     // of the original rung (runtime keys would also put stages of one run
-    // on different launches).
-    // A whole section (`train={...}`) would also reset that section's other
-    // keys for this stage only.
+    // on different launches). A whole `train={...}` section would also reset
+    // that section's other keys for this stage only.
     const std::string key = set.substr(0, set.find('='));
-    for (const char* prefix : {"model", "data", "runtime", "train.init"})
-      MRMF_CHECK_KIND(Config, key.rfind(prefix, 0) != 0 && key != "train", "experiment key 'finetune_overrides': '",
-                      set,
-                      "': the fine-tuned model is the fused or transferred one, built from the original rung's "
-                      "model, data and runtime keys; set '",
-                      key, "' for every stage (--set or resolution_overrides of rung [1]) instead");
+    bool fixed = key == "train";
+    for (const char* prefix : {"model", "data", "runtime", "train.init"}) fixed = fixed || key.rfind(prefix, 0) == 0;
+    MRMF_CHECK_KIND(Config, !fixed, "experiment key 'finetune_overrides': '", set,
+                    "': the fine-tuned model is the fused or transferred one, built from the original rung's model, "
+                    "data and runtime keys; set '",
+                    key, "' for every stage (--set or resolution_overrides of rung [1]) instead");
     // Kept optimizer state travels into the fine-tuning stage's optimizer:
     // it must be the same kind with the same state buffers.
     if (c.optimizer_at_fusion == "keep")

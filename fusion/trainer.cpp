@@ -146,9 +146,9 @@ Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, Traine
   // The same count of batches can hide different data (another seed of the
   // generator on one node): the first labels are compared too.
   if (opts_.check_data_identity && comm_.size() > 1) {
-    comm_.check_same_on_all_ranks(fnv1a64(data::data_fingerprint(train_data)), "the training data (" + train_data.path +
-                                                                                   ": sizes and first labels; do all "
-                                                                                   "ranks read the same data set?)");
+    comm_.check_same_on_all_ranks(
+        fnv1a64(data::data_fingerprint(train_data)),
+        "the training data (" + train_data.path + ": sizes and first labels; do all ranks read the same data set?)");
   }
   comm_.check_same_on_all_ranks(static_cast<uint64_t>(train_->batches_per_epoch()),
                                 "the number of training batches per epoch (" + train_data.path +

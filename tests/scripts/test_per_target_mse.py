@@ -11,20 +11,13 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCRIPT = os.path.join(ROOT, "scripts", "per_target_mse.py")
+from script_checks import check, run_script, table_rows
+
 MRMF = sys.argv[1]
 
 
 def run(args):
-    p = subprocess.run([sys.executable, SCRIPT] + args, capture_output=True, text=True)
-    return p.returncode, p.stdout + p.stderr
-
-
-def check(cond, what, out):
-    if not cond:
-        print("FAILED:", what, "\n", out)
-        sys.exit(1)
+    return run_script("per_target_mse.py", args)
 
 
 with tempfile.TemporaryDirectory() as d:
@@ -48,16 +41,12 @@ with tempfile.TemporaryDirectory() as d:
 
     code, text = run([out, "--data", data, "--mrmf", MRMF, "--threads", "1"])
     check(code == 0, "exit 0", text)
-    rows = {}
-    for line in text.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) > 3 and cells[0] in ("baseline", "mrt"):
-            rows[cells[0]] = cells
+    rows = table_rows(text)  # method -> [seeds, MSE, per target...]
     check(set(rows) == {"baseline", "mrt"}, "a row per method", text)
     for m, cells in rows.items():
-        check(cells[1] == "2" and len(cells) == 3 + 19, m + ": two seeds, 19 targets", text)
-        per = [float(c) for c in cells[3:]]
-        check(abs(float(cells[2]) - sum(per) / 19) < 2e-4, m + ": the MSE is the mean over targets", text)
+        check(cells[0] == "2" and len(cells) == 2 + 19, m + ": two seeds, 19 targets", text)
+        per = [float(c) for c in cells[2:]]
+        check(abs(float(cells[1]) - sum(per) / 19) < 2e-4, m + ": the MSE is the mean over targets", text)
     one = json.loads(subprocess.run([MRMF, "eval", "--checkpoint",
                                      os.path.join(out, "mrt", "seed1", "finetune", "checkpoint.h5"), "--data", data,
                                      "--json", "--threads", "1"], capture_output=True, text=True,
@@ -66,8 +55,8 @@ with tempfile.TemporaryDirectory() as d:
     code, text = run([out, "--data", data, "--mrmf", MRMF, "--threads", "1"])
     check(code == 0 and "no final checkpoint (not evaluated): mrt seed 2" in text, "a missing checkpoint is listed",
           text)
-    mrt = [l for l in text.splitlines() if l.startswith("| mrt |")][0].split("|")
-    check(mrt[2].strip() == "1" and abs(float(mrt[3]) - one["mse"]) < 1e-4, "one seed left: mrmf eval's MSE", text)
+    mrt = table_rows(text)["mrt"]
+    check(mrt[0] == "1" and abs(float(mrt[1]) - one["mse"]) < 1e-4, "one seed left: mrmf eval's MSE", text)
     code, text = run([d, "--data", data, "--mrmf", MRMF])
     check(code != 0 and "summary.json not found" in text, "a folder that is no experiment", text)
 print("ok")

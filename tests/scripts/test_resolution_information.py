@@ -9,29 +9,17 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCRIPT = os.path.join(ROOT, "scripts", "resolution_information.py")
+from script_checks import check, run_script, table_rows
+
 MRMF = sys.argv[1]
 
 
 def run(args):
-    p = subprocess.run([sys.executable, SCRIPT] + args, capture_output=True, text=True)
-    return p.returncode, p.stdout + p.stderr
+    return run_script("resolution_information.py", args)
 
 
 def table(text):
-    rows = {}
-    for line in text.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) > 2 and cells[0] not in ("resolution", "---"):
-            rows[cells[0]] = [float(c) for c in cells[1:]]
-    return rows
-
-
-def check(cond, what, out):
-    if not cond:
-        print("FAILED:", what, "\n", out)
-        sys.exit(1)
+    return {k: [float(c) for c in v] for k, v in table_rows(text).items()}
 
 
 with tempfile.TemporaryDirectory() as d:
