@@ -314,9 +314,15 @@ int main(int argc, char** argv) {
     // thread costs when nothing else runs (this benchmark's consumer does no
     // work, a trainer computes meanwhile); against the memcpy gather, the
     // per-batch cost of the loader's own bookkeeping.
+    // Synchronous batches are gathered (or reduced) by the caller's OpenMP
+    // threads, which wait for them anyway.
     {
       const Paired pr = loader_vs(ni_read, data::DataFormat::NeuronInverter, ni, 1, NB, {}, false, 0);
       ni_row("NI loader (T 1600, synchronous: no I/O thread)", pr, L->samples_per_epoch());
+    }
+    {
+      const Paired pr = loader_vs(ni_read, data::DataFormat::NeuronInverter, ni, 1, NB, {2}, false, 0);
+      ni_row("NI loader (T 1600 -> 800, synchronous)", pr, L->samples_per_epoch());
     }
     for (int io : ios) {
       char name[64];

@@ -506,7 +506,20 @@ class LoaderImpl final : public Loader {
         if (lo < hi) pending[stages + k - 1] = converters_[k - 1]->submit([&convert, lo, hi] { convert(lo, hi); });
       }
     };
-    if (preloaded) {
+    if (preloaded && o_.prefetch_depth <= 0 && !omp_in_parallel()) {
+      // Synchronous: the caller waits for this batch and its OpenMP threads
+      // are idle meanwhile (with an I/O thread they would be computing the
+      // previous step, so it stays single-threaded there). One core alone
+      // cannot keep a shuffled gather from RAM at a sequential read's speed
+      // (74 % of it on the 2-core VM, bench/results/cpu_data_2026-11-27c.txt).
+      // Nothing in convert_range throws (memcpy and the checked plan), and
+      // each sample's cache entry is written by one thread only.
+#pragma omp parallel
+      {
+        const size_t t = static_cast<size_t>(omp_get_thread_num()), n = static_cast<size_t>(omp_get_num_threads());
+        convert_range(static_cast<size_t>(B) * t / n, static_cast<size_t>(B) * (t + 1) / n);
+      }
+    } else if (preloaded) {
       share(static_cast<size_t>(B), convert_range);
       convert_range(0, part(static_cast<size_t>(B), 1));
     } else {

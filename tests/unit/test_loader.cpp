@@ -423,38 +423,42 @@ TEST_CASE("loader: prefetching across epochs never changes the batches", "[loade
 TEST_CASE("loader: Neuron Inverter batches equal the checked kernel on each sample", "[loader]") {
   Tmp d;
   write_ni(d / "ni.h5", 40, 32);
-  // io_threads 2, 3: the converter threads take equal parts of each (odd) batch.
-  for (int io : {1, 2, 3})
-  for (NiLayout lay : {NiLayout::Transpose, NiLayout::Reinterpret})
-    for (int64_t f : {1, 2, 4}) {
-      const int64_t B = io == 1 ? 8 : 7;  // 7 over 3 threads: parts of 2, 2, 3
-      LoaderOptions o;
-      o.batch_size = B;
-      o.io_threads = io;
-      o.seed = 3;
-      o.reduce = {f};
-      o.ni_layout = lay;
-      o.transform.kind = kernels::FusedTransform::Scale;
-      o.transform.scale = {0.5f, 2.f, -1.f};
-      o.transform.shift = {1.f, 0.f, 0.25f};
-      auto L = open_loader({DataFormat::NeuronInverter, d / "ni.h5", Split::Train}, o);
-      const Tensor frames = H5File::open_read(d / "ni.h5").read("train_frames");  // [40, 32, 3]
-      kernels::FusedDownsampleSpec spec;
-      spec.layout = lay == NiLayout::Transpose ? kernels::InputLayout::ChannelsLast : kernels::InputLayout::ChannelsFirst;
-      spec.transform = o.transform.kind;
-      spec.scale = o.transform.scale;
-      spec.shift = o.transform.shift;
-      spec.levels = {{f}};
-      std::vector<Tensor> xs;
-      const auto ids = epoch_ids(*L, 0, &xs);
-      for (size_t k = 0; k < ids.size(); ++k) {
-        Tensor one = Tensor::empty(lay == NiLayout::Transpose ? Shape{1, 32, 3} : Shape{1, 3, 32});
-        std::memcpy(one.raw_data(), frames.data<float>() + ids[k] * 96, 96 * 4);
-        const Tensor y = kernels::fused_downsample(cpu_stream(), one, spec)[0];  // [1, 3, 32 / f]
-        const Tensor& b = xs[k / static_cast<size_t>(B)];
-        REQUIRE(std::memcmp(y.raw_data(), b.data<float>() + (k % static_cast<size_t>(B)) * y.numel(), y.nbytes()) == 0);
+  // io_threads 2, 3: the converter threads take equal parts of each (odd)
+  // batch; io 0 here: synchronous, the caller's OpenMP threads do.
+  for (int io : {0, 1, 2, 3})
+    for (NiLayout lay : {NiLayout::Transpose, NiLayout::Reinterpret})
+      for (int64_t f : {1, 2, 4}) {
+        const int64_t B = io == 1 ? 8 : 7;  // 7 over 3 threads: parts of 2, 2, 3
+        LoaderOptions o;
+        o.batch_size = B;
+        o.io_threads = std::max(io, 1);
+        if (io == 0) o.prefetch_depth = 0;
+        o.seed = 3;
+        o.reduce = {f};
+        o.ni_layout = lay;
+        o.transform.kind = kernels::FusedTransform::Scale;
+        o.transform.scale = {0.5f, 2.f, -1.f};
+        o.transform.shift = {1.f, 0.f, 0.25f};
+        auto L = open_loader({DataFormat::NeuronInverter, d / "ni.h5", Split::Train}, o);
+        const Tensor frames = H5File::open_read(d / "ni.h5").read("train_frames");  // [40, 32, 3]
+        kernels::FusedDownsampleSpec spec;
+        spec.layout =
+            lay == NiLayout::Transpose ? kernels::InputLayout::ChannelsLast : kernels::InputLayout::ChannelsFirst;
+        spec.transform = o.transform.kind;
+        spec.scale = o.transform.scale;
+        spec.shift = o.transform.shift;
+        spec.levels = {{f}};
+        std::vector<Tensor> xs;
+        const auto ids = epoch_ids(*L, 0, &xs);
+        for (size_t k = 0; k < ids.size(); ++k) {
+          Tensor one = Tensor::empty(lay == NiLayout::Transpose ? Shape{1, 32, 3} : Shape{1, 3, 32});
+          std::memcpy(one.raw_data(), frames.data<float>() + ids[k] * 96, 96 * 4);
+          const Tensor y = kernels::fused_downsample(cpu_stream(), one, spec)[0];  // [1, 3, 32 / f]
+          const Tensor& b = xs[k / static_cast<size_t>(B)];
+          REQUIRE(std::memcmp(y.raw_data(), b.data<float>() + (k % static_cast<size_t>(B)) * y.numel(), y.nbytes()) ==
+                  0);
+        }
       }
-    }
 }
 
 TEST_CASE("loader: CosmoFlow file shards and the LBANN layout", "[loader]") {
