@@ -134,6 +134,7 @@ nlohmann::json method_run_to_json(const MethodRun& r, bool with_history) {
                    {"seed", r.seed},
                    {"total_s", r.total_s},
                    {"fusion_s", r.fusion_s},
+                   {"split_probe_s", r.split_probe_s},
                    {"final_val_loss", r.final_val_loss},
                    {"reached_target", r.reached_target},
                    {"epochs_before_fusion", r.epochs_before_fusion},
@@ -154,6 +155,7 @@ MethodRun method_run_from_json(const nlohmann::json& j) {
   r.epochs_before_fusion = j.at("epochs_before_fusion");
   r.epochs_after_fusion = j.at("epochs_after_fusion");
   r.fusion_s = j.at("fusion_s");
+  r.split_probe_s = j.value("split_probe_s", 0.0);  // absent in the states of older versions
   r.concurrent_groups = j.at("concurrent_groups");
   for (const auto& s : j.at("stages")) r.stages.push_back(stage_from_json(s));
   return r;

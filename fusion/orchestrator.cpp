@@ -307,7 +307,8 @@ MethodRun Orchestrator::run_sequential(const std::string& method, uint64_t seed,
   return mr;
 }
 
-int Orchestrator::concurrent_split(const std::string& dir, const Resolution& coarse, uint64_t seed) {
+int Orchestrator::concurrent_split(const std::string& dir, const Resolution& coarse, uint64_t seed, double* probe_s) {
+  const auto t0 = Clock::now();
   // A resumed run keeps its first attempt's split: its groups' checkpoints
   // were written by that many ranks (a new probe could move the split).
   const fs::path record = fs::path(dir) / "split.json";
@@ -324,6 +325,7 @@ int Orchestrator::concurrent_split(const std::string& dir, const Resolution& coa
     if (!j.is_discarded() && j.contains("dense_ranks") && j["dense_ranks"].is_number_integer()) {
       const int nd = j["dense_ranks"].get<int>();
       if (nd >= 1 && nd < world_.size()) {
+        *probe_s = j.contains("probe_s") && j["probe_s"].is_number() ? j["probe_s"].get<double>() : 0.0;
         log::info("concurrent split of the interrupted run kept: {} rank(s) dense, {} rank(s) coarse", nd,
                   world_.size() - nd);
         return nd;
@@ -331,6 +333,7 @@ int Orchestrator::concurrent_split(const std::string& dir, const Resolution& coa
     }
   }
   const auto [t_dense, t_coarse] = probe_epoch_times(coarse, seed);
+  *probe_s = cfg_.concurrent_times.empty() ? world_.allreduce_max(since(t0)) : 0.0;  // given times cost nothing
   const int nd = dense_group_size(world_.size(), t_dense, t_coarse);
   log::info("concurrent split: {} rank(s) dense, {} rank(s) coarse (t_dense {:.2f} s, t_coarse {:.2f} s)", nd,
             world_.size() - nd, t_dense, t_coarse);
@@ -341,7 +344,11 @@ int Orchestrator::concurrent_split(const std::string& dir, const Resolution& coa
   if (!notice.empty()) log::info("{}", notice);
   if (world_.is_root()) {
     fs::create_directories(dir);
-    std::ofstream(record) << nlohmann::json{{"dense_ranks", nd}, {"t_dense", t_dense}, {"t_coarse", t_coarse}}.dump()
+    std::ofstream(record) << nlohmann::json{{"dense_ranks", nd},
+                                            {"t_dense", t_dense},
+                                            {"t_coarse", t_coarse},
+                                            {"probe_s", *probe_s}}
+                                 .dump()
                           << "\n";
   }
   return nd;
@@ -398,7 +405,7 @@ MethodRun Orchestrator::run_concurrent(uint64_t seed) {
   mr.seed = seed;
   const std::string dir = run_dir("concurrent", seed);
   const auto ladder = cfg_.ladder_for("concurrent");
-  const int nd = concurrent_split(dir, ladder[0], seed);
+  const int nd = concurrent_split(dir, ladder[0], seed, &mr.split_probe_s);
   const bool dense_rank = world_.rank() < nd;
   Communicator group = world_.split(dense_rank ? 0 : 1, world_.rank());
   const StageStops stops = cfg_.stops_for_stage(0);
@@ -489,7 +496,7 @@ MethodRun Orchestrator::run_concurrent(uint64_t seed) {
   mr.reached_target = f.result.stop_reason == "target";
   // The groups trained at the same time: the slower one's stage is the
   // pre-fusion time (its time_s includes epochs of an interrupted attempt).
-  mr.total_s = std::max(coarse_res.time_s, dense_res.time_s) + mr.fusion_s + f.result.time_s;
+  mr.total_s = mr.split_probe_s + std::max(coarse_res.time_s, dense_res.time_s) + mr.fusion_s + f.result.time_s;
   return mr;
 }
 

@@ -54,6 +54,10 @@ struct MethodRun {
   bool reached_target = false;
   int64_t epochs_before_fusion = 0, epochs_after_fusion = 0;
   double fusion_s = 0;  // time spent building fused models and exchanging blocks
+  // Concurrent training's split probe: the steps of both models timed to size
+  // the rank groups (0 when concurrent_times gives the epoch times). Part of
+  // total_s: a method that must measure before it starts pays for it.
+  double split_probe_s = 0;
   // True when the pre-fusion stages ran at the same time on two rank groups
   // (their wall time is the slower one's, not the sum).
   bool concurrent_groups = false;
@@ -114,7 +118,9 @@ class Orchestrator {
   std::pair<double, double> probe_epoch_times(const Resolution& coarse, uint64_t seed);
   // Dense group size for the concurrent run in `dir`: probed and recorded, or
   // the recorded one when resuming.
-  int concurrent_split(const std::string& dir, const Resolution& coarse, uint64_t seed);
+  // The dense group's size; *probe_s: the seconds the split took (its probe),
+  // or the first attempt's for a resumed run that keeps its split.
+  int concurrent_split(const std::string& dir, const Resolution& coarse, uint64_t seed, double* probe_s);
   void check_before_training();
   // Every stage of every planned method set up without training (preflight.cpp).
   void check_planned_stages() const;

@@ -283,6 +283,7 @@ static std::string chart_svg(const std::vector<MethodRun>& runs) {
         seg["stage 1"] = pre;
       }
       seg["fusion"] += r->fusion_s;
+      if (r->split_probe_s > 0) seg["split probe"] += r->split_probe_s;
       for (auto& [k, v] : seg) {
         t[m][k] += v / rs.size();
         if (std::find(segments.begin(), segments.end(), k) == segments.end()) segments.push_back(k);
@@ -290,7 +291,9 @@ static std::string chart_svg(const std::vector<MethodRun>& runs) {
     }
   }
   std::sort(segments.begin(), segments.end(), [](const std::string& a, const std::string& b) {
-    auto rank = [](const std::string& s) { return s.rfind("stage", 0) == 0 ? 0 : s == "fusion" ? 1 : 2; };
+    auto rank = [](const std::string& s) {
+      return s == "split probe" ? -1 : s.rfind("stage", 0) == 0 ? 0 : s == "fusion" ? 1 : 2;
+    };
     return rank(a) != rank(b) ? rank(a) < rank(b) : a < b;
   });
   double tmax = 1e-9;
@@ -382,14 +385,19 @@ std::string write_report(const std::string& dir, const std::vector<MethodRun>& r
                       "`mrmf experiment --resume` with the same configuration and --out runs the rest.\n\n",
                       runs.size(), ctx.planned_runs);
   md += "## End-to-end results (mean ± sd over seeds)\n\n" + summary_table(runs) + "\n";
-  md += "Times are wall-clock seconds of each stage on its ranks (set-up, training and per-epoch validation), "
-        "plus the fusion itself. Improvements are relative to the mean total time, and shown only where every run "
-        "of both methods reached the target (runs stopped by their epoch guard compare budgets, not times to the "
-        "target; scripts/time_to_target.py re-reads their curves).\n\n";
+  md +=
+      "Times are wall-clock seconds of each stage on its ranks (set-up, training and per-epoch validation), "
+      "plus the fusion itself (and, for concurrent training, the probe that timed both models to size its rank "
+      "groups). Improvements are relative to the mean total time, and shown only where every run "
+      "of both methods reached the target (runs stopped by their epoch guard compare budgets, not times to the "
+      "target; scripts/time_to_target.py re-reads their curves).\n\n";
 
   md += "## Time per stage (s)\n\n| method | stage | resolution | ranks | epochs | time (s) | val loss | stopped by |\n"
         "|---|---|---|---|---|---|---|---|\n";
   for (const auto& m : order) {
+    const auto probe = over(of(runs, m), [](const MethodRun& r) { return r.split_probe_s; });
+    if (probe.mean > 0)  // before the stages it sized
+      md += fmt::format("| {} | split probe | | | | {} | | |\n", label(runs, m), pm(probe, 2));
     for (const StageRow& row : stage_rows(runs, m))
       md += fmt::format("| {} | {} | 1/{} | {} | {} | {} | {} | {} |\n", label(runs, m), row.stage, row.resolution,
                         row.ranks, pm(row.epochs, 1), pm_time(row.time), pm(row.val, 4), row.stops);
@@ -433,11 +441,17 @@ std::string write_report(const std::string& dir, const std::vector<MethodRun>& r
     int reached = 0;
     for (const auto* r : rs) reached += r->reached_target;
     auto& jm = j["methods"][m];
-    jm = {{"total_s_mean", tt.mean}, {"total_s_sd", tt.sd}, {"val_loss_mean", vl.mean}, {"val_loss_sd", vl.sd},
-          {"runs", rs.size()}, {"reached_target", reached},
-          {"epochs_before_fusion", to_json(over(rs, [](const MethodRun& r) { return double(r.epochs_before_fusion); }))},
-          {"epochs_after_fusion", to_json(over(rs, [](const MethodRun& r) { return double(r.epochs_after_fusion); }))},
-          {"fusion_s", to_json(over(rs, [](const MethodRun& r) { return r.fusion_s; }))}};
+    jm = {
+        {"total_s_mean", tt.mean},
+        {"total_s_sd", tt.sd},
+        {"val_loss_mean", vl.mean},
+        {"val_loss_sd", vl.sd},
+        {"runs", rs.size()},
+        {"reached_target", reached},
+        {"epochs_before_fusion", to_json(over(rs, [](const MethodRun& r) { return double(r.epochs_before_fusion); }))},
+        {"epochs_after_fusion", to_json(over(rs, [](const MethodRun& r) { return double(r.epochs_after_fusion); }))},
+        {"fusion_s", to_json(over(rs, [](const MethodRun& r) { return r.fusion_s; }))},
+        {"split_probe_s", to_json(over(rs, [](const MethodRun& r) { return r.split_probe_s; }))}};
     for (const StageRow& row : stage_rows(runs, m))
       jm["stages"].push_back({{"stage", row.stage}, {"resolution", row.resolution}, {"ranks", row.ranks},
                               {"epochs", to_json(row.epochs)}, {"time_s", to_json(row.time)},

@@ -116,6 +116,7 @@ TEST_CASE("experiment: a tiny end-to-end MRMF run with every method", "[mpi][exp
   }
   const auto& conc = runs.back();
   REQUIRE(conc.stages.size() == 3);  // coarse group, dense group, fine-tuning on all ranks
+  if (world.size() > 1) CHECK(conc.split_probe_s == 0);  // concurrent_times given: nothing probed
   REQUIRE(conc.stages[0].ranks + conc.stages[1].ranks == world.size());
   REQUIRE(runs[3].stages.size() == 5);  // mrmf2: 2 x (coarse, dense) + fine-tuning
   REQUIRE(runs[3].epochs_before_fusion >= 4);
@@ -181,6 +182,10 @@ TEST_CASE("experiment: concurrent training sizes its groups with a timing probe"
   // A 1/4-resolution epoch is cheaper than a full one: the dense group is never the smaller.
   CHECK(dense >= coarse);
   CHECK(r.stages[2].ranks == world.size());  // fine-tuning on every rank
+  // The probe's time is the method's: booked before the groups' stages.
+  CHECK(r.split_probe_s > 0);
+  CHECK(r.total_s ==
+        Approx(r.split_probe_s + std::max(r.stages[0].time_s, r.stages[1].time_s) + r.fusion_s + r.stages[2].time_s));
   world.barrier();
   if (world.is_root()) fs::remove_all(dir);
 }

@@ -409,6 +409,7 @@ TEST_CASE("experiment state: runs round-trip through JSON (NaN included), identi
   r.seed = 7;
   r.total_s = 12.5;
   r.fusion_s = 0.25;
+  r.split_probe_s = 0.75;
   r.final_val_loss = std::numeric_limits<double>::quiet_NaN();  // a diverged run
   r.epochs_before_fusion = 5;
   r.epochs_after_fusion = 3;
@@ -436,6 +437,7 @@ TEST_CASE("experiment state: runs round-trip through JSON (NaN included), identi
   CHECK(b.seed == r.seed);
   CHECK(b.total_s == r.total_s);
   CHECK(b.fusion_s == r.fusion_s);
+  CHECK(b.split_probe_s == r.split_probe_s);
   CHECK(std::isnan(b.final_val_loss));
   CHECK(b.epochs_before_fusion == 5);
   CHECK(b.epochs_after_fusion == 3);
@@ -448,6 +450,10 @@ TEST_CASE("experiment state: runs round-trip through JSON (NaN included), identi
   CHECK(std::isnan(b.stages[0].history[0].val_loss));  // JSON has no infinity either: null reads back as NaN
   CHECK(b.stages[0].history[0].io_s == 0.125);
   CHECK(b.stages[0].history[0].samples == 288);
+  // A state written before the split probe was recorded reads as no probe.
+  auto old = method_run_to_json(r);
+  old.erase("split_probe_s");
+  CHECK(method_run_from_json(old).split_probe_s == 0);
   CHECK(b.stages[0].history[0].tag == "coarse");
 
   test::TempDir tmp("mrmf_identity");
@@ -627,4 +633,39 @@ TEST_CASE("report: the per-epoch breakdown is per resolution and rank count, wit
   CHECK(pr["2 (1 rank)"]["samples_per_s"].get<double>() == Approx(100.0 / 10.5));
   CHECK_THAT(md, Catch::Contains("| 1/1 | 2 | 2 | 0.500 | 11.000 |") && Catch::Contains("| 1/1 | 1 | 2 | 1.000 | 20.000 |") &&
                  Catch::Contains("| 0.000 | 1.100 |"));
+  // No probe (the epoch times were given): no row, no bar segment.
+  CHECK_THAT(md, !Catch::Contains("split probe"));
+  CHECK(j["methods"]["concurrent"]["split_probe_s"]["mean"] == 0);
+}
+
+TEST_CASE("report: concurrent training's split probe is a row of its own, a segment of its bar and in summary.json",
+          "[fusion][report]") {
+  MethodRun r;
+  r.method = "concurrent";
+  r.seed = 1;
+  r.concurrent_groups = true;
+  r.split_probe_s = 1.25;
+  r.fusion_s = 0.5;
+  StageResult s;
+  s.name = "concurrent/finetune@1";
+  s.role = "finetune";
+  s.resolution = "1";
+  s.epochs = 1;
+  s.time_s = 8;
+  r.stages = {s};
+  r.total_s = r.split_probe_s + r.fusion_s + s.time_s;
+  test::TempDir tmp("mrmf_report_probe");
+  ReportContext ctx;
+  ctx.planned_runs = 1;
+  const std::string md = write_report(tmp.dir.string(), {r}, ctx);
+  const auto row = md.find("| MRMF (concurrent) | split probe | | | | 1.25 | | |");
+  INFO(md);
+  REQUIRE(row != std::string::npos);
+  CHECK(row < md.find("| MRMF (concurrent) | fusion |"));  // before the stages it sized
+  const auto j = nlohmann::json::parse(std::ifstream(tmp / "summary.json"));
+  CHECK(j["methods"]["concurrent"]["split_probe_s"]["mean"].get<double>() == Approx(1.25));
+  CHECK(j["runs"][0]["split_probe_s"].get<double>() == Approx(1.25));
+  std::ifstream svg_in(tmp / "chart.svg");
+  const std::string svg((std::istreambuf_iterator<char>(svg_in)), std::istreambuf_iterator<char>());
+  CHECK_THAT(svg, Catch::Contains(">split probe<"));
 }
