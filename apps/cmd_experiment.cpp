@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -30,6 +31,27 @@ struct ExperimentFlags {
 };
 
 namespace fs = std::filesystem;
+
+// An earlier experiment's report in <out>, and with --force its state too,
+// moved into <out>/replaced_<UTC time>/ (rank 0): what --force replaces is
+// kept until the user deletes it, also when the new experiment fails.
+void move_aside_earlier_report(const std::string& out, bool with_state) {
+  std::vector<std::string> found;
+  for (const char* name : {"report.md", "summary.json", "chart.svg", kExperimentStateFile})
+    if (fs::exists(fs::path(out) / name) && (with_state || name != std::string(kExperimentStateFile)))
+      found.emplace_back(name);
+  if (found.empty()) return;
+  const std::time_t now = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", std::gmtime(&now));
+  const std::string base = fs::path(out) / (std::string("replaced_") + stamp);
+  fs::path dest = base;
+  for (int k = 2; fs::exists(dest); ++k) dest = base + "_" + std::to_string(k);
+  fs::create_directories(dest);
+  for (const auto& name : found) fs::rename(fs::path(out) / name, dest / name);
+  log::info("the replaced experiment's {} moved to {}", found.size() == 1 ? found[0] : "report and state",
+            dest.string());
+}
 
 // What --resume continues: rank 0 reads and checks <out>'s state, and every
 // rank gets the same answer (the state, or the same error), so that no rank
@@ -142,13 +164,11 @@ int run_experiment(const ExperimentFlags& f) {
     ctx.device = device.str();
     ctx.target_val_loss = cfg.target_val_loss;
     ctx.planned_runs = state.plan.size();
-    // A new experiment records its (empty) state at once and drops an
-    // earlier report (--force), so that one stopped during its first run
-    // can be resumed and no report describes another experiment meanwhile.
-    if (state.runs.empty()) {
-      std::error_code ec;
-      for (const char* old : {"report.md", "summary.json", "chart.svg"}) fs::remove(fs::path(f.out) / old, ec);
-    }
+    // A new experiment records its (empty) state at once and moves an
+    // earlier report (--force) aside, so that one stopped during its first
+    // run can be resumed, no report describes another experiment meanwhile,
+    // and the replaced results are still there if the new run fails.
+    if (state.runs.empty()) move_aside_earlier_report(f.out, f.force);
     save_experiment_state(f.out, state);
   }
   std::vector<MethodRun> runs = state.runs;
@@ -198,8 +218,10 @@ void add_experiment_command(CLI::App& app, Action& action) {
       ->check(non_empty());
   sub->add_option("--set", flags->sets,
                   "Override a key: experiment.seeds=[1,2] for the experiment, any run key (train.batch_size=64) for every run");
-  auto* force = sub->add_flag("--force", flags->force,
-                              "Replace the experiment already in --out (without it, such a folder is refused)");
+  auto* force =
+      sub->add_flag("--force", flags->force,
+                    "Replace the experiment already in --out, its report and state moved into --out/replaced_<time>/ "
+                    "(without it, such a folder is refused)");
   sub->add_flag("--resume", flags->resume,
                 "Continue the experiment in --out: runs (method x seed) it finished are kept, the others run; "
                 "the configuration, data and launch (ranks, device kind, threads) must be the same; seeds and "

@@ -572,13 +572,26 @@ TEST_CASE("cli: an experiment that dies part-way keeps the runs it finished, and
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("has a report but no experiment_state.json"));
 
-  // --force that dies in its first run: the old report is gone (it described
-  // another experiment), the new one's state is there, and --resume runs the
-  // plan it recorded -- MRT too, although this command names only baseline.
+  // --force that dies in its first run: the old report and state moved
+  // aside (they describe another experiment, and are not lost), the new
+  // one's state is there, and --resume runs the plan it recorded -- MRT
+  // too, although this command names only baseline.
+  const std::string old_report = slurp(fs::path(out) / "report.md");
+  std::ofstream(fs::path(out) / "experiment_state.json") << "{\"stand-in\": 1}\n";  // removed above
   r = run_prefixed("MRMF_FAULT_EXIT=0:3 ", base + " --force");
   CHECK(r.code != 0);
   CHECK_FALSE(fs::exists(fs::path(out) / "report.md"));
   REQUIRE(fs::exists(fs::path(out) / "experiment_state.json"));
+  {
+    std::vector<fs::path> aside;
+    for (const auto& e : fs::directory_iterator(out))
+      if (e.path().filename().string().rfind("replaced_", 0) == 0) aside.push_back(e.path());
+    REQUIRE(aside.size() == 1);
+    CHECK_THAT(r.out, Catch::Contains("moved to " + aside[0].string()));
+    CHECK(slurp(aside[0] / "report.md") == old_report);
+    for (const char* name : {"summary.json", "chart.svg"}) CHECK(fs::exists(aside[0] / name));
+    CHECK(slurp(aside[0] / "experiment_state.json") == "{\"stand-in\": 1}\n");
+  }
   // Seed 2's baseline is added by this command: it starts clean, although
   // its folder holds the finished checkpoint of the experiment --force
   // replaced (that one must not be "resumed").
