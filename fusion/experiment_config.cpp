@@ -42,10 +42,25 @@ StageStops ExperimentConfig::stops_for_stage(size_t stage) const {
 }
 
 namespace {
-const std::set<std::string> kExperimentKeys = {
-    "methods", "seeds", "target_val_loss", "max_epochs", "ladder", "one_fusion_coarse", "coarse_stop", "dense_stop",
-    "stages", "resolution_overrides", "finetune_overrides", "optimizer_at_fusion", "bn_recalibration_batches",
-    "concurrent_times", "probe_steps", "shared_init", "stage_checkpoints", "concurrent_overtime"};
+const std::set<std::string> kExperimentKeys = {"methods",
+                                               "seeds",
+                                               "target_val_loss",
+                                               "max_epochs",
+                                               "ladder",
+                                               "one_fusion_coarse",
+                                               "coarse_stop",
+                                               "dense_stop",
+                                               "stages",
+                                               "resolution_overrides",
+                                               "finetune_overrides",
+                                               "optimizer_at_fusion",
+                                               "mrt_top",
+                                               "bn_recalibration_batches",
+                                               "concurrent_times",
+                                               "probe_steps",
+                                               "shared_init",
+                                               "stage_checkpoints",
+                                               "concurrent_overtime"};
 
 template <class T>
 struct Expected {
@@ -288,6 +303,7 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
     if (e["finetune_overrides"])
       c.finetune_overrides = get<std::vector<std::string>>(e["finetune_overrides"], "finetune_overrides");
     if (e["optimizer_at_fusion"]) c.optimizer_at_fusion = get<std::string>(e["optimizer_at_fusion"], "optimizer_at_fusion");
+    if (e["mrt_top"]) c.mrt_top = get<std::string>(e["mrt_top"], "mrt_top");
     if (e["shared_init"]) c.shared_init = get<bool>(e["shared_init"], "shared_init");
     if (e["stage_checkpoints"]) c.stage_checkpoints = get<bool>(e["stage_checkpoints"], "stage_checkpoints");
     if (e["bn_recalibration_batches"])
@@ -329,6 +345,8 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
   MRMF_CHECK_KIND(Config, c.max_epochs >= 1, "experiment key 'max_epochs': must be at least 1");
   MRMF_CHECK_KIND(Config, c.optimizer_at_fusion == "reset" || c.optimizer_at_fusion == "keep",
                   "experiment key 'optimizer_at_fusion': '", c.optimizer_at_fusion, "' is not one of reset, keep");
+  MRMF_CHECK_KIND(Config, c.mrt_top == "fresh" || c.mrt_top == "resample", "experiment key 'mrt_top': '", c.mrt_top,
+                  "' is not one of fresh, resample");
   MRMF_CHECK_KIND(Config, c.bn_recalibration_batches >= 0,
                   "experiment key 'bn_recalibration_batches': must be >= 0 (0: off), got ", c.bn_recalibration_batches);
   MRMF_CHECK_KIND(Config,

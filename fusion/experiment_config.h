@@ -23,6 +23,9 @@
 //                                   # transferred / fused model (MRT, MRMF, concurrent), after the
 //                                   # original rung's resolution_overrides; not the baseline
 //     optimizer_at_fusion: reset    # or keep: Adam moments travel with their blocks
+//     mrt_top: fresh                # MRT's top group: fresh (the paper's), or resample: carried over,
+//                                   # the layers sized by the flattened features resampled to the
+//                                   # target resolution (fusion/resample_top.h; not the paper's MRT)
 //     shared_init: false            # true: each stage's dense model starts from the coarse model's
 //                                   # initial weights (same seed: identical convolutions)
 //     bn_recalibration_batches: 0   # > 0: re-estimate BN statistics of a fused/transferred model
@@ -73,6 +76,7 @@ struct ExperimentConfig {
   std::map<std::string, std::vector<std::string>> resolution_overrides;
   std::vector<std::string> finetune_overrides;
   std::string optimizer_at_fusion = "reset";
+  std::string mrt_top = "fresh";  // or "resample" (fusion/resample_top.h)
   // false: the dense model of a stage draws its own initial weights (seed +
   // 1000 x stage); true: the same seed as the run, so its convolutions start
   // identical to the coarse model's and the dense top is trained on features

@@ -80,6 +80,7 @@ std::string experiment_identity(const ExperimentConfig& cfg, const LaunchInfo& l
   if (!cfg.finetune_overrides.empty())  // only where set: recorded experiments keep their identity
     e["finetune_overrides"] = fmt::format("[{}]", fmt::join(cfg.finetune_overrides, ", "));
   e["optimizer_at_fusion"] = cfg.optimizer_at_fusion;
+  if (cfg.mrt_top != "fresh") e["mrt_top"] = cfg.mrt_top;  // only where set, as finetune_overrides
   e["shared_init"] = cfg.shared_init;
   e["bn_recalibration_batches"] = cfg.bn_recalibration_batches;
   e["concurrent_times"] = fmt::format("[{}]", fmt::join(cfg.concurrent_times, ", "));

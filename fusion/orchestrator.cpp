@@ -13,6 +13,7 @@
 #include "fusion/bn_recalibrate.h"
 #include "fusion/experiment_state.h"
 #include "fusion/fuse.h"
+#include "fusion/resample_top.h"
 
 namespace mrmf {
 namespace fs = std::filesystem;
@@ -261,8 +262,17 @@ MethodRun Orchestrator::run_sequential(const std::string& method, uint64_t seed,
     const auto t0 = Clock::now();
     const RunConfig rc = stage_config(ladder.back(), seed, final_rule, target, /*finetune=*/true);
     const ModelSpec dense_spec = model_spec_for(rc, reduced_sample_shape(rc));
-    // A fresh top: initialised from a different stream than the coarse model's.
-    final_start = transfer_bottom(c.trainer->model(), dense_spec, device_, seed + 7919);
+    // A fresh top: initialised from a different stream than the coarse model's
+    // (or, with mrt_top: resample, the coarse model's top resampled).
+    if (cfg_.mrt_top == "resample") {
+      final_start = transfer_resampled(c.trainer->model(), dense_spec, device_, seed + 7919);
+      log::info(
+          "mrt: the top group carried over, its layers on the flattened features resampled from {} to {} "
+          "(mrt_top: resample)",
+          flattened_feature_shape(c.trainer->model()).str(), flattened_feature_shape(*final_start).str());
+    } else {
+      final_start = transfer_bottom(c.trainer->model(), dense_spec, device_, seed + 7919);
+    }
     mr.fusion_s += since(t0);
   } else if (method != "baseline") {
     // With optimizer_at_fusion = keep, a trainer that starts from a fused

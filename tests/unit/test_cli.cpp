@@ -94,6 +94,12 @@ std::string write_config(const fs::path& dir, const std::string& data) {
 // A tiny Neuron Inverter file (T = 64, `train` samples), the tiny run config
 // on it, and an experiment config (one seed, target 0.001, 1 final epoch,
 // ladder [[2], [1]]) with `body` added to its experiment section.
+std::string slurp(const fs::path& p) {
+  std::stringstream ss;
+  ss << std::ifstream(p).rdbuf();
+  return ss.str();
+}
+
 fs::path tiny_experiment(const Scratch& s, int train, const std::string& body) {
   const std::string data = (s.dir / "ni.h5").string();
   const Result r = run("datagen neuron-inverter --out " + data + " --train " + std::to_string(train) +
@@ -462,11 +468,6 @@ TEST_CASE("cli: an experiment that dies part-way keeps the runs it finished, and
   // The report says it is partial, and how to go on.
   CHECK(j["partial"] == true);
   CHECK(j["planned_runs"] == 2);
-  auto slurp = [](const fs::path& p) {
-    std::stringstream ss;
-    ss << std::ifstream(p).rdbuf();
-    return ss.str();
-  };
   CHECK_THAT(slurp(fs::path(out) / "report.md"), Catch::Contains("Partial: 1 of 2 runs finished") &&
                                                      Catch::Contains("--resume"));
 
@@ -605,6 +606,21 @@ TEST_CASE("cli: an experiment that dies part-way keeps the runs it finished, and
   CHECK(j4["partial"] == false);
   CHECK_THAT(slurp(fs::path(out) / "report.md"), Catch::Contains("# resumed (--resume) with:") &&
                                                      Catch::Contains("experiment.methods=[baseline]"));
+}
+
+TEST_CASE("cli: experiment with mrt_top: resample carries MRT's top over, and records the key", "[cli][experiment]") {
+  SKIP_WITHOUT_BINARY();
+  Scratch s;
+  const fs::path exp = tiny_experiment(s, 128,
+                                       "  methods: [mrt]\n  mrt_top: resample\n"
+                                       "  coarse_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n");
+  const std::string out = (s.dir / "exp").string();
+  const Result r = run("experiment --config " + exp.string() + " --out " + out);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  // T = 32 -> 64 with the tiny model's three conv + pool blocks: 16 channels at 2 -> 6 positions.
+  CHECK_THAT(r.out, Catch::Contains("resampled from [16, 2] to [16, 6] (mrt_top: resample)"));
+  CHECK_THAT(slurp(fs::path(out) / "experiment_state.json"), Catch::Contains("mrt_top: resample"));
 }
 
 TEST_CASE("cli: train says which stop rule ended it", "[cli]") {
