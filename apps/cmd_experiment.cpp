@@ -49,8 +49,9 @@ void move_aside_earlier_report(const std::string& out, bool with_state) {
   for (int k = 2; fs::exists(dest); ++k) dest = base + "_" + std::to_string(k);
   fs::create_directories(dest);
   for (const auto& name : found) fs::rename(fs::path(out) / name, dest / name);
-  log::info("the replaced experiment's {} moved to {}", found.size() == 1 ? found[0] : "report and state",
-            dest.string());
+  std::string list;
+  for (const auto& name : found) list += (list.empty() ? "" : ", ") + name;
+  log::info("the replaced experiment's {} moved to {}", list, dest.string());
 }
 
 // What --resume continues: rank 0 reads and checks <out>'s state, and every

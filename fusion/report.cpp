@@ -306,6 +306,7 @@ static std::string chart_svg(const std::vector<MethodRun>& runs) {
   auto color = [&](const std::string& seg) -> std::string {
     if (seg == "fine-tuning / original") return "#f2d43d";
     if (seg == "fusion") return "#555555";
+    if (seg == "split probe") return "#17becf";  // a colour of its own: the stages keep theirs
     const size_t i = static_cast<size_t>(std::find(segments.begin(), segments.end(), seg) - segments.begin());
     return colors[i % 6];
   };
@@ -397,7 +398,7 @@ std::string write_report(const std::string& dir, const std::vector<MethodRun>& r
   for (const auto& m : order) {
     const auto probe = over(of(runs, m), [](const MethodRun& r) { return r.split_probe_s; });
     if (probe.mean > 0)  // before the stages it sized
-      md += fmt::format("| {} | split probe | | | | {} | | |\n", label(runs, m), pm(probe, 2));
+      md += fmt::format("| {} | split probe | | | | {} | | |\n", label(runs, m), pm_time(probe));
     for (const StageRow& row : stage_rows(runs, m))
       md += fmt::format("| {} | {} | 1/{} | {} | {} | {} | {} | {} |\n", label(runs, m), row.stage, row.resolution,
                         row.ranks, pm(row.epochs, 1), pm_time(row.time), pm(row.val, 4), row.stops);

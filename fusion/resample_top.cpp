@@ -56,6 +56,11 @@ void resample_positions(const float* src, const Shape& from, float* dst, const S
   MRMF_CHECK_KIND(Shape, from.ndim() == to.ndim() && from.ndim() >= 1 && from[0] == to[0],
                   "resample_positions: feature maps ", from.str(), " and ", to.str(),
                   " differ in rank or channel count");
+  // Refining only: to coarsen, linear point samples would skip source
+  // positions (an area average would be needed), and MRT never coarsens.
+  for (int a = 1; a < from.ndim(); ++a)
+    MRMF_CHECK_KIND(Shape, to[a] >= from[a], "resample_positions: ", from.str(), " -> ", to.str(), " makes axis ", a,
+                    " coarser; only refining is supported");
   std::vector<float> x(src, src + outer * from.numel());
   Shape cur = from;
   for (int a = 1; a < from.ndim(); ++a) {
@@ -74,6 +79,10 @@ std::unique_ptr<Model> transfer_resampled(Model& coarse, const ModelSpec& target
   MRMF_CHECK_KIND(Shape, from.ndim() == to.ndim() && from[0] == to[0], "MRT with a resampled top: the coarse model's ",
                   "flattened features ", from.str(), " and the target's ", to.str(),
                   " differ in rank or channel count");
+  // Equal counts of another shape would let the first FC layer pass as an
+  // equal-shaped entry, copied without being resampled.
+  MRMF_CHECK_KIND(Shape, from == to || from.numel() != to.numel(), "MRT with a resampled top: the flattened features ",
+                  from.str(), " and ", to.str(), " have the same size in another shape");
   const float scale = static_cast<float>(double(from.numel()) / double(to.numel()));
   const ParamStore& src = coarse.params();
   ParamStore& dst = m->params();

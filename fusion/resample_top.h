@@ -33,8 +33,9 @@ namespace mrmf {
 Shape flattened_feature_shape(Model& m);
 
 // `src` holds `outer` blocks laid out [C, from...]; `dst` receives them as
-// [C, to...] (rank of from == rank of to), each axis resampled linearly as
-// described above, every value multiplied by `scale`.
+// [C, to...] (rank of from == rank of to, no axis of `to` shorter), each
+// axis resampled linearly as described above, every value multiplied by
+// `scale`.
 void resample_positions(const float* src, const Shape& from, float* dst, const Shape& to, int64_t outer, float scale);
 
 // MRT's transfer with the top resampled: bottom(coarse) and every top entry

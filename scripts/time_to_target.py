@@ -117,6 +117,7 @@ def load_curves(run_dir, cost=None, rename=None, final_epochs=None, run_key=None
         if cost is None:
             times = [s["time_s"] for s in pre]
             t = (max(times, default=0.0) if run.get("concurrent_groups") else sum(times)) + run.get("fusion_s", 0.0)
+            t += run.get("split_probe_s", 0.0)  # concurrent training's probe that sized its groups
         elif run.get("concurrent_groups"):
             ranks = stages[-1].get("ranks", 1)
             t = max((s["epochs"] * epoch_cost(s) * ranks / s.get("ranks", ranks) for s in pre), default=0.0)

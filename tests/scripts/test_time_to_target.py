@@ -96,6 +96,15 @@ def main():
             assert code == 0 and row(out, "concurrent", 0.12)[2] == "31.0", out
             code, out = run([d3, "--targets", "0.12", "--epoch-cost", "1=1", "2=0.5"])
             assert code == 0 and row(out, "concurrent", 0.12)[2] == "4.0", out
+            # The probe that sized the groups (2.5 s) is wall time of the run;
+            # with epoch costs it costs nothing, as the fusion does.
+            c["split_probe_s"] = 2.5
+            with open(os.path.join(d3, "summary.json"), "w") as f:
+                json.dump({"runs": [c]}, f)
+            code, out = run([d3, "--targets", "0.12"])
+            assert code == 0 and row(out, "concurrent", 0.12)[2] == "33.5", out
+            code, out = run([d3, "--targets", "0.12", "--epoch-cost", "1=1", "2=0.5"])
+            assert code == 0 and row(out, "concurrent", 0.12)[2] == "4.0", out
 
         # Targets relative to the baseline's best (0.1): 1.2 x -> 0.12, as above.
         code, out = run([d, "--relative", "1.2"])

@@ -448,15 +448,19 @@ TEST_CASE("loader: Neuron Inverter batches equal the checked kernel on each samp
         spec.scale = o.transform.scale;
         spec.shift = o.transform.shift;
         spec.levels = {{f}};
-        std::vector<Tensor> xs;
-        const auto ids = epoch_ids(*L, 0, &xs);
-        for (size_t k = 0; k < ids.size(); ++k) {
-          Tensor one = Tensor::empty(lay == NiLayout::Transpose ? Shape{1, 32, 3} : Shape{1, 3, 32});
-          std::memcpy(one.raw_data(), frames.data<float>() + ids[k] * 96, 96 * 4);
-          const Tensor y = kernels::fused_downsample(cpu_stream(), one, spec)[0];  // [1, 3, 32 / f]
-          const Tensor& b = xs[k / static_cast<size_t>(B)];
-          REQUIRE(std::memcmp(y.raw_data(), b.data<float>() + (k % static_cast<size_t>(B)) * y.numel(), y.nbytes()) ==
-                  0);
+        // Epoch 1: reduced samples come from the in-memory cache (gathered
+        // by several threads when synchronous).
+        for (int e : {0, 1}) {
+          std::vector<Tensor> xs;
+          const auto ids = epoch_ids(*L, e, &xs);
+          for (size_t k = 0; k < ids.size(); ++k) {
+            Tensor one = Tensor::empty(lay == NiLayout::Transpose ? Shape{1, 32, 3} : Shape{1, 3, 32});
+            std::memcpy(one.raw_data(), frames.data<float>() + ids[k] * 96, 96 * 4);
+            const Tensor y = kernels::fused_downsample(cpu_stream(), one, spec)[0];  // [1, 3, 32 / f]
+            const Tensor& b = xs[k / static_cast<size_t>(B)];
+            REQUIRE(std::memcmp(y.raw_data(), b.data<float>() + (k % static_cast<size_t>(B)) * y.numel(), y.nbytes()) ==
+                    0);
+          }
         }
       }
 }

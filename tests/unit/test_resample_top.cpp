@@ -46,8 +46,8 @@ TEST_CASE("resample_positions: linear, centres aligned, clamped at the ends, one
   // Two channels, two outer blocks, scaled: every block resampled alike.
   CHECK(resampled({1, 3, 10, 30, 2, 2, 0, 4}, Shape{2, 2}, Shape{2, 4}, 2, 0.5f) ==
         std::vector<float>{0.5f, 0.75f, 1.25f, 1.5f, 5, 7.5f, 12.5f, 15, 1, 1, 1, 1, 0, 0.5f, 1.5f, 2});
-  // 4 -> 2: source positions 0.5 and 2.5, the means of neighbours.
-  CHECK(resampled({0, 2, 4, 8}, Shape{1, 4}, Shape{1, 2}, 1, 1.f) == std::vector<float>{1, 6});
+  // 2 -> 3: source positions 0 (clamped from -1/6), 0.5 and 1 (clamped from 7/6).
+  CHECK(resampled({0, 6}, Shape{1, 2}, Shape{1, 3}, 1, 1.f) == std::vector<float>{0, 3, 6});
   // Equal sizes: a copy (times the scale).
   CHECK(resampled({1, 2, 3}, Shape{1, 3}, Shape{1, 3}, 1, 2.f) == std::vector<float>{2, 4, 6});
   // Two spatial axes, only the first resampled: each column alone.
@@ -59,6 +59,8 @@ TEST_CASE("resample_positions: linear, centres aligned, clamped at the ends, one
   for (int i = 0; i < 4; ++i)
     for (int j = 0; j < 4; ++j) CHECK(y[static_cast<size_t>(i * 4 + j)] == Approx(10 * at[i] + at[j]));
   CHECK_THROWS_WITH(resampled({1, 2}, Shape{1, 2}, Shape{2, 1}, 1, 1.f), Catch::Contains("channel count"));
+  CHECK_THROWS_WITH(resampled({0, 2, 4, 8}, Shape{1, 4}, Shape{1, 2}, 1, 1.f),
+                    Catch::Contains("makes axis 1 coarser; only refining is supported"));
 }
 
 TEST_CASE("MRT with a resampled top: Neuron Inverter T = 800 -> 1600", "[fusion][resample]") {
@@ -109,11 +111,18 @@ TEST_CASE("MRT with a resampled top: CosmoFlow with one axis halved, and what ca
     }
   }
   CHECK(changed == 1);  // the first FC layer
-  // A different number of channels at the flatten (another model width) cannot be resampled.
-  ModelSpec narrow = ds;
-  narrow.options["conv_channels"] = "8,8,8,8,8";
-  const auto check = [&] { (void)transfer_resampled(*coarse, narrow, Device::cpu(), 1); };
-  CHECK_THROWS_AS(check(), Error);
+}
+
+TEST_CASE("MRT with a resampled top: a top entry that differs other than by the features is refused",
+          "[fusion][resample]") {
+  // The same conv bottom, a first FC layer of another width: not a resolution's difference.
+  ModelSpec wide = spec("neuron_inverter", Shape{3, 1600});
+  wide.options["fc"] = "256,32";
+  auto coarse = built(spec("neuron_inverter", Shape{3, 800}), 3);
+  CHECK_THROWS_WITH(transfer_resampled(*coarse, normalized(wide), Device::cpu(), 1),
+                    Catch::Contains("'fc_block.0.weight' is [512, 1980] in the coarse model and [256, 4320] in the "
+                                    "target; only entries sized by the flattened features ([180, 11] -> [180, 24]) "
+                                    "can be resampled"));
 }
 
 TEST_CASE("experiment key mrt_top: fresh or resample", "[fusion][resample][config]") {
