@@ -187,7 +187,9 @@ void add_train_command(CLI::App& app, Action& action) {
   sub->add_flag("--resume", flags->resume, "Continue from <out>/checkpoint.h5 if it exists");
   sub->add_flag("--force", flags->force, "Replace the run already in --out (without it, such a folder is refused)");
   sub->add_option("--init", flags->init, "Start from another run's checkpoint")->check(CLI::ExistingFile);
-  sub->add_option("--init-groups", flags->init_groups, "Which groups --init loads: all, bottom or top");
+  sub->add_option("--init-groups", flags->init_groups,
+                  "Which groups --init loads: all, bottom or top; resample: all of a checkpoint at another resolution, "
+                  "the layers on the flattened features resampled");
   sub->add_option("--freeze", flags->freeze, "Freeze a parameter group: bottom or top");
   add_runtime_flags(*sub, flags->rt);
   sub->callback([flags, &action] { action = [flags] { return run_train(*flags); }; });

@@ -442,7 +442,9 @@ ParamLoadReport load_params(const std::string& path, Model& model, const ParamLo
   const bool full = opts.groups.empty();
   MRMF_CHECK_KIND(Data, !full || !opts.check_input_shape || h.spec.sample_shape == model.sample_shape(), path,
                   ": the checkpoint is for input shape ", h.spec.sample_shape.str(), ", the model for ",
-                  model.sample_shape().str(), " (load a group only, e.g. bottom, to transfer across resolutions)");
+                  model.sample_shape().str(),
+                  " (to transfer across resolutions, load a group only, e.g. bottom, or the whole model with "
+                  "train.init_groups: resample)");
 
   ParamStore& store = model.params();
   std::vector<ParamId> ids;

@@ -278,7 +278,7 @@ void validate(const RunConfig& c) {
                   "Inverter frames are z-scored (negative values give NaN) -- use none or scale");
   require_one_of("optimizer.name", c.optimizer.name, {"adam", "adamw", "sgd"});
   require_one_of("schedule.type", c.schedule.type, {"constant", "plateau", "piecewise", "cosine", "polynomial"});
-  require_one_of("train.init_groups", c.train.init_groups, {"all", "bottom", "top"});
+  require_one_of("train.init_groups", c.train.init_groups, {"all", "bottom", "top", "resample"});
   require_one_of("train.freeze", c.train.freeze, {"", "bottom", "top"});
   MRMF_CHECK_KIND(Config, c.train.batch_size >= 1, "config key 'train.batch_size': must be at least 1, got ",
                   c.train.batch_size);

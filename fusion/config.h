@@ -105,7 +105,9 @@ struct TrainConfig {
   // fusion/bn_recalibrate.h); its time counts as validation time.
   int64_t precise_bn_batches = 0;
   std::string init;         // checkpoint to start from (--init)
-  std::string init_groups = "all";  // all | bottom | top
+  // all | bottom | top | resample: the whole model of a checkpoint at another
+  // resolution, its top resampled (fusion/resample_top.h)
+  std::string init_groups = "all";
   std::string freeze = "";  // "" | bottom | top
 };
 

@@ -25,6 +25,7 @@
 #include "fusion/bn_recalibrate.h"
 #include "fusion/checkpoint.h"
 #include "fusion/grad_sync.h"
+#include "fusion/resample_top.h"
 #include "kernels/elementwise_ops.h"
 
 namespace mrmf {
@@ -89,6 +90,21 @@ ParamLoadOptions init_load_options(const RunConfig& cfg) {
   return lo;
 }
 
+size_t init_from_checkpoint(const RunConfig& cfg, Model& model, const ModelSpec& spec, Stream* stream) {
+  if (cfg.train.init_groups == "resample") {
+    const LoadedModel src = load_model_from_checkpoint(cfg.train.init, Device::cpu());
+    const auto m = transfer_resampled(*src.model, spec, Device::cpu(), cfg.train.seed);
+    Stream& st = stream ? *stream : cpu_stream();
+    model.params().values().copy_from(m->params().values(), st);
+    model.params().buffers().copy_from(m->params().buffers(), st);
+    st.synchronize();
+    return m->params().entries().size();
+  }
+  ParamLoadOptions lo = init_load_options(cfg);
+  lo.stream = stream;
+  return load_params(cfg.train.init, model, lo).loaded.size();
+}
+
 Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, TrainerOptions opts)
     : cfg_(cfg), comm_(comm), device_(device), opts_(std::move(opts)),
       plateau_(cfg.stop.plateau_threshold, cfg.stop.plateau_patience, cfg.stop.min_epochs,
@@ -123,11 +139,9 @@ Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, Traine
   comm_.broadcast(model_->params().values(), 0, ctx_->stream());
   comm_.broadcast(model_->params().buffers(), 0, ctx_->stream());
   if (!cfg_.train.init.empty()) {
-    ParamLoadOptions lo = init_load_options(cfg_);
-    lo.stream = &ctx_->stream();
-    auto rep = load_params(cfg_.train.init, *model_, lo);
-    log::info("{}initialized {} tensors from {}", opts_.tag.empty() ? "" : opts_.tag + ": ", rep.loaded.size(),
-              cfg_.train.init);
+    const size_t n = init_from_checkpoint(cfg_, *model_, spec_, &ctx_->stream());
+    log::info("{}initialized {} tensors from {}{}", opts_.tag.empty() ? "" : opts_.tag + ": ", n, cfg_.train.init,
+              cfg_.train.init_groups == "resample" ? " (its top resampled to this resolution)" : "");
     const std::string differs = init_input_differences(cfg_, cfg_.train.init);
     if (!differs.empty())
       log::info(

@@ -211,6 +211,11 @@ data::DataSpec data_spec(const RunConfig& cfg, data::Split split);
 std::string init_input_differences(const RunConfig& cfg, const std::string& checkpoint);
 // How a run config's train.init is loaded (groups, input shape check).
 ParamLoadOptions init_load_options(const RunConfig& cfg);
+// Loads cfg.train.init into `model` (built from `spec`): the groups
+// train.init_groups names, or with "resample" the whole checkpointed model,
+// of another resolution, through MRT's resampled transfer
+// (fusion/resample_top.h). Returns the number of tensors set.
+size_t init_from_checkpoint(const RunConfig& cfg, Model& model, const ModelSpec& spec, Stream* stream = nullptr);
 // What a Trainer checks before it reads data, for a run on `ranks` ranks that
 // has not started: the data's metadata and shards, the model, the --init
 // checkpoint (loaded into a CPU copy). Returns that model (and its spec).

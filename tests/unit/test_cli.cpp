@@ -623,6 +623,40 @@ TEST_CASE("cli: experiment with mrt_top: resample carries MRT's top over, and re
   CHECK_THAT(slurp(fs::path(out) / "experiment_state.json"), Catch::Contains("mrt_top: resample"));
 }
 
+TEST_CASE("cli: train --init-groups resample starts from a checkpoint at another resolution", "[cli]") {
+  SKIP_WITHOUT_BINARY();
+  Scratch s;
+  const std::string data = (s.dir / "ni.h5").string();
+  Result r = run("datagen neuron-inverter --out " + data + " --train 64 --val 32 --test 32 --time-bins 64 --seed 3");
+  REQUIRE(r.code == 0);
+  const std::string base = "train --config " + write_config(s.dir, data) + " --set stop.max_epochs=1 --out ";
+  r = run(base + (s.dir / "coarse").string() + " --set data.reduce=[2]");
+  REQUIRE(r.code == 0);
+  const std::string ck = (s.dir / "coarse" / "checkpoint.h5").string();
+  // A whole-model init needs the same input shape ...
+  r = run(base + (s.dir / "all").string() + " --init " + ck);
+  CHECK(r.code != 0);
+  CHECK_THAT(r.out, Catch::Contains("[3, 32]") && Catch::Contains("[3, 64]") &&
+                        Catch::Contains("train.init_groups: resample"));
+  // ... resample takes it at another resolution: with the bottom frozen, the
+  // trained run's convolutions are still the coarse checkpoint's.
+  const fs::path out = s.dir / "resampled";
+  r = run(base + out.string() + " --init " + ck + " --init-groups resample --freeze bottom");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("(its top resampled to this resolution)"));
+  const auto conv = [](const std::string& file) {
+    return data::H5File::open_read(file).read("model/cnn_block.0.weight");
+  };
+  const Tensor a = conv(ck), b = conv((out / "checkpoint.h5").string());
+  REQUIRE(a.numel() == b.numel());
+  CHECK(std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0);
+  // An unknown group is a configuration error that lists the choices.
+  r = run(base + (s.dir / "bad").string() + " --init " + ck + " --init-groups interpolate");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("resample"));
+}
+
 TEST_CASE("cli: train says which stop rule ended it", "[cli]") {
   SKIP_WITHOUT_BINARY();
   Scratch s;
