@@ -264,19 +264,18 @@ MethodRun Orchestrator::run_sequential(const std::string& method, uint64_t seed,
     const ModelSpec dense_spec = model_spec_for(rc, reduced_sample_shape(rc));
     // A fresh top: initialised from a different stream than the coarse model's
     // (or, with mrt_top: resample, the coarse model's top resampled).
+    final_start = mrt_transfer(cfg_.mrt_top, c.trainer->model(), dense_spec, device_, seed + 7919);
     if (cfg_.mrt_top == "resample") {
-      final_start = transfer_resampled(c.trainer->model(), dense_spec, device_, seed + 7919);
       const Shape from = flattened_feature_shape(c.trainer->model()), to = flattened_feature_shape(*final_start);
       if (from == to)
         log::info("mrt: the whole top group carried over; the flattened features are {} at both resolutions, "
                   "nothing to resample (mrt_top: resample)",
                   from.str());
       else
-        log::info("mrt: the top group carried over, its layers on the flattened features resampled from {} to {} "
-                  "(mrt_top: resample)",
-                  from.str(), to.str());
-    } else {
-      final_start = transfer_bottom(c.trainer->model(), dense_spec, device_, seed + 7919);
+        log::info(
+            "mrt: the top group carried over, its layers on the flattened features resampled from {} to {} "
+            "(mrt_top: resample)",
+            from.str(), to.str());
     }
     mr.fusion_s += since(t0);
   } else if (method != "baseline") {

@@ -102,12 +102,8 @@ void Orchestrator::check_planned_stages() const {
     if (method == "mrt") {
       Built& c = stage("mrt/coarse@" + resolution_key(ladder[0]), ladder[0], cfg_.stops_for_stage(0).coarse, 0, world);
       Built& f = stage("mrt/finetune@" + last, ladder.back(), final_rule, cfg_.target_val_loss, world, true);
-      fuse_check("the MRT transfer from rung [" + resolution_key(ladder[0]) + "]", [&] {
-        if (cfg_.mrt_top == "resample")
-          (void)transfer_resampled(*c.model, f.spec, Device::cpu(), seed);
-        else
-          (void)transfer_bottom(*c.model, f.spec, Device::cpu(), seed);
-      });
+      fuse_check("the MRT transfer from rung [" + resolution_key(ladder[0]) + "]",
+                 [&] { (void)mrt_transfer(cfg_.mrt_top, *c.model, f.spec, Device::cpu(), seed); });
       continue;
     }
     // mrmfN, and concurrent (one fusion; its groups' sizes are known now

@@ -111,4 +111,10 @@ std::unique_ptr<Model> transfer_resampled(Model& coarse, const ModelSpec& target
   return m;
 }
 
+std::unique_ptr<Model> mrt_transfer(const std::string& mrt_top, Model& coarse, const ModelSpec& target_spec,
+                                    Device device, uint64_t seed) {
+  return mrt_top == "resample" ? transfer_resampled(coarse, target_spec, device, seed)
+                               : transfer_bottom(coarse, target_spec, device, seed);
+}
+
 }  // namespace mrmf

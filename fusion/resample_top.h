@@ -21,6 +21,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "layers/module.h"
@@ -42,5 +43,10 @@ void resample_positions(const float* src, const Shape& from, float* dst, const S
 // of equal shape copied, the flattened-map-sized ones resampled (see above),
 // into a model built from target_spec. Errors name an entry that is neither.
 std::unique_ptr<Model> transfer_resampled(Model& coarse, const ModelSpec& target_spec, Device device, uint64_t seed);
+
+// MRT's transfer as experiment.mrt_top says: "resample" (above) or "fresh"
+// (fuse.h's transfer_bottom, the paper's).
+std::unique_ptr<Model> mrt_transfer(const std::string& mrt_top, Model& coarse, const ModelSpec& target_spec,
+                                    Device device, uint64_t seed);
 
 }  // namespace mrmf
