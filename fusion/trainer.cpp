@@ -83,7 +83,9 @@ std::string init_input_differences(const RunConfig& cfg, const std::string& chec
   return out;
 }
 
-ParamLoadOptions init_load_options(const RunConfig& cfg) {
+// How a run config's train.init is loaded when it names groups (or all):
+// which ones, and whether the input shape must match.
+static ParamLoadOptions init_load_options(const RunConfig& cfg) {
   ParamLoadOptions lo;
   if (cfg.train.init_groups != "all") lo.groups = {parse_group(cfg.train.init_groups)};
   lo.check_input_shape = cfg.train.init_groups == "all";

@@ -209,8 +209,6 @@ data::DataSpec data_spec(const RunConfig& cfg, data::Split split);
 // "data.layout reinterpret there, transpose here, ..." where the run that
 // wrote `checkpoint` prepared its input otherwise than `cfg` does; empty if alike.
 std::string init_input_differences(const RunConfig& cfg, const std::string& checkpoint);
-// How a run config's train.init is loaded (groups, input shape check).
-ParamLoadOptions init_load_options(const RunConfig& cfg);
 // Loads cfg.train.init into `model` (built from `spec`): the groups
 // train.init_groups names, or with "resample" the whole checkpointed model,
 // of another resolution, through MRT's resampled transfer

@@ -100,11 +100,16 @@ std::string slurp(const fs::path& p) {
   return ss.str();
 }
 
+// A small synthetic Neuron Inverter file at `path` (`args`: sizes, T, seed).
+void make_tiny_ni(const std::string& path, const std::string& args) {
+  const Result r = run("datagen neuron-inverter --out " + path + args);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+}
+
 fs::path tiny_experiment(const Scratch& s, int train, const std::string& body) {
   const std::string data = (s.dir / "ni.h5").string();
-  const Result r = run("datagen neuron-inverter --out " + data + " --train " + std::to_string(train) +
-                       " --val 64 --test 64 --time-bins 64 --seed 3");
-  REQUIRE(r.code == 0);
+  make_tiny_ni(data, " --train " + std::to_string(train) + " --val 64 --test 64 --time-bins 64 --seed 3");
   write_config(s.dir, data);
   const fs::path exp = s.dir / "exp.yaml";
   std::ofstream(exp) << "base: tiny.yaml\nexperiment:\n  seeds: [1]\n  target_val_loss: 0.001\n  max_epochs: 1\n"
@@ -186,7 +191,7 @@ TEST_CASE("cli: a resolution or transform that does not fit the data is a config
   SKIP_WITHOUT_BINARY();
   Scratch s;
   const std::string data = (s.dir / "ni.h5").string();
-  REQUIRE(run("datagen neuron-inverter --out " + data + " --train 64 --val 32 --test 32 --seed 1 --time-bins 100").code == 0);
+  make_tiny_ni(data, " --train 64 --val 32 --test 32 --seed 1 --time-bins 100");
   const std::string cfg = write_config(s.dir, data);
   Result r = run("train --config " + cfg + " --out " + (s.dir / "r1").string() + " --set data.reduce=[3]");
   CHECK(r.code == 2);
@@ -216,7 +221,7 @@ TEST_CASE("cli: results already written are not replaced without --force, inputs
   SKIP_WITHOUT_BINARY();
   Scratch s;
   const std::string data = (s.dir / "ni.h5").string();
-  REQUIRE(run("datagen neuron-inverter --out " + data + " --train 64 --val 32 --test 32 --seed 1 --time-bins 64").code == 0);
+  make_tiny_ni(data, " --train 64 --val 32 --test 32 --seed 1 --time-bins 64");
   const std::string cfg = write_config(s.dir, data), out = (s.dir / "run").string();
   REQUIRE(run("train --config " + cfg + " --out " + out + " --set stop.max_epochs=1").code == 0);
   const auto size_of = [](const fs::path& p) { return fs::file_size(p); };
@@ -346,8 +351,8 @@ TEST_CASE("cli: train, eval and predict round trip on a tiny file", "[cli]") {
   Scratch s;
   const std::string data = (s.dir / "ni.h5").string();
   // 70 test samples: not a multiple of the batch, so predict must handle the tail.
-  Result r = run("datagen neuron-inverter --out " + data + " --train 256 --val 64 --test 70 --time-bins 64 --seed 3");
-  REQUIRE(r.code == 0);
+  make_tiny_ni(data, " --train 256 --val 64 --test 70 --time-bins 64 --seed 3");
+  Result r;
   const std::string cfg = write_config(s.dir, data), out = (s.dir / "run").string();
   r = run("train --config " + cfg + " --out " + out);
   INFO(r.out);
@@ -627,8 +632,8 @@ TEST_CASE("cli: train --init-groups resample starts from a checkpoint at another
   SKIP_WITHOUT_BINARY();
   Scratch s;
   const std::string data = (s.dir / "ni.h5").string();
-  Result r = run("datagen neuron-inverter --out " + data + " --train 64 --val 32 --test 32 --time-bins 64 --seed 3");
-  REQUIRE(r.code == 0);
+  make_tiny_ni(data, " --train 64 --val 32 --test 32 --time-bins 64 --seed 3");
+  Result r;
   const std::string base = "train --config " + write_config(s.dir, data) + " --set stop.max_epochs=1 --out ";
   r = run(base + (s.dir / "coarse").string() + " --set data.reduce=[2]");
   REQUIRE(r.code == 0);
@@ -661,9 +666,8 @@ TEST_CASE("cli: train says which stop rule ended it", "[cli]") {
   SKIP_WITHOUT_BINARY();
   Scratch s;
   const std::string data = (s.dir / "ni.h5").string();
-  Result r = run("datagen neuron-inverter --out " + data +
-                 " --train 64 --val 32 --test 32 --time-bins 64 --seed 3");
-  REQUIRE(r.code == 0);
+  make_tiny_ni(data, " --train 64 --val 32 --test 32 --time-bins 64 --seed 3");
+  Result r;
   const std::string base = "train --config " + write_config(s.dir, data) + " --out ";
   // Any validation loss is under 100: the target ends the first epoch.
   r = run(base + (s.dir / "target").string() + " --set stop.target_val_loss=100 --set stop.max_epochs=3");
@@ -785,9 +789,7 @@ TEST_CASE("cli: a disk that fills up while writing keeps the earlier file and ex
   SKIP_WITHOUT_BINARY();
   Scratch s;
   const std::string data = (s.dir / "ni.h5").string(), out = (s.dir / "coarse.h5").string();
-  REQUIRE(
-      run("datagen neuron-inverter --out " + data + " --train 256 --val 64 --test 64 --seed 1 --time-bins 64").code ==
-      0);
+  make_tiny_ni(data, " --train 256 --val 64 --test 64 --seed 1 --time-bins 64");
   REQUIRE(run("downsample --in " + data + " --out " + out + " --factor 2").code == 0);
   std::ifstream in(out, std::ios::binary);
   const std::string before((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -870,9 +872,7 @@ TEST_CASE("cli: a train --force that fails before its first checkpoint puts the 
   SKIP_WITHOUT_BINARY();
   Scratch s;
   const std::string data = (s.dir / "ni.h5").string();
-  REQUIRE(
-      run("datagen neuron-inverter --out " + data + " --train 64 --val 32 --test 32 --seed 1 --time-bins 64").code ==
-      0);
+  make_tiny_ni(data, " --train 64 --val 32 --test 32 --seed 1 --time-bins 64");
   const std::string cfg = write_config(s.dir, data), out = (s.dir / "run").string();
   REQUIRE(run("train --config " + cfg + " --out " + out + " --set stop.max_epochs=1").code == 0);
   const auto bytes = [](const fs::path& p) {
@@ -982,9 +982,7 @@ TEST_CASE("cli: SIGTERM (a job's time limit) stops training with a checkpoint th
   SKIP_WITHOUT_BINARY();
   Scratch s;
   const std::string data = (s.dir / "ni_sig.h5").string();  // tiny_experiment below makes ni.h5
-  REQUIRE(
-      run("datagen neuron-inverter --out " + data + " --train 128 --val 32 --test 32 --seed 1 --time-bins 64").code ==
-      0);
+  make_tiny_ni(data, " --train 128 --val 32 --test 32 --seed 1 --time-bins 64");
   const std::string cfg = write_config(s.dir, data);
   const auto final_loss = [](const fs::path& dir) {
     return nlohmann::json::parse(std::ifstream(dir / "summary.json"))["final_val_loss"].get<double>();
