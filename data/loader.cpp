@@ -19,6 +19,7 @@
 #include "core/log.h"
 #include "core/prefetch.h"
 #include "data/cache_budget.h"
+#include "data/chunked_work.h"
 #include "data/h5file.h"
 #include "data/loader_sources.h"
 #include "data/prefetch.h"
@@ -68,6 +69,7 @@ struct Produced {
 struct Job {
   int64_t key = 0, batch = 0;
   std::shared_ptr<std::atomic<bool>> cancel;
+  std::shared_ptr<WorkOffer> offer;  // where the job offers a batch made from RAM for next() to join
   std::future<Produced> result;
 };
 
@@ -185,8 +187,16 @@ class LoaderImpl final : public Loader {
       MRMF_CHECK(!inflight_.empty() && inflight_.front().key == key_ && inflight_.front().batch == next_batch_,
                  "loader: prefetch queue out of step with batch ", next_batch_);
       std::future<Produced> f = std::move(inflight_.front().result);
+      const std::shared_ptr<WorkOffer> offer = std::move(inflight_.front().offer);
       inflight_.pop_front();
       try {
+        // A batch made from RAM that is not done yet: this thread's OpenMP
+        // team, idle until it is, takes the chunks left (data/chunked_work.h)
+        // -- all but one thread: the I/O thread works on them too and needs
+        // a core (a whole team of 2 beside it on 2 cores: 71-80 % of a
+        // plain read instead of 91-96 %).
+        if (f.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+          if (const auto w = offer->await()) w->help_all(std::max(1, omp_get_max_threads() - 1));
         p = f.get();  // re-throws an I/O-thread error with its message
       } catch (...) {
         // The batch is lost; keep the indices of the following ones right.
@@ -310,12 +320,18 @@ class LoaderImpl final : public Loader {
       j.key = sched_.key;
       j.batch = sched_.batch++;
       j.cancel = std::make_shared<std::atomic<bool>>(false);
+      j.offer = std::make_shared<WorkOffer>();
       auto cancel = j.cancel;
+      auto offer = j.offer;
       Order order = sched_.order;
       const int64_t b = j.batch;
-      j.result = IoThread::instance().submit([this, b, cancel, order]() -> Produced {
+      j.result = IoThread::instance().submit([this, b, cancel, offer, order]() -> Produced {
+        struct Finish {  // next() may be waiting for an offer: every way out says there is none (more)
+          WorkOffer& o;
+          ~Finish() { o.finish(); }
+        } finish{*offer};
         if (cancel->load()) return Produced{};
-        return produce(*order, b);
+        return produce(*order, b, offer.get());
       });
       inflight_.push_back(std::move(j));
     }
@@ -350,12 +366,13 @@ class LoaderImpl final : public Loader {
 
   // Batch b of `order` (I/O thread, or the caller when synchronous); with
   // overlap_h2d on the device already, copied by the I/O thread while the
-  // trainer computes the batches before it.
-  Produced produce(const std::vector<int64_t>& order, int64_t b) {
+  // trainer computes the batches before it. `offer`: the I/O thread's job's
+  // (null when synchronous).
+  Produced produce(const std::vector<int64_t>& order, int64_t b, WorkOffer* offer = nullptr) {
     const int slot = o_.device.is_cuda() ? acquire_slot() : -1;
     Produced p;
     try {
-      p = produce_host(order, b, slot);
+      p = produce_host(order, b, slot, offer);
     } catch (...) {  // a failed read must not keep its pinned slot (next() goes on after errors)
       release_slot(slot);
       throw;
@@ -412,7 +429,7 @@ class LoaderImpl final : public Loader {
   }
 
   // `slot`: the pinned staging slot (CUDA), acquired and released on error by produce().
-  Produced produce_host(const std::vector<int64_t>& order, int64_t b, int slot) {
+  Produced produce_host(const std::vector<int64_t>& order, int64_t b, int slot, WorkOffer* offer) {
     Source& s = *src_;
     const int64_t B = o_.batch_size, P = s.params;
     const bool cuda = o_.device.is_cuda();
@@ -444,41 +461,38 @@ class LoaderImpl final : public Loader {
       return p;
     }
     const bool preloaded = s.raw_ptr(0) != nullptr;
-    // Samples [lo, hi) of a preloaded shard, converted straight from RAM,
-    // each while the next one's bytes are prefetched (core/prefetch.h: in a
-    // shuffled order the hardware prefetcher starts over at every sample).
-    const auto convert_range = [&](size_t lo, size_t hi) {
-      for (int64_t j = static_cast<int64_t>(lo); j < static_cast<int64_t>(hi); ++j) {
-        if (j + 1 < static_cast<int64_t>(hi)) prefetch_sample(sample(j + 1));
-        if (converted_in_place_)
-          std::memcpy(xb + j * ob, s.raw_ptr(sample(j)), static_cast<size_t>(ob));
-        else if (!from_cache(sample(j), xb + j * ob))
-          convert(s.raw_ptr(sample(j)), sample(j), xb + j * ob);
-      }
-    };
-    // M converter threads (io_threads - 1) beside this one. Without them
-    // everything runs here. With them, a preloaded shard (or a batch's raw
-    // samples in the cache) is converted in M + 1 equal parts, one here,
-    // and samples to be read form a pipeline -- this thread reads sample
-    // k + 1 (HDF5 stays on the I/O thread) while the converters turn the
-    // samples before it into float32, sample k on converter k mod M, over
-    // M + 1 staging buffers. (This thread converting too whenever the
-    // converters were busy gained only ~10 % with M = 1: it then leaves the
-    // converter idle while it converts; not kept.) Alone, a sample is
-    // converted right after its read while it is still in cache (a whole
-    // staged batch would go to memory and back first).
-    // Raw bytes kept in the cache need no read: converted in parts as a
-    // preloaded shard is (the later epochs of a full-resolution cube; the
-    // read pipeline would leave this thread idle). Declared before the
-    // futures: Drain waits for the jobs using them (a converter's job reads
-    // them when it starts, maybe after this thread is done with its part).
-    const size_t M = converters_.size(), stages = M + 1;
-    if (!preloaded)
-      for (size_t k = 0; k < stages; ++k) staging_[k].resize(static_cast<size_t>(rb));
+    // A batch whose samples are all in RAM -- a preloaded shard, or a cached
+    // one's later epochs -- is made in chunks that any thread may claim
+    // (from_ram()): this one, the converters, and the caller's OpenMP team
+    // once it waits for the batch in next() (synchronous: it makes it).
     std::vector<int64_t> in_ram;
     if (!preloaded && raw_cache_host_)
       for (int64_t j = 0; j < B; ++j)
         if (cached_[static_cast<size_t>(sample(j))]) in_ram.push_back(j);
+    bool all_in_ram = preloaded || static_cast<int64_t>(in_ram.size()) == B;
+    if (!all_in_ram && cache_on_ && !raw_cache_host_) {  // every sample in the float32 cache?
+      all_in_ram = true;
+      for (int64_t j = 0; j < B && all_in_ram; ++j) all_in_ram = cached_sample(sample(j)) != nullptr;
+    }
+    if (all_in_ram) {
+      from_ram(order, b, xb, offer);
+      return p;
+    }
+    // M converter threads (io_threads - 1) beside this one. Without them
+    // everything runs here. With them, a batch's raw samples in the cache
+    // are converted in M + 1 equal parts, one here, and samples to be read
+    // form a pipeline -- this thread reads sample k + 1 (HDF5 stays on the
+    // I/O thread) while the converters turn the samples before it into
+    // float32, sample k on converter k mod M, over M + 1 staging buffers.
+    // (This thread converting too whenever the converters were busy gained
+    // only ~10 % with M = 1: it then leaves the converter idle while it
+    // converts; not kept.) Alone, a sample is converted right after its read
+    // while it is still in cache (a whole staged batch would go to memory
+    // and back first). Declared before the futures: Drain waits for the jobs
+    // using them (a converter's job reads them when it starts, maybe after
+    // this thread is done with its part).
+    const size_t M = converters_.size(), stages = M + 1;
+    for (size_t k = 0; k < stages; ++k) staging_[k].resize(static_cast<size_t>(rb));
     const auto part = [&](size_t n, size_t k) { return n * k / stages; };  // [part(k), part(k + 1)): part k
     const auto convert_in_ram = [&](size_t lo, size_t hi) {
       for (size_t q = lo; q < hi; ++q) {
@@ -487,7 +501,7 @@ class LoaderImpl final : public Loader {
       }
     };
     // pending[0, stages): conversions of the staging buffers; then one per
-    // converter's part of a preloaded batch or of in_ram.
+    // converter's part of in_ram.
     std::vector<std::future<void>> pending(stages + M);
     struct Drain {  // a read that throws must not unwind under running conversions
       std::vector<std::future<void>>& f;
@@ -496,59 +510,71 @@ class LoaderImpl final : public Loader {
           if (x.valid()) x.wait();
       }
     } drain{pending};
-    // Parts 1..M of [0, n) to the converters; part 0, [0, part(n, 1)), is
-    // this thread's. The jobs capture their ranges by value: they may start
-    // after this call has returned (only `convert`, one of the lambdas
-    // declared above, must outlive them -- Drain sees to that).
-    const auto share = [&](size_t n, const auto& convert) {
-      for (size_t k = 1; k <= M; ++k) {
-        const size_t lo = part(n, k), hi = part(n, k + 1);
-        if (lo < hi) pending[stages + k - 1] = converters_[k - 1]->submit([&convert, lo, hi] { convert(lo, hi); });
-      }
-    };
-    if (preloaded && o_.prefetch_depth <= 0 && !omp_in_parallel()) {
-      // Synchronous: the caller waits for this batch and its OpenMP threads
-      // are idle meanwhile (with an I/O thread they would be computing the
-      // previous step, so it stays single-threaded there). One core alone
-      // cannot keep a shuffled gather from RAM at a sequential read's speed
-      // (74 % of it on the 2-core VM, bench/results/cpu_data_2026-11-27c.txt).
-      // Nothing in convert_range throws (memcpy and the checked plan), and
-      // each sample's cache entry is written by one thread only.
-#pragma omp parallel
-      {
-        const size_t t = static_cast<size_t>(omp_get_thread_num()), n = static_cast<size_t>(omp_get_num_threads());
-        convert_range(static_cast<size_t>(B) * t / n, static_cast<size_t>(B) * (t + 1) / n);
-      }
-    } else if (preloaded) {
-      share(static_cast<size_t>(B), convert_range);
-      convert_range(0, part(static_cast<size_t>(B), 1));
-    } else {
-      share(in_ram.size(), convert_in_ram);
-      size_t reads = 0;
-      for (int64_t j = 0; j < B; ++j) {
-        const int64_t i = sample(j);
-        if (raw_cache_host_ && cached_[static_cast<size_t>(i)]) continue;  // in_ram
-        if (from_cache(i, xb + j * ob)) continue;
-        const size_t k = reads % stages;
-        if (pending[k].valid()) pending[k].get();  // its staging buffer is free again
-        // Raw bytes kept in the cache: read straight into their slot once,
-        // converted from there every epoch.
-        char* raw = raw_cache_host_ ? cache_.get() + i * cache_sample_bytes_ : staging_[k].data();
-        s.read_raw(i, raw);
-        if (M > 0)
-          pending[k] = converters_[reads % M]->submit([this, raw, i, dst = xb + j * ob] { convert(raw, i, dst); });
-        else
-          convert(raw, i, xb + j * ob);
-        ++reads;
-      }
-      convert_in_ram(0, part(in_ram.size(), 1));
-      // Marked cached only now: in_ram was fixed before this batch's reads.
-      if (raw_cache_host_)
-        for (int64_t j = 0; j < B; ++j) cached_[static_cast<size_t>(sample(j))] = 1;
+    // Parts 1..M of in_ram to the converters; part 0 is this thread's. The
+    // jobs capture their ranges by value: they may start after this call
+    // has returned (only convert_in_ram must outlive them -- Drain sees to that).
+    for (size_t k = 1; k <= M; ++k) {
+      const size_t lo = part(in_ram.size(), k), hi = part(in_ram.size(), k + 1);
+      if (lo < hi)
+        pending[stages + k - 1] = converters_[k - 1]->submit([&convert_in_ram, lo, hi] { convert_in_ram(lo, hi); });
     }
+    size_t reads = 0;
+    for (int64_t j = 0; j < B; ++j) {
+      const int64_t i = sample(j);
+      if (raw_cache_host_ && cached_[static_cast<size_t>(i)]) continue;  // in_ram
+      if (from_cache(i, xb + j * ob)) continue;
+      const size_t k = reads % stages;
+      if (pending[k].valid()) pending[k].get();  // its staging buffer is free again
+      // Raw bytes kept in the cache: read straight into their slot once,
+      // converted from there every epoch.
+      char* raw = raw_cache_host_ ? cache_.get() + i * cache_sample_bytes_ : staging_[k].data();
+      s.read_raw(i, raw);
+      if (M > 0)
+        pending[k] = converters_[reads % M]->submit([this, raw, i, dst = xb + j * ob] { convert(raw, i, dst); });
+      else
+        convert(raw, i, xb + j * ob);
+      ++reads;
+    }
+    convert_in_ram(0, part(in_ram.size(), 1));
+    // Marked cached only now: in_ram was fixed before this batch's reads.
+    if (raw_cache_host_)
+      for (int64_t j = 0; j < B; ++j) cached_[static_cast<size_t>(sample(j))] = 1;
     for (auto& f : pending)
       if (f.valid()) f.get();
     return p;
+  }
+
+  // Batch b of `order`, every sample of which is in RAM, into xb: chunks of
+  // samples (~opts.chunk_bytes of output each) claimed by this thread, the
+  // converters, and -- through `offer` -- the caller waiting in next(); or,
+  // synchronous (no offer), by the caller's OpenMP team, idle meanwhile.
+  // One core alone cannot keep a shuffled gather from RAM at a sequential
+  // read's speed (74 % of it on the 2-core VM; bench/results/cpu_data_2026-11-27c.txt).
+  // Each sample is written, and its cache entry filled, by one thread only.
+  void from_ram(const std::vector<int64_t>& order, int64_t b, char* xb, WorkOffer* offer) {
+    const int64_t B = o_.batch_size, ob = out_elems_ * 4;
+    const int64_t per = std::max<int64_t>(1, o_.chunk_bytes / ob), chunks = (B + per - 1) / per;
+    const auto sample = [&](int64_t j) { return order[static_cast<size_t>(b * B + j)]; };
+    auto work = std::make_shared<ChunkedWork>(chunks, [&, per](int64_t c) {
+      const int64_t lo = c * per, hi = std::min(B, lo + per);
+      for (int64_t j = lo; j < hi; ++j) {
+        const int64_t i = sample(j);
+        if (j + 1 < hi) prefetch_sample(sample(j + 1));  // while this one is copied
+        char* dst = xb + j * ob;
+        if (converted_in_place_ || cached_sample(i))
+          std::memcpy(dst, ram_bytes(i), static_cast<size_t>(ob));
+        else
+          convert(ram_bytes(i), i, dst);
+      }
+    });
+    if (!offer) {
+      work->help_all();
+    } else {
+      offer->offer(work);
+      for (auto& c : converters_) c->submit([work] { work->help(); });  // nothing left to claim: returns at once
+      work->help();
+    }
+    work->wait();  // chunks others are still running: `work`'s captures (this frame) outlive them
   }
 
  public:
@@ -590,13 +616,18 @@ class LoaderImpl final : public Loader {
     if (!cache_on_ || raw_cache_host_ || !cached_[static_cast<size_t>(i)]) return nullptr;
     return cache_.get() + i * cache_sample_bytes_;
   }
-  // Sample i's bytes where a preloaded shard's batch will read them: the
-  // in-memory cache, or the shard itself.
+  // Sample i's bytes in RAM, as a batch made from RAM reads them: the
+  // float32 cache, the raw cache, or the preloaded shard (converted in
+  // place, or raw).
+  const char* ram_bytes(int64_t i) const {
+    if (const char* c = cached_sample(i)) return c;
+    if (raw_cache_host_) return cache_.get() + i * cache_sample_bytes_;
+    return static_cast<const char*>(src_->raw_ptr(i));
+  }
+  // Those bytes on their way into the caches (core/prefetch.h: in a
+  // shuffled order the hardware prefetcher starts over at every sample).
   void prefetch_sample(int64_t i) const {
-    if (const char* c = cached_sample(i))
-      prefetch_bytes(c, static_cast<size_t>(cache_sample_bytes_));
-    else
-      prefetch_bytes(src_->raw_ptr(i), static_cast<size_t>(src_->raw_bytes()));
+    prefetch_bytes(ram_bytes(i), static_cast<size_t>(cached_sample(i) ? cache_sample_bytes_ : src_->raw_bytes()));
   }
   // Sample i from the in-memory cache into the batch; false if not cached.
   bool from_cache(int64_t i, char* dst) const {

@@ -27,6 +27,10 @@
 // buffers with the raw samples, and next() copies them asynchronously on the
 // loader's own stream and reduces them there (reduce_on device) -- or, with
 // reduce_on host, reduces them on the CPU as above and ships float32 batches.
+// A batch whose samples are all in RAM (a preloaded shard, a cached shard's
+// later epochs) is made in chunks that the thread waiting for it in next()
+// joins (data/chunked_work.h): a loader that is the bottleneck then uses the
+// caller's cores instead of letting them wait.
 // With cache_in_memory a streamed shard's samples are kept after their first
 // use when they fit the process's cache budget (data/cache_budget.h) and
 // cache_max_bytes, so later epochs skip the I/O: as the kernel's float32
@@ -119,6 +123,12 @@ struct LoaderOptions {
   // where the loader is the bottleneck; with compute-bound training it
   // takes cores from the step.
   int io_threads = 1;
+  // A batch whose samples are all in RAM (a preloaded shard, a cached one's
+  // later epochs) is made in chunks of about this many output bytes (at
+  // least one sample), claimed by the I/O thread, the converters and the
+  // thread waiting for it in next() (data/chunked_work.h). Tests make it
+  // small, so that tiny samples form many chunks.
+  int64_t chunk_bytes = 64 << 10;
   // CUDA, with prefetch_depth > 0: the I/O thread also copies each batch to
   // the GPU (and reduces it there with reduce_on device), into device
   // buffers the loader owns, so that the copy overlaps the steps before it

@@ -181,27 +181,32 @@ TEST_CASE("loader: resume mid-epoch, prefetch == synchronous, cache == uncached"
     REQUIRE(want[0][0].at({0, 1, 1, 0, 1}) == Approx(s / 8).epsilon(1e-5));
   }
   // Loaders with options `lo` at every prefetch depth in `depths`, cache on
-  // and off, one to three I/O threads, all deliver the batches `expected` of
-  // the epochs' samples `order`.
+  // and off, one to three I/O threads, batches made from RAM in one chunk or
+  // in chunks of one sample (claimed by whichever thread comes first: the
+  // I/O thread, a converter, or next() waiting for it), all deliver the
+  // batches `expected` of the epochs' samples `order`.
   const auto all_give = [&](LoaderOptions lo, std::vector<int> depths, std::vector<bool> caches,
                             const std::vector<std::vector<Tensor>>& expected,
                             const std::vector<std::vector<int64_t>>& order) {
+    const int64_t whole = 1 << 30;  // every batch in one chunk
     for (int depth : depths)
       for (bool cache : caches)
-        for (int io : {1, 2, 3, kMaxIoThreads}) {
-          lo.prefetch_depth = depth;
-          lo.cache_in_memory = cache;
-          lo.io_threads = io;
-          const int64_t cached_before = cache_in_use();
-          auto L = open_loader(spec, lo);
-          for (int e = 0; e < 3; ++e) {
-            std::vector<Tensor> xs;
-            REQUIRE(epoch_ids(*L, e, &xs) == order[e]);
-            for (size_t i = 0; i < xs.size(); ++i) REQUIRE(same(xs[i], expected[e][i]));
-            REQUIRE(L->wait_seconds() >= 0);
+        for (int io : {1, 2, 3, kMaxIoThreads})
+          for (int64_t chunk : {int64_t{1}, whole}) {
+            lo.chunk_bytes = chunk;
+            lo.prefetch_depth = depth;
+            lo.cache_in_memory = cache;
+            lo.io_threads = io;
+            const int64_t cached_before = cache_in_use();
+            auto L = open_loader(spec, lo);
+            for (int e = 0; e < 3; ++e) {
+              std::vector<Tensor> xs;
+              REQUIRE(epoch_ids(*L, e, &xs) == order[e]);
+              for (size_t i = 0; i < xs.size(); ++i) REQUIRE(same(xs[i], expected[e][i]));
+              REQUIRE(L->wait_seconds() >= 0);
+            }
+            if (cache) REQUIRE(cache_in_use() > cached_before);  // this loader's cache was used
           }
-          if (cache) REQUIRE(cache_in_use() > cached_before);  // this loader's cache was used
-        }
   };
   SECTION("synchronous and uncached give the same batches") {
     // io_threads 2, 3: reads of sample k + 1 overlap the conversion of the
@@ -436,6 +441,9 @@ TEST_CASE("loader: Neuron Inverter batches equal the checked kernel on each samp
         o.seed = 3;
         o.reduce = {f};
         o.ni_layout = lay;
+        // One sample per chunk: every thread of the batch (I/O thread,
+        // converters, next()'s) gets some.
+        o.chunk_bytes = lay == NiLayout::Transpose ? 1 : o.chunk_bytes;
         o.transform.kind = kernels::FusedTransform::Scale;
         o.transform.scale = {0.5f, 2.f, -1.f};
         o.transform.shift = {1.f, 0.f, 0.25f};

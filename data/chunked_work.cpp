@@ -1,0 +1,66 @@
+#include "data/chunked_work.h"
+
+#include <omp.h>
+
+namespace mrmf::data {
+
+ChunkedWork::ChunkedWork(int64_t chunks, std::function<void(int64_t)> run_chunk)
+    : chunks_(chunks < 0 ? 0 : chunks), run_(std::move(run_chunk)) {}
+
+void ChunkedWork::help() {
+  for (;;) {
+    const int64_t c = next_.fetch_add(1, std::memory_order_relaxed);
+    if (c >= chunks_) return;
+    std::exception_ptr err;
+    try {
+      run_(c);
+    } catch (...) {
+      err = std::current_exception();
+    }
+    // The mutex orders the chunk's writes before wait()'s return.
+    std::lock_guard<std::mutex> l(mu_);
+    if (err && !error_) error_ = err;
+    if (++done_ == chunks_) cv_.notify_all();
+  }
+}
+
+void ChunkedWork::help_all(int threads) {
+  if (omp_in_parallel() || threads == 1) {
+    help();
+    return;
+  }
+  if (threads <= 0) threads = omp_get_max_threads();
+    // help() keeps every exception to itself: nothing escapes the region.
+#pragma omp parallel num_threads(threads)
+  help();
+}
+
+void ChunkedWork::wait() {
+  std::unique_lock<std::mutex> l(mu_);
+  cv_.wait(l, [this] { return done_ == chunks_; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+void WorkOffer::offer(std::shared_ptr<ChunkedWork> w) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    work_ = std::move(w);
+  }
+  cv_.notify_all();
+}
+
+void WorkOffer::finish() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    finished_ = true;
+  }
+  cv_.notify_all();
+}
+
+std::shared_ptr<ChunkedWork> WorkOffer::await() {
+  std::unique_lock<std::mutex> l(mu_);
+  cv_.wait(l, [this] { return work_ || finished_; });
+  return finished_ ? nullptr : work_;
+}
+
+}  // namespace mrmf::data
