@@ -25,14 +25,24 @@ void ChunkedWork::help() {
 }
 
 void ChunkedWork::help_all(int threads) {
-  if (omp_in_parallel() || threads == 1) {
+  if (omp_in_parallel()) {
     help();
     return;
   }
-  if (threads <= 0) threads = omp_get_max_threads();
+  const int team = omp_get_max_threads();
+  // A chunk's own OpenMP region (the kernel call of a large sample) stays on
+  // its thread: the team here is the parallelism, and one thread beside the
+  // I/O thread must not become a whole team again.
+  omp_set_num_threads(1);
+  if (threads <= 0) threads = team;
+  if (threads == 1) {
+    help();
+  } else {
     // help() keeps every exception to itself: nothing escapes the region.
 #pragma omp parallel num_threads(threads)
-  help();
+    help();
+  }
+  omp_set_num_threads(team);
 }
 
 void ChunkedWork::wait() {

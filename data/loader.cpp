@@ -556,6 +556,7 @@ class LoaderImpl final : public Loader {
     const int64_t per = std::max<int64_t>(1, o_.chunk_bytes / ob), chunks = (B + per - 1) / per;
     const auto sample = [&](int64_t j) { return order[static_cast<size_t>(b * B + j)]; };
     auto work = std::make_shared<ChunkedWork>(chunks, [&, per](int64_t c) {
+      if (o_.on_chunk) o_.on_chunk(b, c);
       const int64_t lo = c * per, hi = std::min(B, lo + per);
       for (int64_t j = lo; j < hi; ++j) {
         const int64_t i = sample(j);

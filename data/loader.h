@@ -50,6 +50,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -129,6 +130,8 @@ struct LoaderOptions {
   // thread waiting for it in next() (data/chunked_work.h). Tests make it
   // small, so that tiny samples form many chunks.
   int64_t chunk_bytes = 64 << 10;
+  // Tests: called before each such chunk, on the thread that makes it.
+  std::function<void(int64_t batch, int64_t chunk)> on_chunk;
   // CUDA, with prefetch_depth > 0: the I/O thread also copies each batch to
   // the GPU (and reduces it there with reduce_on device), into device
   // buffers the loader owns, so that the copy overlaps the steps before it
@@ -166,7 +169,9 @@ class Loader {
   virtual bool caching() const = 0;           // the shard (preloaded, or cached) is in memory after its first epoch
   virtual Shape sample_shape() const = 0;     // [C, spatial...] after reduction
   virtual int64_t num_labels() const = 0;     // P
-  // Seconds next() blocked waiting for data since start_epoch().
+  // Seconds next() spent on data since start_epoch(): blocked, or making
+  // chunks of a batch from RAM that was not ready yet (its own threads'
+  // share of the loader's work, done while they would have waited).
   virtual double wait_seconds() const = 0;
   virtual LoaderState state() const = 0;
   // Resumes at state.batch of state.epoch with the same order (seed must match).

@@ -5,22 +5,24 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
-
-#include "support/temp_dir.h"
 #include <cmath>
-#include <filesystem>
+#include <condition_variable>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include "core/error.h"
+#include "data/cache_budget.h"
 #include "data/formats.h"
 #include "data/h5file.h"
-#include "data/cache_budget.h"
 #include "data/loader.h"
 #include "data/shuffle.h"
 #include "kernels/fused_downsample_ops.h"
+#include "support/temp_dir.h"
 
 using namespace mrmf;
 using namespace mrmf::data;
@@ -471,6 +473,59 @@ TEST_CASE("loader: Neuron Inverter batches equal the checked kernel on each samp
           }
         }
       }
+}
+
+TEST_CASE("loader: next() makes chunks of a batch from RAM that the I/O thread has not done", "[loader]") {
+  // The chunks of batch 0 that the I/O thread and the converters take are
+  // held until the caller has made one: without the caller joining in, they
+  // are released only by the timeout and the check below fails (it never hangs).
+  Tmp d;
+  write_ni(d / "ni.h5", 64, 32);
+  for (int64_t reduce : {1, 2})  // preloaded and converted in place (a gather), or reduced per sample
+    for (int io : {1, 3}) {
+      LoaderOptions o;
+      o.batch_size = 16;
+      o.seed = 4;
+      o.reduce = {reduce};
+      o.cache_in_memory = false;
+      o.prefetch_depth = 1;
+      o.prefetch_next_epoch = false;  // batch 0 is made once
+      o.io_threads = io;
+      o.chunk_bytes = 1;  // a chunk per sample: 16 per batch
+      const std::thread::id caller = std::this_thread::get_id();
+      std::mutex mu;
+      std::condition_variable cv;
+      int64_t by_caller = 0, chunks = 0;
+      bool gave_up = false;  // waited 10 s once: the others run at once
+      o.on_chunk = [&](int64_t batch, int64_t /*chunk*/) {
+        std::unique_lock<std::mutex> l(mu);
+        if (batch != 0) return;
+        ++chunks;
+        if (std::this_thread::get_id() == caller) {
+          ++by_caller;
+          cv.notify_all();
+        } else if (!gave_up) {  // the I/O thread, a converter
+          gave_up = !cv.wait_for(l, std::chrono::seconds(10), [&] { return by_caller > 0; });
+        }
+      };
+      auto L = open_loader({DataFormat::NeuronInverter, d / "ni.h5", Split::Train}, o);
+      std::vector<Tensor> xs;
+      const auto ids = epoch_ids(*L, 0, &xs);
+      {
+        std::lock_guard<std::mutex> l(mu);
+        INFO("reduce " << reduce << ", io_threads " << io);
+        CHECK(chunks == 16);  // each chunk of batch 0 made once
+        CHECK(by_caller >= 1);
+      }
+      // The same batches as a synchronous loader's (no I/O thread at all).
+      LoaderOptions s = o;
+      s.on_chunk = nullptr;
+      s.prefetch_depth = 0;
+      auto S = open_loader({DataFormat::NeuronInverter, d / "ni.h5", Split::Train}, s);
+      std::vector<Tensor> want;
+      REQUIRE(epoch_ids(*S, 0, &want) == ids);
+      for (size_t k = 0; k < xs.size(); ++k) REQUIRE(same(xs[k], want[k]));
+    }
 }
 
 TEST_CASE("loader: CosmoFlow file shards and the LBANN layout", "[loader]") {
