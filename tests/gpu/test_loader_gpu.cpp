@@ -35,6 +35,9 @@ TEST_CASE("gpu: loader batches reduced on the device or on the host equal the CP
   o.batch_size = 2;
   o.reduce = {2, 2, 1};
   o.transform.kind = kernels::FusedTransform::Log1p;
+  // A chunk per sample: cached batches (the second epoch) are made by the
+  // I/O thread and next() together (data/chunked_work.h), into pinned staging.
+  o.chunk_bytes = 1;
   auto batches = [&](Device dev, ReduceOn where) {
     LoaderOptions p = o;
     p.device = dev;
@@ -73,6 +76,7 @@ TEST_CASE("gpu: batches copied to the device by the I/O thread (overlap_h2d) equ
   o.batch_size = 2;
   o.prefetch_depth = 2;
   o.reduce = {2, 1, 2};
+  o.chunk_bytes = 1;  // cached batches made in chunks by the I/O thread and next() together
   // Several epochs (the ring wraps many times, next-epoch prefetch included),
   // then a restore into the middle of an epoch (prefetched jobs cancelled).
   // keep: the caller holds every device batch until the end (the loader must
