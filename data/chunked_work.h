@@ -8,15 +8,16 @@
 // When the trainer asks for the batch before it is done (the loader is the
 // bottleneck), its OpenMP threads would only sit in next(); instead they
 // claim the chunks left, so the wait shrinks to what all cores together need
-// (bench_data's NI loader rows, io_threads 1: 61-68 % of a plain read with
-// one thread gathering). Batches never change: each chunk writes its own
-// samples, whichever thread runs it.
+// (bench_data's NI loader rows, io_threads 1: 65-68 % of a plain read with
+// one thread gathering, 89-91 % shared; bench/results/cpu_data_2026-11-27e.txt).
+// Batches never change: each chunk writes its own samples, whichever thread
+// runs it.
 //
 //   auto w = std::make_shared<ChunkedWork>(n, [&](int64_t c) { ... chunk c ... });
-//   slot->offer(w);   // the producer publishes it, then
+//   offer->offer(w);  // the producer publishes it, then
 //   w->help();        // runs chunks until none is left to claim,
 //   w->wait();        // and waits for those others still run (re-throws their error).
-//   // the consumer: if (auto w = slot->await()) w->help_all();  then waits for the job's result.
+//   // the consumer: if (auto w = offer->await()) w->help_all(k);  then waits for the job's result.
 #pragma once
 
 #include <atomic>
