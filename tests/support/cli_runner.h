@@ -85,10 +85,10 @@ inline std::string write_config(const fs::path& dir, const std::string& data) {
   return p.string();
 }
 
-// A file's whole text.
+// A file's whole contents (bytes as stored).
 inline std::string slurp(const fs::path& p) {
   std::stringstream ss;
-  ss << std::ifstream(p).rdbuf();
+  ss << std::ifstream(p, std::ios::binary).rdbuf();
   return ss.str();
 }
 

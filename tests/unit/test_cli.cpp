@@ -13,7 +13,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -215,8 +214,7 @@ TEST_CASE("cli: bad data files end the run with exit 1, naming file and dataset"
   };
   {  // truncated: the first half of a good file
     const std::string good = ni_file("good.h5", 0, 0, 64), cut = (s.dir / "truncated.h5").string();
-    std::ifstream in(good, std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string bytes = slurp(good);
     std::ofstream(cut, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
     cases.push_back({cut, "", "truncated or corrupt"});
   }
@@ -409,8 +407,7 @@ TEST_CASE("cli: a disk that fills up while writing keeps the earlier file and ex
   const std::string data = (s.dir / "ni.h5").string(), out = (s.dir / "coarse.h5").string();
   make_tiny_ni(data, " --train 256 --val 64 --test 64 --seed 1 --time-bins 64");
   REQUIRE(run("downsample --in " + data + " --out " + out + " --factor 2").code == 0);
-  std::ifstream in(out, std::ios::binary);
-  const std::string before((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string before = slurp(out);
   // `ulimit -f` stands in for a full disk (writes past it fail with EFBIG):
   // cut at several points of the file, some inside the data and some in
   // the metadata HDF5 writes only when the file is closed. Each must fail
@@ -425,8 +422,7 @@ TEST_CASE("cli: a disk that fills up while writing keeps the earlier file and ex
         "downsample --in " + data + " --out " + out + " --factor 2 --force");
     INFO(r.out);
     CHECK(r.code == 1);
-    std::ifstream again(out, std::ios::binary);
-    CHECK(std::string((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>()) == before);
+    CHECK(slurp(out) == before);
   }
   int temps = 0;
   for (const auto& e : fs::directory_iterator(s.dir)) temps += e.path().string().find(".tmp.") != std::string::npos;
@@ -454,8 +450,7 @@ TEST_CASE(
   const fs::path out = s.dir / "exp";
   const std::string base = "experiment --config " + exp.string() + " --out " + out.string();
   REQUIRE(run(base).code == 0);
-  std::ifstream rep_in(out / "report.md");
-  const std::string report((std::istreambuf_iterator<char>(rep_in)), std::istreambuf_iterator<char>());
+  const std::string report = slurp(out / "report.md");
   // Each of these fails in a later stage than the first: found before the
   // baseline trains (no epoch is logged) and before the report is replaced.
   const std::vector<std::pair<std::string, std::string>> cases = {
@@ -476,8 +471,7 @@ TEST_CASE(
     INFO(set << "\n" << r.out);
     CHECK(r.code != 0);
     CHECK_THAT(r.out, Catch::Contains(needle) && !Catch::Contains("epoch   0"));
-    std::ifstream again(out / "report.md");
-    CHECK(std::string((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>()) == report);
+    CHECK(slurp(out / "report.md") == report);
   }
   // The run configuration's runtime.device applies to experiments as to `train`.
   const Result r = run(base + " --force --set runtime.device=cuda:99");
@@ -493,37 +487,33 @@ TEST_CASE("cli: a train --force that fails before its first checkpoint puts the 
   make_tiny_ni(data, " --train 64 --val 32 --test 32 --seed 1 --time-bins 64");
   const std::string cfg = write_config(s.dir, data), out = (s.dir / "run").string();
   REQUIRE(run("train --config " + cfg + " --out " + out + " --set stop.max_epochs=1").code == 0);
-  const auto bytes = [](const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  };
-  const std::string ck = bytes(fs::path(out) / "checkpoint.h5"), metrics = bytes(fs::path(out) / "metrics.jsonl");
+  const std::string ck = slurp(fs::path(out) / "checkpoint.h5"), metrics = slurp(fs::path(out) / "metrics.jsonl");
   // A learning rate that diverges at once: the run stops at step 1, without a checkpoint.
   Result r = run("train --config " + cfg + " --out " + out + " --force --set optimizer.lr=1e30");
   INFO(r.out);
   CHECK(r.code == 1);
   CHECK_THAT(r.out, Catch::Contains("non-finite") && Catch::Contains("restored"));
-  CHECK(bytes(fs::path(out) / "checkpoint.h5") == ck);
-  CHECK(bytes(fs::path(out) / "metrics.jsonl") == metrics);
+  CHECK(slurp(fs::path(out) / "checkpoint.h5") == ck);
+  CHECK(slurp(fs::path(out) / "metrics.jsonl") == metrics);
   CHECK_FALSE(fs::exists(fs::path(out) / "previous_run"));
   // A --force run that finishes replaces the earlier one and leaves nothing aside.
   REQUIRE(run("train --config " + cfg + " --out " + out + " --force --set stop.max_epochs=1 --set train.seed=2").code ==
           0);
-  CHECK(bytes(fs::path(out) / "checkpoint.h5") != ck);
+  CHECK(slurp(fs::path(out) / "checkpoint.h5") != ck);
   CHECK_FALSE(fs::exists(fs::path(out) / "previous_run"));
 
   // A --force run killed before its first epoch (a crash, a time limit): the earlier run waits in previous_run/,
   // and the next --force keeps it there rather than the killed attempt's leftovers -- here that one fails too,
   // and the earlier run comes back.
-  const std::string ck2 = bytes(fs::path(out) / "checkpoint.h5");
+  const std::string ck2 = slurp(fs::path(out) / "checkpoint.h5");
   r = run_prefixed("MRMF_FAULT_EXIT=0:1 ", "train --config " + cfg + " --out " + out + " --force --set train.seed=3");
   CHECK(r.code != 0);
-  CHECK(bytes(fs::path(out) / "previous_run" / "checkpoint.h5") == ck2);
+  CHECK(slurp(fs::path(out) / "previous_run" / "checkpoint.h5") == ck2);
   r = run("train --config " + cfg + " --out " + out + " --force --set optimizer.lr=1e30");
   INFO(r.out);
   CHECK(r.code == 1);
   CHECK_THAT(r.out, Catch::Contains("an earlier --force attempt set aside"));
-  CHECK(bytes(fs::path(out) / "checkpoint.h5") == ck2);
+  CHECK(slurp(fs::path(out) / "checkpoint.h5") == ck2);
   CHECK_FALSE(fs::exists(fs::path(out) / "previous_run"));
 
   // --resume and --force together; --resume with metrics but no checkpoint (it would start over).
@@ -531,11 +521,11 @@ TEST_CASE("cli: a train --force that fails before its first checkpoint puts the 
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("contradict each other"));
   fs::remove(fs::path(out) / "checkpoint.h5");
-  const std::string kept = bytes(fs::path(out) / "metrics.jsonl");
+  const std::string kept = slurp(fs::path(out) / "metrics.jsonl");
   r = run("train --config " + cfg + " --out " + out + " --resume");
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("no checkpoint.h5 to continue from"));
-  CHECK(bytes(fs::path(out) / "metrics.jsonl") == kept);
+  CHECK(slurp(fs::path(out) / "metrics.jsonl") == kept);
 
   // --resume where metrics.jsonl lost its lines: the checkpoint's epoch count is the run's.
   const std::string r4 = (s.dir / "r4").string();

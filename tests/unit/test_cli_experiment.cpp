@@ -9,7 +9,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -265,8 +264,7 @@ TEST_CASE("cli: experiment bad input is refused before training, and the 1-rank 
   CHECK(conc["method"] == "concurrent");
   CHECK(conc["concurrent_groups"] == false);
   for (const auto& st : conc["stages"]) CHECK(st["name"].get<std::string>().rfind("concurrent/", 0) == 0);
-  std::ifstream svg_in(out / "chart.svg");
-  const std::string svg((std::istreambuf_iterator<char>(svg_in)), std::istreambuf_iterator<char>());
+  const std::string svg = slurp(out / "chart.svg");
   const size_t at = svg.find(">MRMF (concurrent, run sequentially)<");  // one rank: no groups
   REQUIRE(at != std::string::npos);
   const size_t label = svg.find(" s</text>", svg.find("</rect>", at));
@@ -298,8 +296,7 @@ TEST_CASE("cli: experiment bad input is refused before training, and the 1-rank 
   CHECK(m1["stages"][0]["epochs"]["mean"] == j["runs"][0]["stages"][0]["epochs"]);
   CHECK(m1["epochs_after_fusion"]["mean"] == j["runs"][0]["epochs_after_fusion"]);
   CHECK(m1.contains("fusion_s"));
-  std::ifstream md_in(out / "report.md");
-  const std::string md((std::istreambuf_iterator<char>(md_in)), std::istreambuf_iterator<char>());
+  const std::string md = slurp(out / "report.md");
   CHECK_THAT(md, Catch::Contains("## Time per stage") && Catch::Contains("## Per-epoch breakdown per resolution") &&
                      Catch::Contains("Improvement over MRT"));
 }
@@ -328,8 +325,7 @@ TEST_CASE("cli: an experiment run that diverges is recorded as diverged and the 
       CHECK(run["stages"][0]["stop_reason"] == "diverged");
     }
   }
-  std::ifstream rep(out / "report.md");
-  const std::string report((std::istreambuf_iterator<char>(rep)), std::istreambuf_iterator<char>());
+  const std::string report = slurp(out / "report.md");
   CHECK_THAT(report, Catch::Contains("| diverged |") && !Catch::Contains("Partial"));
 }
 
