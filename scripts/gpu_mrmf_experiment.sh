@@ -79,5 +79,12 @@ else
   code=124
 fi
 collect
+if [[ $code == 0 ]]; then
+  # Which targets each method gained or lost on (docs/results_mrmf.md,
+  # session 28): a few seconds of evaluation on the GPU.
+  python3 scripts/per_target_mse.py "$X" --data "$D" --mrmf "$MRMF" >"$OUT_DIR/per_target_mse.md" 2>&1 ||
+    echo "per_target_mse.py failed (see $OUT_DIR/per_target_mse.md)"
+  cat "$OUT_DIR/per_target_mse.md"
+fi
 # 0: finished; 124: to be continued by the next call (not a failure); else the experiment's error.
 exit "$code"
