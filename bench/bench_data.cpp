@@ -430,24 +430,26 @@ int main(int argc, char** argv) {
         Tensor da = Tensor::empty({bytes / 8}, DType::F32, Device::cuda(0)),
                db = Tensor::empty({bytes / 8}, DType::F32, Device::cuda(0));
         // Each request side by side: the vector kernel (one level) or the
-        // chain kernel (several), the default for these requests; for
-        // two-level chains of blocks of <= 4 rows also the chain kernel
-        // with every row preloaded (FusedGeom::chain_preload, off until
-        // measured); and the per-position traversal they replace.
+        // chain kernel (several), the default for these requests, which for
+        // two-level chains of blocks of <= 4 rows preloads every row
+        // (FusedGeom::chain_preload); for those also the chain kernel with
+        // two rows in flight, what it replaced; and the per-position
+        // traversal they replace.
         const bool preloadable = kernels::fused_chain_preloadable(kernels::RawType::U16,
                                                                   kernels::make_fused_geom(in.shape(), spec, "bench"));
-        enum class Kind { Default, Preload, Positions };
-        for (Kind kind : {Kind::Default, Kind::Preload, Kind::Positions}) {
+        enum class Kind { Default, TwoRows, Positions };
+        for (Kind kind : {Kind::Default, Kind::TwoRows, Kind::Positions}) {
           if (kind != Kind::Default && !table) continue;  // the computed A/B: the default kernel only
-          if (kind == Kind::Preload && !preloadable) continue;
+          if (kind == Kind::TwoRows && !preloadable) continue;
           spec.vector_loads = kind != Kind::Positions;
-          spec.chain_preload = kind == Kind::Preload;
+          spec.chain_preload = kind != Kind::TwoRows;
           const double tg = time_dev(s, 10, [&] { kernels::fused_downsample(s, draw, dys, spec); });
           const double tgc = time_dev(s, 10, [&] { db.copy_from(da, s); });
-          const char* what = kind == Kind::Positions   ? ", per position"
-                             : kind == Kind::Preload   ? ", chain, preloaded"
-                             : c.levels.size() > 1     ? ", chain"
-                                                       : ", vector";
+          const char* what = kind == Kind::Positions ? ", per position"
+                             : kind == Kind::TwoRows ? ", chain, two rows in flight"
+                             : preloadable           ? ", chain, preloaded"
+                             : c.levels.size() > 1   ? ", chain"
+                                                     : ", vector";
           row("    cuda %-39s %9.3f %9.2f %9.2f %6.0f%%\n", (name + what).c_str(), tg * 1e3, bytes / tg / 1e9,
               bytes / tgc / 1e9, 100 * tgc / tg);
         }

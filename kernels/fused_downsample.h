@@ -143,9 +143,10 @@ struct FusedGeom {
   bool allow_table = true;
   // The GPU chain kernel loads all of a block's input rows up front where a
   // block has at most 4 rows of a 2-byte type (fused_downsample_chain.h);
-  // false keeps two rows in flight. Off until measured on a GPU (benchmarks
-  // time both).
-  bool chain_preload = false;
+  // false keeps two rows in flight (benchmarks time both). On since its
+  // first GPU run (H200, 2026-11-27, bench/results/gpu_2026-11-27d.md): the
+  // 1/2 + 1/8 CosmoFlow ladder went from 76 % to 90 % of a device copy.
+  bool chain_preload = true;
   // The GPU kernel the dispatch chose (it sets chunk to match).
   enum class GpuKernel : int { Positions = 0, Vector = 1, Chain = 2 };
   GpuKernel gpu_kernel = GpuKernel::Positions;

@@ -105,8 +105,12 @@ constexpr int kFusedChainPreloadRows = 4;
 // flight waits two load latencies for its 128 bytes; at 2 resident blocks
 // per SM that is ~32 KB of reads in flight per SM, where the single-level
 // vector kernel (all rows at once, 4 blocks per SM) reaches 91-93 % of a
-// device copy and the ladder 74-78 % (H200, session 25). Same sums in the
-// same order either way: only the loads move.
+// device copy and the ladder 74-78 % (H200, session 25). Measured since
+// (H200, 2026-11-27, bench/results/gpu_2026-11-27d.md): the ladder at 90 %
+// preloaded against 76 % with two rows in flight, 86 against 100 us in
+// Nsight Compute (DRAM throughput 67 against 58 % of peak, the same 25 %
+// occupancy): the default since. Same sums in the same order either way:
+// only the loads move.
 template <RawType R, FusedTransform TF, int kL, bool kPre = false>
 struct FusedDownsampleChain {
   using T = typename RawLoad<R>::T;

@@ -28,7 +28,7 @@ struct FusedDownsampleSpec {
   std::vector<std::vector<int64_t>> levels;  // per level, one factor per spatial axis; empty = one level of 1s
   bool vector_loads = true;                  // GPU: see FusedGeom::allow_vector
   bool log1p_table = true;                   // see FusedGeom::allow_table
-  bool chain_preload = false;                // GPU: see FusedGeom::chain_preload
+  bool chain_preload = true;                 // GPU: see FusedGeom::chain_preload
 };
 
 RawType raw_type_of(DType dt, const std::string& who);  // Shape error for unsupported types

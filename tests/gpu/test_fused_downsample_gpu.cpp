@@ -35,9 +35,10 @@ void require_same(const Tensor& gpu, const Tensor& cpu) {
 
 // Every level of one request, on the GPU and on the CPU; on the GPU with
 // each kernel that can run it (channels-last C = 4 chains of levels run the
-// chain kernel by default, fused_downsample_chain.h, and with chain_preload
-// its variant that loads a block's rows up front where that applies;
-// vector_loads = false runs the per-position traversal).
+// chain kernel, fused_downsample_chain.h: with chain_preload, the default,
+// its variant that loads a block's rows up front where that applies, and
+// without it two rows in flight; vector_loads = false runs the per-position
+// traversal).
 void require_levels_same(Stream& gs, const Tensor& raw, FusedDownsampleSpec spec) {
   const auto cpu = fused_downsample(cpu_stream(), raw, spec);
   const Tensor draw = raw.to(Device::cuda(0), gs);
