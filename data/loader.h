@@ -127,8 +127,10 @@ struct LoaderOptions {
   // A batch whose samples are all in RAM (a preloaded shard, a cached one's
   // later epochs) is made in chunks of about this many output bytes (at
   // least one sample), claimed by the I/O thread, the converters and the
-  // thread waiting for it in next() (data/chunked_work.h). Tests make it
-  // small, so that tiny samples form many chunks.
+  // thread waiting for it in next() (data/chunked_work.h) with its OpenMP
+  // team less one thread per loader thread (I/O and converters), so that
+  // none of them is descheduled holding a chunk. Tests make it small, so
+  // that tiny samples form many chunks.
   int64_t chunk_bytes = 64 << 10;
   // Tests: called before each such chunk, on the thread that makes it.
   std::function<void(int64_t batch, int64_t chunk)> on_chunk;
