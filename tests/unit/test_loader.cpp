@@ -1,6 +1,7 @@
 // Loaders: coverage and sharding, deterministic per-epoch order, resume
 // mid-epoch, prefetch == synchronous, cache == uncached, values through the
 // fused reduction, and one message per bad-input case.
+#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -526,6 +527,43 @@ TEST_CASE("loader: next() makes chunks of a batch from RAM that the I/O thread h
       REQUIRE(epoch_ids(*S, 0, &want) == ids);
       for (size_t k = 0; k < xs.size(); ++k) REQUIRE(same(xs[k], want[k]));
     }
+}
+
+TEST_CASE("loader: next() lends a batch its OpenMP team less one thread per loader thread", "[loader]") {
+  // Six OpenMP threads and io_threads 3 (the I/O thread and 2 converters):
+  // next() may lend 3, so at most 6 threads make batch 0's chunks -- one per
+  // core on a 6-core machine. Each thread's first chunk waits until 8 have
+  // arrived (what lending all but one, 5 + 3, would give) or 0.5 s: with the
+  // old count every thread gets a chunk and the check fails; with the right
+  // one it cannot fail whatever the timing.
+  Tmp d;
+  write_ni(d / "ni.h5", 64, 32);
+  const int team = omp_get_max_threads();
+  omp_set_num_threads(6);
+  LoaderOptions o;
+  o.batch_size = 16;
+  o.seed = 4;
+  o.cache_in_memory = false;
+  o.prefetch_depth = 1;
+  o.prefetch_next_epoch = false;
+  o.io_threads = 3;
+  o.chunk_bytes = 1;  // a chunk per sample: 16 per batch
+  std::mutex mu;
+  std::condition_variable cv;
+  std::set<std::thread::id> makers;
+  o.on_chunk = [&](int64_t batch, int64_t /*chunk*/) {
+    std::unique_lock<std::mutex> l(mu);
+    if (batch != 0 || !makers.insert(std::this_thread::get_id()).second) return;
+    cv.notify_all();
+    cv.wait_for(l, std::chrono::milliseconds(500), [&] { return makers.size() >= 8; });
+  };
+  auto L = open_loader({DataFormat::NeuronInverter, d / "ni.h5", Split::Train}, o);
+  const auto ids = epoch_ids(*L, 0, nullptr);
+  omp_set_num_threads(team);
+  std::lock_guard<std::mutex> l(mu);
+  CHECK(ids.size() == 64);
+  CHECK(makers.size() >= 2);  // the held chunks were shared
+  CHECK(makers.size() <= 6);
 }
 
 TEST_CASE("loader: CosmoFlow file shards and the LBANN layout", "[loader]") {
