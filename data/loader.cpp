@@ -175,10 +175,6 @@ class LoaderImpl final : public Loader {
 
   void start_epoch(int64_t epoch) override { begin(epoch, 0); }
 
-  // The threads next() lends to a batch made from RAM: the caller's OpenMP
-  // team less one core for the I/O thread and one per converter (see next()).
-  int helpers() const { return std::max(1, omp_get_max_threads() - 1 - static_cast<int>(converters_.size())); }
-
   bool next(LoaderBatch& out) override {
     if (!started_) begin(0, 0);
     if (next_batch_ >= batches_) return false;
@@ -197,12 +193,13 @@ class LoaderImpl final : public Loader {
         // A batch made from RAM that is not done yet: this thread's OpenMP
         // team, idle until it is, takes the chunks left (data/chunked_work.h)
         // -- less one thread for the I/O thread and each converter, which
-        // work on them too and each need a core. A chunk's thread descheduled
-        // holds up the whole batch for a time slice: a whole team of 2 beside
-        // the I/O thread on 2 cores gave 71-80 % of a plain read instead of
-        // 91-96 %, and on the H200 host's 16 cores 15 helpers beside 2-4
-        // loader threads gave 145-161 % against 376 % with the I/O thread
-        // alone (bench/results/gpu_2026-11-27d.md).
+        // work on them too and each need a core (presumably because a
+        // chunk's thread descheduled holds up the whole batch for a time
+        // slice). A whole team of 2 beside the I/O thread on 2 cores gave
+        // 71-80 % of a plain read instead of 91-96 %, and on the H200 host's
+        // 16 cores 15 helpers beside 2-4 loader threads gave 145-161 %
+        // against 376 % with the I/O thread alone
+        // (bench/results/gpu_2026-11-27d.md).
         if (f.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
           if (const auto w = offer->await()) w->help_all(helpers());
         p = f.get();  // re-throws an I/O-thread error with its message
@@ -248,6 +245,10 @@ class LoaderImpl final : public Loader {
   const std::vector<int64_t>& shard_ids() const override { return src_->ids; }
 
  private:
+  // The threads next() lends to a batch made from RAM: the caller's OpenMP
+  // team less one core for the I/O thread and one per converter (see next()).
+  int helpers() const { return std::max(1, omp_get_max_threads() - 1 - static_cast<int>(converters_.size())); }
+
   Shape in_shape(int64_t n) const {
     std::vector<int64_t> d{n};
     d.insert(d.end(), src_->raw.begin(), src_->raw.end());

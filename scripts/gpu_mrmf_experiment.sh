@@ -79,12 +79,17 @@ else
   code=124
 fi
 collect
-if [[ $code == 0 ]]; then
-  # Which targets each method gained or lost on (docs/results_mrmf.md,
-  # session 28): a few seconds of evaluation on the GPU.
-  python3 scripts/per_target_mse.py "$X" --data "$D" --mrmf "$MRMF" >"$OUT_DIR/per_target_mse.md" 2>&1 ||
-    echo "per_target_mse.py failed (see $OUT_DIR/per_target_mse.md)"
+# Which targets each method gained or lost on (docs/results_mrmf.md,
+# session 28): one `mrmf eval` per finished run, a few seconds each on the
+# GPU -- within what is left of the call, so that the device call's own
+# limit never cuts off what the caller collects after this script.
+EVAL_LEFT=$((${MRMF_CALL_SECONDS:-540} - SECONDS - 5))
+if [[ $code == 0 ]] && ((EVAL_LEFT > 10)); then
+  timeout "$EVAL_LEFT" python3 scripts/per_target_mse.py "$X" --data "$D" --mrmf "$MRMF" >"$OUT_DIR/per_target_mse.md" 2>&1 ||
+    echo "per_target_mse.py failed or ran out of time (see $OUT_DIR/per_target_mse.md)"
   cat "$OUT_DIR/per_target_mse.md"
+elif [[ $code == 0 ]]; then
+  echo "no time left in this call for per_target_mse.py (${EVAL_LEFT} s)"
 fi
 # 0: finished; 124: to be continued by the next call (not a failure); else the experiment's error.
 exit "$code"
