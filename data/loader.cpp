@@ -205,6 +205,14 @@ class LoaderImpl final : public Loader {
         p = f.get();  // re-throws an I/O-thread error with its message
       } catch (...) {
         // The batch is lost; keep the indices of the following ones right.
+        // A job this thread failed to help (await or the team threw) still
+        // runs and uses this loader: wait for it and take back its slot.
+        if (f.valid()) {
+          try {
+            release_slot(f.get().slot);
+          } catch (...) {  // the job's own error: this batch is lost already
+          }
+        }
         wait_ += std::chrono::duration<double>(Clock::now() - t0).count();
         ++next_batch_;
         fill();
@@ -213,9 +221,25 @@ class LoaderImpl final : public Loader {
       fill();  // keep the I/O thread busy while this batch is finished and used
     }
     if (o_.device.is_cuda() && !p.x.device().is_cuda()) {  // not copied by the I/O thread (overlap_h2d)
-      Tensor x = Tensor::empty(batch_shape(), DType::F32, o_.device);
-      Tensor y = Tensor::empty({o_.batch_size, src_->params}, DType::F32, o_.device);
-      upload(p, stream_, dev_raw_, x, y);
+      Tensor x, y;
+      try {
+        x = Tensor::empty(batch_shape(), DType::F32, o_.device);
+        y = Tensor::empty({o_.batch_size, src_->params}, DType::F32, o_.device);
+        upload(p, stream_, dev_raw_, x, y);
+      } catch (...) {
+        // Device memory or a copy failed: the batch is lost, as above, but
+        // its pinned slot must come back (only depth + 1 exist: without it
+        // the I/O thread finds none for later batches), once no copy still
+        // reads it; the prefetch queue has moved on to the next batch.
+        try {
+          stream_.synchronize();
+        } catch (...) {  // the error that brought us here is the one to report
+        }
+        release_slot(p.slot);
+        wait_ += std::chrono::duration<double>(Clock::now() - t0).count();
+        if (o_.prefetch_depth > 0) ++next_batch_;
+        throw;
+      }
       release_slot(p.slot);
       p.x = x;
       p.y = y;
@@ -581,7 +605,15 @@ class LoaderImpl final : public Loader {
       work->help_all();
     } else {
       offer->offer(work);
-      for (auto& c : converters_) c->submit([work] { work->help(); });  // nothing left to claim: returns at once
+      // The converters are optional helpers: one that cannot be asked (no
+      // memory for its task) leaves its share to the others, and this frame,
+      // which the chunks use, must not unwind while any of them runs.
+      for (auto& c : converters_) {
+        try {
+          c->submit([work] { work->help(); });  // nothing left to claim: returns at once
+        } catch (...) {  // left to the others
+        }
+      }
       work->help();
     }
     work->wait();  // chunks others are still running: `work`'s captures (this frame) outlive them
