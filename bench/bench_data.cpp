@@ -188,6 +188,10 @@ int main(int argc, char** argv) {
   data::LoaderOptions o;
   o.batch_size = B;
   o.cache_in_memory = false;
+  // CosmoFlow files through HDF5 unless a row says "mapped"
+  // (LoaderOptions::memory_map, the default in training).
+  o.memory_map = false;
+  bool map_files = false;
   // One epoch of a fresh loader per call, epochs counting up (so that the
   // batches prefetched across the epoch boundary are used, as in training).
   // io_threads = 1: the I/O thread reads and converts; n > 1: n - 1
@@ -208,6 +212,7 @@ int main(int argc, char** argv) {
     // (c) measures that prefetch on its own.
     lo.prefetch_next_epoch = false;
     lo.cache_in_memory = cache;
+    lo.memory_map = map_files;
     lo.io_threads = io;
     lo.batch_size = batch;
     lo.reduce = std::move(reduce);
@@ -254,15 +259,33 @@ int main(int argc, char** argv) {
     std::snprintf(name, sizeof name, "loader, later epochs (cached, io_threads %d)", io);
     cf_row(name, loader_vs(plain_read, data::DataFormat::CosmoFlow, dir.string(), io, B, {}, /*cache=*/true));
   }
+  // The files mapped (the training default): every epoch converted from
+  // the page cache like a preloaded shard, in chunks any thread may take,
+  // with no staging copy by the I/O thread.
+  for (int io : ios) {
+    if (!section("cf")) break;
+    char name[64];
+    std::snprintf(name, sizeof name, "loader, mapped files (io_threads %d)", io);
+    map_files = true;
+    cf_row(name, loader_vs(plain_read, data::DataFormat::CosmoFlow, dir.string(), io, B, {}));
+    map_files = false;
+  }
   // The GPU's path (the training default there): raw uint16 samples read
   // into pinned memory, copied to the device and converted by the fused
   // kernel on it -- the host moves what the plain read moves. The copy and
-  // kernel are waited for in next(), or (overlap) issued by the I/O thread.
+  // kernel are waited for in next(), or (overlap) issued by the I/O thread;
+  // the samples read through HDF5 or copied from the mapped files.
   if (section("cf") && cuda_device_count() > 0)
-    for (bool overlap : {false, true})
-      cf_row(overlap ? "loader -> GPU (copy + kernel on the I/O thread)" : "loader -> GPU (copy + kernel in next())",
-             loader_vs(plain_read, data::DataFormat::CosmoFlow, dir.string(), 1, B, {}, false, -1, Device::cuda(0),
-                       overlap));
+    for (bool mapped : {false, true})
+      for (bool overlap : {false, true}) {
+        map_files = mapped;
+        std::string name =
+            overlap ? "loader -> GPU (copy + kernel on the I/O thread)" : "loader -> GPU (copy + kernel in next())";
+        if (mapped) name += ", mapped";
+        cf_row(name.c_str(), loader_vs(plain_read, data::DataFormat::CosmoFlow, dir.string(), 1, B, {}, false, -1,
+                                       Device::cuda(0), overlap));
+        map_files = false;
+      }
 
   // (a2) Neuron Inverter: preloaded shard, batch 128 of (T = 1600, C = 3) float32
   // samples of 19 KB -> [C, T] or [C, T / 2]; each paired with a plain read of

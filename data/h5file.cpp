@@ -282,6 +282,24 @@ std::string H5File::type_name(const std::string& dataset) const {
   return h5_type_name(type.get());
 }
 
+int64_t H5File::contiguous_offset(const std::string& dataset, DType dtype) const {
+  H5DatasetId d = open_dataset(dataset);
+  H5PlistId dcpl(MRMF_H5_CHECK(H5Dget_create_plist(d.get())));
+  if (H5Pget_layout(dcpl.get()) != H5D_CONTIGUOUS || H5Pget_nfilters(dcpl.get()) != 0) return -1;
+  H5TypeId type(MRMF_H5_CHECK(H5Dget_type(d.get())));
+  if (H5Tequal(type.get(), file_type(dtype)) <= 0) return -1;  // other width, sign or byte order
+  H5PlistId fcpl(MRMF_H5_CHECK(H5Fget_create_plist(file_.get())));
+  hsize_t userblock = 0;
+  MRMF_H5_CHECK(H5Pget_userblock(fcpl.get(), &userblock));
+  if (userblock != 0) return -1;  // addresses would count from its end
+  const haddr_t off = H5Dget_offset(d.get());
+  if (off == HADDR_UNDEF) {  // no storage allocated (never written)
+    H5Eclear2(H5E_DEFAULT);
+    return -1;
+  }
+  return static_cast<int64_t>(off);
+}
+
 Tensor H5File::read(const std::string& dataset, std::optional<DType> as) const {
   const auto dims = shape(dataset);
   MRMF_CHECK_KIND(Data, !dims.empty(), path_, ": dataset '", dataset, "' is a scalar, expected an array");

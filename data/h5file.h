@@ -130,6 +130,11 @@ class H5File {
   // Same into caller memory (e.g. a pinned buffer) holding `count` rows of `dtype`;
   // HDF5 converts between integer/float types where they differ from the file's.
   void read_rows_into(const std::string& dataset, int64_t start, int64_t count, DType dtype, void* dst) const;
+  // Where a dataset's elements lie in the file, for reading them without
+  // HDF5 (data/mapped_file.h): the byte offset when the dataset is stored
+  // contiguously, unfiltered, allocated, as exactly `dtype`'s little-endian
+  // file type, in a file without a user block; -1 otherwise.
+  int64_t contiguous_offset(const std::string& dataset, DType dtype) const;
 
   // Creates a dataset of `shape` and `dtype` (contents written later with write_rows).
   void create_dataset(const std::string& dataset, const std::vector<int64_t>& shape, DType dtype,

@@ -102,6 +102,12 @@ struct LoaderOptions {
   Transform transform;
   NiLayout ni_layout = NiLayout::Transpose;
   bool cache_in_memory = true;
+  // CosmoFlow files whose uint16 `3Dmap` is stored contiguously and
+  // unfiltered (what `mrmf datagen` and h5py write by default) are mapped
+  // into memory (data/mapped_file.h) and read like a preloaded shard:
+  // every batch from the page cache, in chunks any thread may take, with no
+  // staging copy by the I/O thread. Other files are read through HDF5.
+  bool memory_map = true;
   // The cache draws on the process-wide budget (data/cache_budget.h); this
   // caps one loader's share on top of it (0: no cap of its own).
   int64_t cache_max_bytes = 0;

@@ -7,8 +7,10 @@
 #include <map>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "data/formats.h"
 #include "data/h5file.h"
+#include "data/mapped_file.h"
 
 namespace fs = std::filesystem;
 
@@ -125,11 +127,14 @@ std::vector<Pick> cosmo_shard(const std::vector<int64_t>& per_file, const Loader
   return picks;
 }
 
-// CosmoFlow, authors' layout: `3Dmap` (n, D, H, W, 4), streamed one sample at a time.
+// CosmoFlow, authors' layout: `3Dmap` (n, D, H, W, 4), streamed one sample
+// at a time, or mapped (LoaderOptions::memory_map).
 struct CosmoSource : Source {
   CosmoFlowFiles cf;
   std::vector<Pick> picks;
   std::map<size_t, H5File> open_;  // I/O thread only
+  std::vector<MappedFile> maps_;   // per file of the shard, when mapped
+  std::vector<const char*> base_;  // per file (index into cf): its first sample in the mapping
   CosmoSource(const DataSpec& spec, const LoaderOptions& o) : cf(CosmoFlowFiles::open(cosmo_paths(spec))) {
     log1p = o.transform.kind == kernels::FusedTransform::Log1p;
     file = cf.path(0);
@@ -157,8 +162,53 @@ struct CosmoSource : Source {
                   file_labels[f].data<float>() + picks[i].row * params, static_cast<size_t>(params) * 4);
       ids.push_back(picks[i].id);
     }
+    if (o.memory_map) map_files();
+  }
+  // uint16 only: a stored uint16 needs no value check (check_values: NaN in
+  // float types, log1p's domain in signed ones), so reading it from the
+  // mapping skips nothing read_raw() would do. All of the shard's files or
+  // none: raw_ptr() must serve every sample.
+  void map_files() {
+    if (dtype != DType::U16) return;
+    std::vector<const char*> base(cf.num_files(), nullptr);
+    std::vector<MappedFile> maps;
+    for (const Pick& p : picks) {
+      if (base[p.file]) continue;
+      const std::string& path = cf.path(p.file);
+      const int64_t off = H5File::open_read(path).contiguous_offset("3Dmap", dtype);
+      if (off < 0) {
+        log::debug("{}: '3Dmap' is chunked, filtered or not little-endian uint16: read through HDF5", path);
+        return;
+      }
+      MappedFile m = MappedFile::map(path);
+      const int64_t need = off + cf.samples(p.file) * raw_bytes();
+      MRMF_CHECK_KIND(Data, m.size() >= need, path, ": file of ", m.size(), " bytes, but dataset '3Dmap' needs ", need,
+                      " (truncated?)");
+      base[p.file] = m.data() + off;
+      maps.push_back(std::move(m));
+    }
+    // The offset's meaning checked once against HDF5 itself: the shard's
+    // first sample read both ways.
+    std::vector<char> via_hdf5(static_cast<size_t>(raw_bytes()));
+    const Pick& p0 = picks.front();
+    H5File::open_read(cf.path(p0.file)).read_rows_into("3Dmap", p0.row, 1, dtype, via_hdf5.data());
+    if (std::memcmp(via_hdf5.data(), base[p0.file] + p0.row * raw_bytes(), via_hdf5.size()) != 0) {
+      log::warn("{}: the mapped '3Dmap' differs from what HDF5 reads; reading through HDF5", cf.path(p0.file));
+      return;
+    }
+    maps_ = std::move(maps);
+    base_ = std::move(base);
+  }
+  const void* raw_ptr(int64_t local) const override {
+    if (base_.empty()) return nullptr;
+    const Pick& p = picks[static_cast<size_t>(local)];
+    return base_[p.file] + p.row * raw_bytes();
   }
   void read_raw(int64_t local, void* dst) override {
+    if (const void* src = raw_ptr(local)) {
+      std::memcpy(dst, src, static_cast<size_t>(raw_bytes()));
+      return;
+    }
     const Pick& p = picks[static_cast<size_t>(local)];
     auto it = open_.find(p.file);
     if (it == open_.end()) {

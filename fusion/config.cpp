@@ -97,6 +97,7 @@ const std::vector<Field>& schema() {
       MRMF_FIELD("data.io_threads", data.io_threads, int64_t),
       MRMF_FIELD("data.max_train_samples", data.max_train_samples, int64_t),
       MRMF_FIELD("data.cache_max_mb", data.cache_max_mb, int64_t),
+      MRMF_FIELD("data.memory_map", data.memory_map, bool),
       MRMF_FIELD("train.batch_size", train.batch_size, int64_t),
       MRMF_FIELD("train.val_batch_size", train.val_batch_size, int64_t),
       MRMF_FIELD("train.seed", train.seed, uint64_t),

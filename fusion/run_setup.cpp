@@ -64,6 +64,7 @@ data::LoaderOptions loader_options(const RunConfig& cfg, const Communicator& com
   o.reduce = cfg.data.reduce;
   o.ni_layout = cfg.data.layout == "reinterpret" ? data::NiLayout::Reinterpret : data::NiLayout::Transpose;
   o.cache_in_memory = cfg.data.cache;
+  o.memory_map = cfg.data.memory_map;
   o.reduce_on = data::parse_reduce_on(cfg.data.reduce_on);
   o.prefetch_depth = static_cast<int>(cfg.data.prefetch);
   o.io_threads = static_cast<int>(cfg.data.io_threads);

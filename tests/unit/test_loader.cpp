@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <condition_variable>
@@ -15,6 +16,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "core/error.h"
 #include "data/cache_budget.h"
@@ -186,8 +188,9 @@ TEST_CASE("loader: resume mid-epoch, prefetch == synchronous, cache == uncached"
   // Loaders with options `lo` at every prefetch depth in `depths`, cache on
   // and off, one to three I/O threads, batches made from RAM in one chunk or
   // in chunks of one sample (claimed by whichever thread comes first: the
-  // I/O thread, a converter, or next() waiting for it), all deliver the
-  // batches `expected` of the epochs' samples `order`.
+  // I/O thread, a converter, or next() waiting for it), the files read
+  // through HDF5 or mapped, all deliver the batches `expected` of the
+  // epochs' samples `order`.
   const auto all_give = [&](LoaderOptions lo, std::vector<int> depths, std::vector<bool> caches,
                             const std::vector<std::vector<Tensor>>& expected,
                             const std::vector<std::vector<int64_t>>& order) {
@@ -195,21 +198,23 @@ TEST_CASE("loader: resume mid-epoch, prefetch == synchronous, cache == uncached"
     for (int depth : depths)
       for (bool cache : caches)
         for (int io : {1, 2, 3, kMaxIoThreads})
-          for (int64_t chunk : {int64_t{1}, whole}) {
-            lo.chunk_bytes = chunk;
-            lo.prefetch_depth = depth;
-            lo.cache_in_memory = cache;
-            lo.io_threads = io;
-            const int64_t cached_before = cache_in_use();
-            auto L = open_loader(spec, lo);
-            for (int e = 0; e < 3; ++e) {
-              std::vector<Tensor> xs;
-              REQUIRE(epoch_ids(*L, e, &xs) == order[e]);
-              for (size_t i = 0; i < xs.size(); ++i) REQUIRE(same(xs[i], expected[e][i]));
-              REQUIRE(L->wait_seconds() >= 0);
+          for (int64_t chunk : {int64_t{1}, whole})
+            for (bool map : {false, true}) {
+              lo.memory_map = map;
+              lo.chunk_bytes = chunk;
+              lo.prefetch_depth = depth;
+              lo.cache_in_memory = cache;
+              lo.io_threads = io;
+              const int64_t cached_before = cache_in_use();
+              auto L = open_loader(spec, lo);
+              for (int e = 0; e < 3; ++e) {
+                std::vector<Tensor> xs;
+                REQUIRE(epoch_ids(*L, e, &xs) == order[e]);
+                for (size_t i = 0; i < xs.size(); ++i) REQUIRE(same(xs[i], expected[e][i]));
+                REQUIRE(L->wait_seconds() >= 0);
+              }
+              if (cache && !map) REQUIRE(cache_in_use() > cached_before);  // this loader's cache was used
             }
-            if (cache) REQUIRE(cache_in_use() > cached_before);  // this loader's cache was used
-          }
   };
   SECTION("synchronous and uncached give the same batches") {
     // io_threads 2, 3: reads of sample k + 1 overlap the conversion of the
@@ -272,18 +277,22 @@ TEST_CASE("loader: the cache keeps the smaller of the stored and the converted s
     DataSpec spec;
     std::vector<int64_t> reduce;
     int64_t want_cache;  // bytes the loader should hold
+    bool map = false;    // CosmoFlow files mapped (LoaderOptions::memory_map)
   };
   const DataSpec cf{DataFormat::CosmoFlow, d / "cf", Split::Train}, ni{DataFormat::NeuronInverter, d / "ni.h5", Split::Train};
   const std::vector<Case> cases = {
-      {cf, {}, 8 * 4 * 512 * 2},           // full resolution: the uint16 bytes (float32 would be twice that)
-      {cf, {2, 2, 2}, 8 * 4 * 64 * 4},     // 1/8: the reduced float32 samples
-      {ni, {}, 0},                         // preloaded, float32 in and out: nothing more to keep
-      {ni, {2}, 40 / 8 * 8 * 3 * 16 * 4},  // preloaded, halved: the reduced samples (the shard: 5 batches of 8)
+      {cf, {}, 8 * 4 * 512 * 2},              // full resolution: the uint16 bytes (float32 would be twice that)
+      {cf, {2, 2, 2}, 8 * 4 * 64 * 4},        // 1/8: the reduced float32 samples
+      {cf, {}, 0, true},                      // mapped: in memory already, as a preloaded shard
+      {cf, {2, 2, 2}, 8 * 4 * 64 * 4, true},  // mapped, 1/8: the reduction is kept
+      {ni, {}, 0},                            // preloaded, float32 in and out: nothing more to keep
+      {ni, {2}, 40 / 8 * 8 * 3 * 16 * 4},     // preloaded, halved: the reduced samples (the shard: 5 batches of 8)
   };
   for (const Case& c : cases) {
     for (int io : {1, 2, 3}) {
-      INFO(c.spec.path << " reduce " << c.reduce.size() << " io_threads " << io);
+      INFO(c.spec.path << " reduce " << c.reduce.size() << " mapped " << c.map << " io_threads " << io);
       LoaderOptions o;
+      o.memory_map = c.map;
       o.batch_size = 8;
       o.seed = 3;
       o.io_threads = io;
@@ -316,6 +325,7 @@ TEST_CASE("loader: one cache budget per process, shared by all loaders", "[loade
   LoaderOptions o;
   o.batch_size = 2;
   o.seed = 5;
+  o.memory_map = false;  // streamed files: what the cache is for
   const DataSpec spec{DataFormat::CosmoFlow, d / "cf", Split::Train};
   set_cache_budget(shard * 3 / 2);  // room for one shard, not two
   REQUIRE(cache_in_use() == 0);
@@ -564,6 +574,74 @@ TEST_CASE("loader: next() lends a batch its OpenMP team less one thread per load
   CHECK(ids.size() == 64);
   CHECK(makers.size() >= 2);  // the held chunks were shared
   CHECK(makers.size() <= 6);
+}
+
+TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", "[loader]") {
+  // Mapped files are read like a preloaded shard: the first epoch's batches
+  // are made in chunks from RAM (on_chunk sees them); a chunked, float32 or
+  // big-endian `3Dmap` is read through HDF5 (no chunk before the cache
+  // holds the samples). Every way gives the same batches.
+  Tmp d;
+  write_cf(d / "contig", 2, 4, 4);
+  fs::create_directories(d / "chunked");
+  fs::create_directories(d / "float");
+  fs::create_directories(d / "bigendian");
+  for (const char* name : {"c00.h5", "c01.h5"}) {
+    H5File in = H5File::open_read((d / "contig") + "/" + name);
+    const Tensor x = in.read("3Dmap"), y = in.read("unitPar");
+    H5File c = H5File::create((d / "chunked") + "/" + name);
+    c.write("3Dmap", x, WriteOptions{1, 0});  // one sample per chunk
+    c.write("unitPar", y);
+    c.close();
+    write_cosmoflow_file((d / "float") + "/" + name, to_float32(x), y);
+    // Big-endian uint16, through the HDF5 C API (mrmf writes little-endian only).
+    const hid_t f = H5Fcreate(((d / "bigendian") + "/" + name).c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    REQUIRE(f >= 0);
+    for (const auto& [dset, t, file_type, mem_type] :
+         {std::tuple<const char*, const Tensor*, hid_t, hid_t>{"3Dmap", &x, H5T_STD_U16BE, H5T_NATIVE_UINT16},
+          {"unitPar", &y, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT}}) {
+      std::vector<hsize_t> dims;
+      for (int64_t v : t->shape().vec()) dims.push_back(static_cast<hsize_t>(v));
+      const hid_t sp = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+      const hid_t ds = H5Dcreate2(f, dset, file_type, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+      REQUIRE(H5Dwrite(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, t->raw_data()) >= 0);
+      H5Dclose(ds);
+      H5Sclose(sp);
+    }
+    H5Fclose(f);
+  }
+  const H5File contig = H5File::open_read(d / "contig/c00.h5");
+  CHECK(contig.contiguous_offset("3Dmap", DType::U16) > 0);
+  CHECK(contig.contiguous_offset("3Dmap", DType::I16) == -1);  // another type
+  CHECK(H5File::open_read(d / "chunked/c00.h5").contiguous_offset("3Dmap", DType::U16) == -1);
+  CHECK(H5File::open_read(d / "bigendian/c00.h5").contiguous_offset("3Dmap", DType::U16) == -1);
+
+  std::vector<Tensor> want;
+  std::vector<int64_t> want_ids;
+  for (const char* dir : {"contig", "chunked", "float", "bigendian"})
+    for (bool map : {true, false})
+      for (int io : {1, 3}) {
+        INFO(dir << " memory_map " << map << " io_threads " << io);
+        LoaderOptions o;
+        o.batch_size = 2;
+        o.seed = 7;
+        o.io_threads = io;
+        o.memory_map = map;
+        o.cache_in_memory = false;
+        std::atomic<int> chunks{0};
+        o.on_chunk = [&](int64_t, int64_t) { ++chunks; };
+        auto L = open_loader({DataFormat::CosmoFlow, d / dir, Split::Train}, o);
+        std::vector<Tensor> xs;
+        const auto ids = epoch_ids(*L, 0, &xs);
+        CHECK((chunks > 0) == (map && std::string(dir) == "contig"));
+        CHECK(L->caching() == (map && std::string(dir) == "contig"));
+        if (want.empty()) {
+          want = xs;
+          want_ids = ids;
+        }
+        REQUIRE(ids == want_ids);
+        for (size_t i = 0; i < xs.size(); ++i) REQUIRE(same(xs[i], want[i]));
+      }
 }
 
 TEST_CASE("loader: CosmoFlow file shards and the LBANN layout", "[loader]") {
