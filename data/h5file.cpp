@@ -291,7 +291,7 @@ int64_t H5File::contiguous_offset(const std::string& dataset, DType dtype) const
   H5PlistId fcpl(MRMF_H5_CHECK(H5Fget_create_plist(file_.get())));
   hsize_t userblock = 0;
   MRMF_H5_CHECK(H5Pget_userblock(fcpl.get(), &userblock));
-  if (userblock != 0) return -1;  // addresses would count from its end
+  if (userblock != 0) return -1;  // kept simple: such files are read through HDF5
   const haddr_t off = H5Dget_offset(d.get());
   if (off == HADDR_UNDEF) {  // no storage allocated (never written)
     H5Eclear2(H5E_DEFAULT);

@@ -177,10 +177,19 @@ struct CosmoSource : Source {
       const std::string& path = cf.path(p.file);
       const int64_t off = H5File::open_read(path).contiguous_offset("3Dmap", dtype);
       if (off < 0) {
-        log::debug("{}: '3Dmap' is chunked, filtered or not little-endian uint16: read through HDF5", path);
+        log::debug(
+            "{}: '3Dmap' is not contiguous little-endian uint16 data in the file itself (chunked, filtered, "
+            "external, never written, or behind a user block): read through HDF5",
+            path);
         return;
       }
-      MappedFile m = MappedFile::map(path);
+      MappedFile m;
+      try {
+        m = MappedFile::map(path);
+      } catch (const Error& e) {  // e.g. the process's mapping count or address-space limit: HDF5 still reads it
+        log::warn("{}; reading the shard through HDF5", e.message());
+        return;
+      }
       const int64_t need = off + cf.samples(p.file) * raw_bytes();
       MRMF_CHECK_KIND(Data, m.size() >= need, path, ": file of ", m.size(), " bytes, but dataset '3Dmap' needs ", need,
                       " (truncated?)");

@@ -37,7 +37,7 @@ MappedFile MappedFile::map(const std::string& path) {
 
 MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
   if (this != &o) {
-    this->~MappedFile();
+    reset();
     data_ = o.data_;
     size_ = o.size_;
     o.data_ = nullptr;
@@ -46,10 +46,11 @@ MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
   return *this;
 }
 
-MappedFile::~MappedFile() {
+void MappedFile::reset() noexcept {
   if (data_ && ::munmap(const_cast<char*>(data_), static_cast<size_t>(size_)) != 0)
     log::warn("munmap of a {} byte mapping failed: {}", size_, std::strerror(errno));
   data_ = nullptr;
+  size_ = 0;
 }
 
 }  // namespace mrmf::data

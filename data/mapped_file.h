@@ -24,16 +24,21 @@ class MappedFile {
   static MappedFile map(const std::string& path);
 
   MappedFile() = default;
-  MappedFile(MappedFile&& o) noexcept { *this = std::move(o); }
+  MappedFile(MappedFile&& o) noexcept : data_(o.data_), size_(o.size_) {
+    o.data_ = nullptr;
+    o.size_ = 0;
+  }
   MappedFile& operator=(MappedFile&& o) noexcept;
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
-  ~MappedFile();
+  ~MappedFile() { reset(); }
 
   const char* data() const { return data_; }
   int64_t size() const { return size_; }
 
  private:
+  void reset() noexcept;  // unmaps (a failure is logged, never thrown)
+
   const char* data_ = nullptr;
   int64_t size_ = 0;
 };

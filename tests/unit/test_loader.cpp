@@ -610,6 +610,11 @@ TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", 
     }
     H5Fclose(f);
   }
+  // A shard of one contiguous and one chunked file: all of its files are
+  // mapped or none (raw_ptr() serves every sample or none).
+  fs::create_directories(d / "mixed");
+  fs::copy_file(d / "contig/c00.h5", d / "mixed/c00.h5");
+  fs::copy_file(d / "chunked/c01.h5", d / "mixed/c01.h5");
   const H5File contig = H5File::open_read(d / "contig/c00.h5");
   CHECK(contig.contiguous_offset("3Dmap", DType::U16) > 0);
   CHECK(contig.contiguous_offset("3Dmap", DType::I16) == -1);  // another type
@@ -618,7 +623,7 @@ TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", 
 
   std::vector<Tensor> want;
   std::vector<int64_t> want_ids;
-  for (const char* dir : {"contig", "chunked", "float", "bigendian"})
+  for (const char* dir : {"contig", "chunked", "float", "bigendian", "mixed"})
     for (bool map : {true, false})
       for (int io : {1, 3}) {
         INFO(dir << " memory_map " << map << " io_threads " << io);
