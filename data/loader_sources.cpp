@@ -151,31 +151,35 @@ struct CosmoSource : Source {
     axis_names = {"D (x)", "H (y)", "W (z)"};
     layout = kernels::InputLayout::ChannelsLast;
     labels = Tensor::empty({static_cast<int64_t>(picks.size()), params}, DType::F32);
+    // Each file of the shard opened once: its labels and, for mapping
+    // (map_files()), where its `3Dmap` lies.
+    const bool may_map = o.memory_map && dtype == DType::U16;
     std::map<size_t, Tensor> file_labels;
+    std::map<size_t, int64_t> offsets;
     for (size_t i = 0; i < picks.size(); ++i) {
       const size_t f = picks[i].file;
       if (!file_labels.count(f)) {
-        file_labels[f] = H5File::open_read(cf.path(f)).read("unitPar", DType::F32);
+        const H5File h = H5File::open_read(cf.path(f));
+        file_labels[f] = h.read("unitPar", DType::F32);
         check_finite(file_labels[f], cf.path(f) + ": dataset 'unitPar'");
+        if (may_map) offsets[f] = h.contiguous_offset("3Dmap", dtype);
       }
       std::memcpy(labels.data<float>() + static_cast<int64_t>(i) * params,
                   file_labels[f].data<float>() + picks[i].row * params, static_cast<size_t>(params) * 4);
       ids.push_back(picks[i].id);
     }
-    if (o.memory_map) map_files();
+    if (may_map) map_files(offsets);
   }
   // uint16 only: a stored uint16 needs no value check (check_values: NaN in
   // float types, log1p's domain in signed ones), so reading it from the
   // mapping skips nothing read_raw() would do. All of the shard's files or
-  // none: raw_ptr() must serve every sample.
-  void map_files() {
-    if (dtype != DType::U16) return;
+  // none: raw_ptr() must serve every sample. `offsets`: per file of the
+  // shard, H5File::contiguous_offset of its `3Dmap`.
+  void map_files(const std::map<size_t, int64_t>& offsets) {
     std::vector<const char*> base(cf.num_files(), nullptr);
     std::vector<MappedFile> maps;
-    for (const Pick& p : picks) {
-      if (base[p.file]) continue;
-      const std::string& path = cf.path(p.file);
-      const int64_t off = H5File::open_read(path).contiguous_offset("3Dmap", dtype);
+    for (const auto& [f, off] : offsets) {
+      const std::string& path = cf.path(f);
       if (off < 0) {
         log::debug(
             "{}: '3Dmap' is not contiguous little-endian uint16 data in the file itself (chunked, filtered, "
@@ -190,10 +194,10 @@ struct CosmoSource : Source {
         log::warn("{}; reading the shard through HDF5", e.message());
         return;
       }
-      const int64_t need = off + cf.samples(p.file) * raw_bytes();
+      const int64_t need = off + cf.samples(f) * raw_bytes();
       MRMF_CHECK_KIND(Data, m.size() >= need, path, ": file of ", m.size(), " bytes, but dataset '3Dmap' needs ", need,
                       " (truncated?)");
-      base[p.file] = m.data() + off;
+      base[f] = m.data() + off;
       maps.push_back(std::move(m));
     }
     // The offset's meaning checked once against HDF5 itself: the shard's
