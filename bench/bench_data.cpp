@@ -43,6 +43,7 @@
 #include "data/shuffle.h"
 #include "kernels/fused_downsample_chain.h"
 #include "kernels/fused_downsample_ops.h"
+#include "kernels/table_rows_cpu.h"
 
 using namespace mrmf;
 namespace fs = std::filesystem;
@@ -421,15 +422,23 @@ int main(int argc, char** argv) {
                                      {"1/1, log1p, counts", {{1, 1, 1}}, log1p, true},
                                      {"1/8 (2x2x2), log1p, counts", {{2, 2, 2}}, log1p, true}};
     // log1p of uint16 reads a table by default; each log1p row is timed
-    // again with log1p computed (", computed"), the A/B of the two.
-    std::vector<std::pair<Case, bool>> runs;
+    // again with log1p computed (", computed"), the A/B of the two, and on
+    // CPUs with AVX-512 with the table's rows looked up by the plain loop
+    // (", no AVX-512": kernels/table_rows_cpu.h), the A/B of that path.
+    struct Run {
+      Case c;
+      bool table = true, simd = true;
+    };
+    const bool has_simd = kernels::table_rows_simd();
+    std::vector<Run> runs;
     for (const Case& c : cases) {
-      runs.push_back({c, true});
-      if (c.transform == log1p) runs.push_back({c, false});
+      runs.push_back({c, true, true});
+      if (c.transform == log1p && has_simd) runs.push_back({c, true, false});
+      if (c.transform == log1p) runs.push_back({c, false, true});
     }
-    for (const auto& [c, table] : runs) {
+    for (const auto& [c, table, simd] : runs) {
       const Tensor& in = c.count_data ? counts : raw;
-      const std::string name = std::string(c.name) + (table ? "" : ", computed");
+      const std::string name = std::string(c.name) + (!table ? ", computed" : !simd ? ", no AVX-512" : "");
       const bool exact = !only_case.empty() && only_case[0] == '=';
       if (exact ? name != only_case.substr(1) : name.find(only_case) == std::string::npos) continue;
       kernels::FusedDownsampleSpec spec;
@@ -446,12 +455,14 @@ int main(int argc, char** argv) {
       // Kernel and copy alternate, and the ratio is taken per pair: on a
       // shared VM the bandwidth drifts by 2x within seconds, so best-of-N
       // times taken apart do not compare.
+      kernels::set_table_rows_simd(simd);
       const Paired pr = paired(
           21, [&] { kernels::fused_downsample(cpu_stream(), in, ys, spec); },
           [&] { par_memcpy(b2.data(), a.data(), a.size()); });
+      kernels::set_table_rows_simd(true);
       row("    cpu  %-39s %9.3f %9.2f %9.2f %6.0f%% %5.0f%%\n", name.c_str(), pr.a * 1e3, bytes / pr.a / 1e9,
           bytes / pr.b / 1e9, 100 * pr.ratio, 100 * pr.b_best / pr.a_best);
-      if (cuda_device_count() > 0) {
+      if (cuda_device_count() > 0 && simd) {  // the GPU rows have no such variant
         Stream s = Stream::create(Device::cuda(0));
         Tensor draw = in.to(Device::cuda(0), s);
         std::vector<Tensor> dys;

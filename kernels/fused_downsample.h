@@ -36,6 +36,9 @@
 #include "kernels/fastdiv.h"
 #include "kernels/hd.h"
 #include "kernels/log1p.h"
+#if !defined(__CUDACC__)
+#include "kernels/table_rows_cpu.h"
+#endif
 
 namespace mrmf::kernels {
 
@@ -407,6 +410,20 @@ struct FusedDownsample {
     return j % (kC > 0 ? kC : C);
   }
 
+  // acc[k] (+)= lut[bits of x[k]], the table's rows without AVX-512. Its
+  // own function with restrict pointers: once acc's address is passed to
+  // table_rows_add_avx512(), g++ must assume that lut may point into acc,
+  // and the same loop in seg_add (a float store, then float loads of lut)
+  // compiled to scalar code -- 1/8 with log1p on counts 2x slower.
+  template <bool kFirst>
+  static MRMF_INLINE void table_rows(float* __restrict acc, const T* __restrict xs, int64_t n,
+                                     const float* __restrict table) {
+    for (int64_t k = 0; k < n; ++k) {
+      const float v = table[RawLoad<R>::bits16(xs, k)];
+      acc[k] = kFirst ? v : acc[k] + v;
+    }
+  }
+
   // A row that is not the block's last: acc[k] (+)= value, k over wn positions
   // of P = f2 * C inputs each.
   template <bool kFirst, int kC, int kF2>
@@ -426,6 +443,15 @@ struct FusedDownsample {
           acc[k] = kFirst ? v : acc[k] + v;
         }
       };
+      // The table's case: with AVX-512, where the CPU has it, 16 lookups at
+      // once (kernels/table_rows_cpu.h); elsewhere table_rows().
+      if constexpr (RawLoad<R>::kBits16) {
+        if (by_table() && table_rows_simd())
+          table_rows_add_avx512(acc, reinterpret_cast<const uint16_t*>(x + row), wn * P, lut, kFirst);
+        else if (by_table())
+          table_rows<kFirst>(acc, x + row, wn * P, lut);
+        if (by_table()) return;
+      }
       if (by_table())
         flat([&](int64_t i) { return lut_at(RawLoad<R>::bits16(x, i)); });
       else

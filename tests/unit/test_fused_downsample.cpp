@@ -14,8 +14,9 @@
 #include "data/downsample.h"
 #include "data/formats.h"
 #include "data/h5file.h"
-#include "kernels/fused_downsample_ops.h"
 #include "kernels/fused_downsample_chain.h"
+#include "kernels/fused_downsample_ops.h"
+#include "kernels/table_rows_cpu.h"
 
 using namespace mrmf;
 using namespace mrmf::kernels;
@@ -431,6 +432,69 @@ TEST_CASE("fused downsample: log1p by table gives log1p_f32's bits for every 16-
     const auto rows_computed = fused_downsample(cpu_stream(), raw, no_table);
     for (size_t l = 0; l < rows.size(); ++l) CHECK(bit_equal(rows[l], rows_computed[l]));
   }
+}
+
+TEST_CASE("fused downsample: the AVX-512 table rows give the plain loop's bits", "[fused_downsample]") {
+  if (!table_rows_simd()) {
+    WARN("this CPU has no AVX-512F: the table rows take the plain loop only");
+    return;
+  }
+  struct Restore {  // the path is process-wide: back on whatever happens here
+    ~Restore() { set_table_rows_simd(true); }
+  } restore;
+  set_table_rows_simd(false);
+  CHECK_FALSE(table_rows_simd());
+  set_table_rows_simd(true);
+  CHECK(table_rows_simd());
+  const auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  };
+  // The rows themselves against the plain loop: lengths around the 16-lane
+  // groups, values on both sides of the in-register entries (63 / 64), groups
+  // that are all small, all large, or mixed, and a first row or a later one.
+  const float* table = log1p_table(RawType::U16);
+  for (int64_t n : {0, 1, 15, 16, 17, 31, 33, 200, 2048})
+    for (int pattern = 0; pattern < 4; ++pattern)
+      for (bool first : {true, false}) {
+        INFO("n " << n << ", pattern " << pattern << ", first " << first);
+        std::vector<uint16_t> x(static_cast<size_t>(n));
+        for (int64_t k = 0; k < n; ++k) {
+          const uint32_t h = static_cast<uint32_t>(k * 2654435761u >> 7);
+          x[k] = pattern == 0   ? static_cast<uint16_t>(h % 64)                         // every group in registers
+                 : pattern == 1 ? static_cast<uint16_t>(62 + h % 4)                     // 62-65: the boundary
+                 : pattern == 2 ? static_cast<uint16_t>(h % 100 == 0 ? 65535 : h % 40)  // a rare large count
+                                : static_cast<uint16_t>(h);                             // uniform: gathers
+        }
+        std::vector<float> acc(static_cast<size_t>(n)), want(static_cast<size_t>(n));
+        for (int64_t k = 0; k < n; ++k) acc[k] = want[k] = 0.25f * static_cast<float>(k % 7);
+        table_rows_add_avx512(acc.data(), x.data(), n, table, first);
+        for (int64_t k = 0; k < n; ++k) want[k] = first ? table[x[k]] : want[k] + table[x[k]];
+        CHECK(same_bits(acc, want));
+      }
+  // The whole kernel, with and without the vector rows, on count-like cubes
+  // (a few large counts among small ones) for each 16-bit type and layout.
+  for (DType dt : {DType::U16, DType::I16, DType::F16})
+    for (bool channels_last : {true, false}) {
+      INFO(dtype_name(dt) << (channels_last ? ", channels-last" : ", channels-first"));
+      Tensor raw = Tensor::empty(channels_last ? Shape{2, 8, 8, 16, 4} : Shape{2, 4, 8, 8, 16}, dt);
+      auto* p = static_cast<uint16_t*>(raw.raw_data());
+      for (int64_t i = 0; i < raw.numel(); ++i) {
+        const uint32_t h = static_cast<uint32_t>(i * 2654435761u >> 9);
+        p[i] = static_cast<uint16_t>(h % 211 == 0 ? 300 + h % 1000 : h % 24);
+      }
+      FusedDownsampleSpec spec;
+      spec.layout = channels_last ? InputLayout::ChannelsLast : InputLayout::ChannelsFirst;
+      spec.transform = FusedTransform::Log1p;
+      spec.levels = {{1, 1, 1}, {2, 1, 1}, {2, 2, 2}, {1, 1, 4}};
+      set_table_rows_simd(false);
+      const auto plain = fused_downsample(cpu_stream(), raw, spec);
+      set_table_rows_simd(true);
+      const auto simd = fused_downsample(cpu_stream(), raw, spec);
+      for (size_t l = 0; l < plain.size(); ++l) {
+        INFO("level " << l);
+        CHECK(bit_equal(simd[l], plain[l]));
+      }
+    }
 }
 
 TEST_CASE("fused downsample: a plan run per sample or per batch equals the checked call", "[fused_downsample]") {
