@@ -43,7 +43,7 @@
 #include "data/shuffle.h"
 #include "kernels/fused_downsample_chain.h"
 #include "kernels/fused_downsample_ops.h"
-#include "kernels/table_rows_cpu.h"
+#include "kernels/rows_avx512.h"
 
 using namespace mrmf;
 namespace fs = std::filesystem;
@@ -354,6 +354,12 @@ int main(int argc, char** argv) {
       const Paired pr = loader_vs(ni_read, data::DataFormat::NeuronInverter, ni, 1, NB, {2}, false, 0);
       ni_row("NI loader (T 1600 -> 800, synchronous)", pr, L->samples_per_epoch());
     }
+    if (kernels::rows_avx512()) {  // the pair sums' AVX-512 path off (kernels/rows_avx512.h), side by side
+      kernels::set_rows_avx512(false);
+      const Paired pr = loader_vs(ni_read, data::DataFormat::NeuronInverter, ni, 1, NB, {2}, false, 0);
+      kernels::set_rows_avx512(true);
+      ni_row("NI loader (T 1600 -> 800, synchronous, no AVX-512)", pr, L->samples_per_epoch());
+    }
     for (int io : ios) {
       char name[64];
       std::snprintf(name, sizeof name, "NI loader (T 1600 -> 800, io_threads %d)", io);
@@ -424,12 +430,12 @@ int main(int argc, char** argv) {
     // log1p of uint16 reads a table by default; each log1p row is timed
     // again with log1p computed (", computed"), the A/B of the two, and on
     // CPUs with AVX-512 with the table's rows looked up by the plain loop
-    // (", no AVX-512": kernels/table_rows_cpu.h), the A/B of that path.
+    // (", no AVX-512": kernels/rows_avx512.h), the A/B of that path.
     struct Run {
       Case c;
       bool table = true, simd = true;
     };
-    const bool has_simd = kernels::table_rows_simd();
+    const bool has_simd = kernels::rows_avx512();
     std::vector<Run> runs;
     for (const Case& c : cases) {
       runs.push_back({c, true, true});
@@ -455,11 +461,11 @@ int main(int argc, char** argv) {
       // Kernel and copy alternate, and the ratio is taken per pair: on a
       // shared VM the bandwidth drifts by 2x within seconds, so best-of-N
       // times taken apart do not compare.
-      kernels::set_table_rows_simd(simd);
+      kernels::set_rows_avx512(simd);
       const Paired pr = paired(
           21, [&] { kernels::fused_downsample(cpu_stream(), in, ys, spec); },
           [&] { par_memcpy(b2.data(), a.data(), a.size()); });
-      kernels::set_table_rows_simd(true);
+      kernels::set_rows_avx512(true);
       row("    cpu  %-39s %9.3f %9.2f %9.2f %6.0f%% %5.0f%%\n", name.c_str(), pr.a * 1e3, bytes / pr.a / 1e9,
           bytes / pr.b / 1e9, 100 * pr.ratio, 100 * pr.b_best / pr.a_best);
       if (cuda_device_count() > 0 && simd) {  // the GPU rows have no such variant

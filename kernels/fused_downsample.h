@@ -37,7 +37,7 @@
 #include "kernels/hd.h"
 #include "kernels/log1p.h"
 #if !defined(__CUDACC__)
-#include "kernels/table_rows_cpu.h"
+#include "kernels/rows_avx512.h"
 #endif
 
 namespace mrmf::kernels {
@@ -444,9 +444,9 @@ struct FusedDownsample {
         }
       };
       // The table's case: with AVX-512, where the CPU has it, 16 lookups at
-      // once (kernels/table_rows_cpu.h); elsewhere table_rows().
+      // once (kernels/rows_avx512.h); elsewhere table_rows().
       if constexpr (RawLoad<R>::kBits16) {
-        if (by_table() && table_rows_simd())
+        if (by_table() && rows_avx512())
           table_rows_add_avx512(acc, reinterpret_cast<const uint16_t*>(x + row), wn * P, lut, kFirst);
         else if (by_table())
           table_rows<kFirst>(acc, x + row, wn * P, lut);
@@ -496,6 +496,21 @@ struct FusedDownsample {
       return;
     }
     const int64_t F2 = kF2 > 0 ? kF2 : f2, P = Cn * F2;
+#if defined(MRMF_ROWS_AVX512)
+    // Three float32 channels, pairs, one row (the Neuron Inverter's T / 2):
+    // the passes below with AVX-512 straight from the input, where the CPU
+    // has it (kernels/rows_avx512.h). Not from acc for the other types and
+    // transforms: with a call here taking acc's address, 1/8 (2x2x2) of
+    // uint16 cubes, a loop elsewhere in the same row copy, fell from 91-94
+    // to 76-80 % of memcpy (three alternating runs each way; presumably the
+    // aliasing that table_rows() works around).
+    if constexpr (kC == 3 && kF2 == 2 && kFirst && R == RawType::F32 && TF == FusedTransform::None) {
+      if (rows_avx512()) {
+        pair_sums3_avx512(x + row, wn, y, ystride, inv);
+        return;
+      }
+    }
+#endif
     seg_add<kFirst, kC, kF2>(acc, row, wn, C, f2, c_fixed);
     float t[kAcc / 2];  // wn * C <= kAcc / f2
     for (int64_t w = 0; w < wn; ++w)

@@ -16,7 +16,7 @@
 #include "data/h5file.h"
 #include "kernels/fused_downsample_chain.h"
 #include "kernels/fused_downsample_ops.h"
-#include "kernels/table_rows_cpu.h"
+#include "kernels/rows_avx512.h"
 
 using namespace mrmf;
 using namespace mrmf::kernels;
@@ -435,17 +435,17 @@ TEST_CASE("fused downsample: log1p by table gives log1p_f32's bits for every 16-
 }
 
 TEST_CASE("fused downsample: the AVX-512 table rows give the plain loop's bits", "[fused_downsample]") {
-  if (!table_rows_simd()) {
+  if (!rows_avx512()) {
     WARN("this CPU has no AVX-512F: the table rows take the plain loop only");
     return;
   }
   struct Restore {  // the path is process-wide: back on whatever happens here
-    ~Restore() { set_table_rows_simd(true); }
+    ~Restore() { set_rows_avx512(true); }
   } restore;
-  set_table_rows_simd(false);
-  CHECK_FALSE(table_rows_simd());
-  set_table_rows_simd(true);
-  CHECK(table_rows_simd());
+  set_rows_avx512(false);
+  CHECK_FALSE(rows_avx512());
+  set_rows_avx512(true);
+  CHECK(rows_avx512());
   const auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
   };
@@ -486,15 +486,79 @@ TEST_CASE("fused downsample: the AVX-512 table rows give the plain loop's bits",
       spec.layout = channels_last ? InputLayout::ChannelsLast : InputLayout::ChannelsFirst;
       spec.transform = FusedTransform::Log1p;
       spec.levels = {{1, 1, 1}, {2, 1, 1}, {2, 2, 2}, {1, 1, 4}};
-      set_table_rows_simd(false);
+      set_rows_avx512(false);
       const auto plain = fused_downsample(cpu_stream(), raw, spec);
-      set_table_rows_simd(true);
+      set_rows_avx512(true);
       const auto simd = fused_downsample(cpu_stream(), raw, spec);
       for (size_t l = 0; l < plain.size(); ++l) {
         INFO("level " << l);
         CHECK(bit_equal(simd[l], plain[l]));
       }
     }
+}
+
+TEST_CASE("fused downsample: the AVX-512 pair sums of three channels give the plain loops' and the functors' bits",
+          "[fused_downsample]") {
+  if (!rows_avx512()) {
+    WARN("this CPU has no AVX-512F: the pair sums take the plain loops only");
+    return;
+  }
+  struct Restore {
+    ~Restore() { set_rows_avx512(true); }
+  } restore;
+  const auto bits = [](float v) {
+    uint32_t u;
+    std::memcpy(&u, &v, sizeof u);
+    return u;
+  };
+  // Directly, against the formula: output counts around the 16-lane steps,
+  // a channel stride that is not the row length, and signed zeros (the sum
+  // starts from +0, so -0 + -0 must come out +0, as the GPU's does).
+  for (int64_t wn : {0, 1, 15, 16, 17, 33, 341}) {
+    INFO("wn " << wn);
+    const int64_t ystride = wn + 5;
+    std::vector<float> acc(static_cast<size_t>(6 * wn));
+    for (size_t k = 0; k < acc.size(); ++k)
+      acc[k] = (k / 6) % 5 == 0 && k % 3 == 0  // both neighbours of channel 0 at every fifth output
+                   ? -0.f
+                   : static_cast<float>(static_cast<int>(k * 2654435761u >> 20) % 1000) * 0.37f - 150.f;
+    std::vector<float> y(static_cast<size_t>(3 * ystride), 7.f), want = y;
+    for (int64_t w = 0; w < wn; ++w)
+      for (int c = 0; c < 3; ++c) want[c * ystride + w] = ((0.f + acc[6 * w + c]) + acc[6 * w + 3 + c]) * 0.5f;
+    pair_sums3_avx512(acc.data(), wn, y.data(), ystride, 0.5f);
+    for (size_t k = 0; k < y.size(); ++k)
+      if (bits(y[k]) != bits(want[k])) FAIL_CHECK("output " << k << ": " << y[k] << ", want " << want[k]);
+  }
+  // The whole kernel on Neuron Inverter series [N, T, 3] (T / 2 alone and
+  // with T / 4; 800 outputs span three accumulator segments, 18 are a
+  // 16-lane step and a tail), every stored type and transform: AVX-512 on
+  // and off, and the functors' traversal.
+  for (DType dt : {DType::F32, DType::F16, DType::I16, DType::U16})
+    for (FusedTransform tf : {FusedTransform::None, FusedTransform::Scale, FusedTransform::Log1p})
+      for (int64_t t : {36, 1600})
+        for (bool with_quarter : {false, true}) {
+          INFO(dtype_name(dt) << ", transform " << static_cast<int>(tf) << ", T " << t
+                              << (with_quarter ? ", 1/2 + 1/4" : ""));
+          Tensor raw = raw_tensor({3, t, 3}, dt, 17);
+          FusedDownsampleSpec spec;
+          spec.transform = tf;
+          if (tf == FusedTransform::Scale) {
+            spec.scale = {0.5f, -2.f, 3.f};
+            spec.shift = {1.f, 0.f, -0.25f};
+          }
+          spec.levels =
+              with_quarter ? std::vector<std::vector<int64_t>>{{2}, {4}} : std::vector<std::vector<int64_t>>{{2}};
+          set_rows_avx512(false);
+          const auto plain = fused_downsample(cpu_stream(), raw, spec);
+          set_rows_avx512(true);
+          const auto simd = fused_downsample(cpu_stream(), raw, spec);
+          const auto functors = by_functor_any(raw, spec, simd, Traversal::Full);
+          for (size_t l = 0; l < simd.size(); ++l) {
+            INFO("level " << l);
+            CHECK(bit_equal(simd[l], plain[l]));
+            CHECK(bit_equal(simd[l], functors[l]));
+          }
+        }
 }
 
 TEST_CASE("fused downsample: a plan run per sample or per batch equals the checked call", "[fused_downsample]") {

@@ -1,18 +1,13 @@
-// See kernels/table_rows_cpu.h.
-#include "kernels/table_rows_cpu.h"
+// See kernels/rows_avx512.h.
+#include "kernels/rows_avx512.h"
 
 #include <atomic>
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define MRMF_TABLE_ROWS_X86 1
-#endif
 
 namespace mrmf::kernels {
 
 namespace {
 bool cpu_has_avx512f() {
-#if defined(MRMF_TABLE_ROWS_X86)
+#if defined(MRMF_ROWS_AVX512)
   static const bool yes = __builtin_cpu_supports("avx512f");
   return yes;
 #else
@@ -22,10 +17,10 @@ bool cpu_has_avx512f() {
 std::atomic<bool> g_simd_on{true};
 }  // namespace
 
-bool table_rows_simd() { return cpu_has_avx512f() && g_simd_on.load(std::memory_order_relaxed); }
-void set_table_rows_simd(bool on) { g_simd_on.store(on, std::memory_order_relaxed); }
+bool rows_avx512() { return cpu_has_avx512f() && g_simd_on.load(std::memory_order_relaxed); }
+void set_rows_avx512(bool on) { g_simd_on.store(on, std::memory_order_relaxed); }
 
-#if defined(MRMF_TABLE_ROWS_X86)
+#if defined(MRMF_ROWS_AVX512)
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the unused merge
 // operand, which -Wmaybe-uninitialized then reports at every use (a known
 // false positive of the headers, not of this code).
@@ -67,7 +62,7 @@ void table_rows_add_avx512(float* acc, const uint16_t* x, int64_t n, const float
 }
 #else
 void table_rows_add_avx512(float* acc, const uint16_t* x, int64_t n, const float* table, bool first) {
-  // Never chosen here (table_rows_simd() is false); the plain loop, for safety.
+  // Never chosen here (rows_avx512() is false); the plain loop, for safety.
   for (int64_t k = 0; k < n; ++k) acc[k] = first ? table[x[k]] : acc[k] + table[x[k]];
 }
 #endif

@@ -1,0 +1,99 @@
+// Hand-written AVX-512 pieces of the fused downsample's CPU rows
+// (kernels/fused_downsample.h), for the two loops g++ leaves far from memory
+// bandwidth. Each gives the bits of the loop it replaces: the same values
+// added in the same order, no contraction (tested against the plain loops
+// and the functors, tests/unit/test_fused_downsample.cpp).
+//
+// 1. table_rows_add_avx512: log1p through the 16-bit table, accumulated,
+//    acc[k] = table[x[k]] (a block's first row) or acc[k] + table[x[k]].
+//    g++ turns the plain loop into a lane insert per element (movzwl +
+//    vinsertps), ~1.2 lookups per cycle on a Zen 5 core: 1/8 with log1p on
+//    CosmoFlow's count-like input ran at 52 % of memcpy where the same
+//    reduction without log1p runs at 89 %; AVX2's gathers were slower still
+//    on counts (bench/results/cpu_data_2026-11-27e.txt). Here the table's
+//    first 64 entries sit in four registers, and two two-source permutes
+//    plus a blend look up 16 elements at once; counts are small (CosmoFlow's
+//    synthetic cubes: 99.7 % below 64), and a group holding a larger value
+//    takes one 16-lane gather. 94-95 % of memcpy
+//    (bench/results/cpu_data_2026-11-28.txt).
+// 2. pair_sums3_avx512: three float32 channels, channels-last, two
+//    neighbours along the last axis -- the Neuron Inverter's T 1600 -> 800.
+//    The loops it replaces (a copy, a stride-6 sum of pairs, a stride-3
+//    deinterleave) cost ~1.8 us per 19.2 KB sample on one core, against
+//    ~1.0 us to copy it; the synchronous loader row went from 60-67 to
+//    80-89 % of the plain read, side by side.
+//
+// Host only. Wherever AVX-512F is absent (AMD before Zen 4, e.g. Perlmutter's
+// Milan hosts) or switched off (set_rows_avx512(false): the benchmark's
+// side-by-side rows and the tests' comparison), the plain loops run.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define MRMF_ROWS_AVX512 1
+#endif
+
+namespace mrmf::kernels {
+
+// True when the AVX-512 pieces run: the CPU has AVX-512F and they are not off.
+bool rows_avx512();
+// Turns them off (or back on where the CPU has them); process-wide.
+void set_rows_avx512(bool on);
+
+// 1. (see above) with AVX-512F; call only when rows_avx512(). `table` holds
+// 2^16 floats.
+void table_rows_add_avx512(float* acc, const uint16_t* x, int64_t n, const float* table, bool first);
+
+#if defined(MRMF_ROWS_AVX512)
+// 2. (see above): for w < wn and c < 3,
+//   y[c * ystride + w] = ((0 + a[6w + c]) + a[6w + 3 + c]) * inv,
+// the fused kernel's order (the sum from 0 of the two neighbours, then the
+// scale), `a` a float32 input row. Call only when rows_avx512(). Inline (the
+// target attribute keeps it out of line in the AVX2 row copy) and read
+// straight from the input: see seg_out() for why not from the accumulator.
+//
+// Sixteen outputs per step: the 96 floats of 16 positions in six registers;
+// input k = 3z + c of lane w lies at 6w + k, gathered by one two-register
+// permute per register pair (index (6w + k) mod 32) and two blends by which
+// pair holds it.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's _mm512_undefined_*() merge operands
+__attribute__((target("avx512f"))) inline void pair_sums3_avx512(const float* a, int64_t wn, float* y, int64_t ystride,
+                                                                 float inv) {
+  const __m512i six_w =
+      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32(6));
+  __m512i idx[6];
+  __mmask16 past32[6], past64[6];
+  for (int k = 0; k < 6; ++k) {
+    const __m512i pos = _mm512_add_epi32(six_w, _mm512_set1_epi32(k));
+    idx[k] = _mm512_and_si512(pos, _mm512_set1_epi32(31));
+    past32[k] = _mm512_cmpge_epi32_mask(pos, _mm512_set1_epi32(32));
+    past64[k] = _mm512_cmpge_epi32_mask(pos, _mm512_set1_epi32(64));
+  }
+  const __m512 zero = _mm512_setzero_ps(), scale = _mm512_set1_ps(inv);
+  int64_t w = 0;
+  for (; w + 16 <= wn; w += 16) {
+    const float* r = a + 6 * w;
+    const __m512 v0 = _mm512_loadu_ps(r), v1 = _mm512_loadu_ps(r + 16), v2 = _mm512_loadu_ps(r + 32);
+    const __m512 v3 = _mm512_loadu_ps(r + 48), v4 = _mm512_loadu_ps(r + 64), v5 = _mm512_loadu_ps(r + 80);
+    // A macro, not a lambda: a lambda's body does not inherit the target.
+#define MRMF_LANES(k)                                                                                                  \
+  _mm512_mask_blend_ps(                                                                                                \
+      past64[k],                                                                                                       \
+      _mm512_mask_blend_ps(past32[k], _mm512_permutex2var_ps(v0, idx[k], v1), _mm512_permutex2var_ps(v2, idx[k], v3)), \
+      _mm512_permutex2var_ps(v4, idx[k], v5))
+    for (int c = 0; c < 3; ++c) {
+      const __m512 s = _mm512_add_ps(_mm512_add_ps(zero, MRMF_LANES(c)), MRMF_LANES(3 + c));
+      _mm512_storeu_ps(y + c * ystride + w, _mm512_mul_ps(s, scale));
+    }
+#undef MRMF_LANES
+  }
+  for (; w < wn; ++w)
+    for (int c = 0; c < 3; ++c) y[c * ystride + w] = ((0.f + a[6 * w + c]) + a[6 * w + 3 + c]) * inv;
+}
+#pragma GCC diagnostic pop
+#endif
+
+}  // namespace mrmf::kernels
