@@ -24,8 +24,10 @@ void set_rows_avx512(bool on) { g_simd_on.store(on, std::memory_order_relaxed); 
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the unused merge
 // operand, which -Wmaybe-uninitialized then reports at every use (a known
 // false positive of the headers, not of this code).
+#if !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 namespace {
 template <bool kFirst>
 __attribute__((target("avx512f"))) void add_rows(float* acc, const uint16_t* x, int64_t n, const float* table) {
@@ -52,7 +54,9 @@ __attribute__((target("avx512f"))) void add_rows(float* acc, const uint16_t* x, 
   for (; k < n; ++k) acc[k] = kFirst ? table[x[k]] : acc[k] + table[x[k]];
 }
 }  // namespace
+#if !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 void table_rows_add_avx512(float* acc, const uint16_t* x, int64_t n, const float* table, bool first) {
   if (first)

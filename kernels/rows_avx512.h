@@ -50,18 +50,21 @@ void table_rows_add_avx512(float* acc, const uint16_t* x, int64_t n, const float
 // 2. (see above): for w < wn and c < 3,
 //   y[c * ystride + w] = ((0 + a[6w + c]) + a[6w + 3 + c]) * inv,
 // the fused kernel's order (the sum from 0 of the two neighbours, then the
-// scale), `a` a float32 input row. Call only when rows_avx512(). Inline (the
-// target attribute keeps it out of line in the AVX2 row copy) and read
-// straight from the input: see seg_out() for why not from the accumulator.
+// scale), `a` a float32 input row. Call only when rows_avx512(). In the
+// header but never inlined (noinline: the AVX2 row copy cannot take AVX-512
+// code, and clang 14 crashed when asked to flatten it in); it reads straight
+// from the input: see seg_out() for why not from the accumulator.
 //
 // Sixteen outputs per step: the 96 floats of 16 positions in six registers;
 // input k = 3z + c of lane w lies at 6w + k, gathered by one two-register
 // permute per register pair (index (6w + k) mod 32) and two blends by which
 // pair holds it.
+#if !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's _mm512_undefined_*() merge operands
-__attribute__((target("avx512f"))) inline void pair_sums3_avx512(const float* a, int64_t wn, float* y, int64_t ystride,
-                                                                 float inv) {
+#endif
+__attribute__((target("avx512f"), noinline)) inline void pair_sums3_avx512(const float* a, int64_t wn, float* y,
+                                                                           int64_t ystride, float inv) {
   const __m512i six_w =
       _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32(6));
   __m512i idx[6];
@@ -93,7 +96,9 @@ __attribute__((target("avx512f"))) inline void pair_sums3_avx512(const float* a,
   for (; w < wn; ++w)
     for (int c = 0; c < 3; ++c) y[c * ystride + w] = ((0.f + a[6 * w + c]) + a[6 * w + 3 + c]) * inv;
 }
+#if !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 #endif
 
 }  // namespace mrmf::kernels
