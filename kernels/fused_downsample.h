@@ -437,25 +437,19 @@ struct FusedDownsample {
       // The table-or-compute choice is made once, outside the loop: inside
       // it (value()'s test) g++ vectorized neither, and 1/1 with log1p
       // computed fell from 52 to ~310 ms per [8, 128^3, 4] batch.
-      const auto flat = [&](auto&& value_at) {
-        for (int64_t k = 0; k < wn * P; ++k) {
-          const float v = value_at(row + k);
-          acc[k] = kFirst ? v : acc[k] + v;
-        }
-      };
-      // The table's case: with AVX-512, where the CPU has it, 16 lookups at
-      // once (kernels/rows_avx512.h); elsewhere table_rows().
       if constexpr (RawLoad<R>::kBits16) {
-        if (by_table() && rows_avx512())
-          table_rows_add_avx512(acc, reinterpret_cast<const uint16_t*>(x + row), wn * P, lut, kFirst);
-        else if (by_table())
-          table_rows<kFirst>(acc, x + row, wn * P, lut);
-        if (by_table()) return;
+        if (by_table()) {  // with AVX-512 where the CPU has it: 16 lookups at once (kernels/rows_avx512.h)
+          if (rows_avx512())
+            table_rows_add_avx512(acc, reinterpret_cast<const uint16_t*>(x + row), wn * P, lut, kFirst);
+          else
+            table_rows<kFirst>(acc, x + row, wn * P, lut);
+          return;
+        }
       }
-      if (by_table())
-        flat([&](int64_t i) { return lut_at(RawLoad<R>::bits16(x, i)); });
-      else
-        flat([&](int64_t i) { return transform(RawLoad<R>::get(x, i), 0); });
+      for (int64_t k = 0; k < wn * P; ++k) {
+        const float v = transform(RawLoad<R>::get(x, row + k), 0);
+        acc[k] = kFirst ? v : acc[k] + v;
+      }
       return;
     }
     for (int64_t w = 0; w < wn; ++w)

@@ -20,7 +20,7 @@
 //    neighbours along the last axis -- the Neuron Inverter's T 1600 -> 800.
 //    The loops it replaces (a copy, a stride-6 sum of pairs, a stride-3
 //    deinterleave) cost ~1.8 us per 19.2 KB sample on one core, against
-//    ~1.0 us to copy it; the synchronous loader row went from 60-67 to
+//    ~1.0 us to copy it; the synchronous loader row went from 62-69 to
 //    80-89 % of the plain read, side by side.
 //
 // Host only. Wherever AVX-512F is absent (AMD before Zen 4, e.g. Perlmutter's

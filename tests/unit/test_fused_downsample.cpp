@@ -434,14 +434,19 @@ TEST_CASE("fused downsample: log1p by table gives log1p_f32's bits for every 16-
   }
 }
 
+namespace {
+// The AVX-512 rows' switch is process-wide: back on whatever a test does.
+struct Avx512RowsBackOn {
+  ~Avx512RowsBackOn() { set_rows_avx512(true); }
+};
+}  // namespace
+
 TEST_CASE("fused downsample: the AVX-512 table rows give the plain loop's bits", "[fused_downsample]") {
   if (!rows_avx512()) {
     WARN("this CPU has no AVX-512F: the table rows take the plain loop only");
     return;
   }
-  struct Restore {  // the path is process-wide: back on whatever happens here
-    ~Restore() { set_rows_avx512(true); }
-  } restore;
+  const Avx512RowsBackOn restore;
   set_rows_avx512(false);
   CHECK_FALSE(rows_avx512());
   set_rows_avx512(true);
@@ -510,15 +515,13 @@ TEST_CASE("fused downsample: the AVX-512 pair sums of three channels give the pl
     WARN("this CPU has no AVX-512F: the pair sums take the plain loops only");
     return;
   }
-  struct Restore {
-    ~Restore() { set_rows_avx512(true); }
-  } restore;
+  const Avx512RowsBackOn restore;
+#if defined(MRMF_ROWS_AVX512)  // declared on x86-64 with GCC-compatible compilers only
   const auto bits = [](float v) {
     uint32_t u;
     std::memcpy(&u, &v, sizeof u);
     return u;
   };
-#if defined(MRMF_ROWS_AVX512)  // declared on x86-64 with GCC-compatible compilers only
   // Directly, against the formula: output counts around the 16-lane steps,
   // a channel stride that is not the row length, and signed zeros (the sum
   // starts from +0, so -0 + -0 must come out +0, as the GPU's does).
