@@ -16,8 +16,8 @@
 //
 //   bench_data [--small] [--only cf|ni|kernel|prefetch] [--case TEXT] [--out results.txt]
 //     --small: 32^3 samples everywhere, CI speed; --only: one section (A/B runs of two builds);
-//     --case: only the kernel rows whose name contains TEXT, or is TEXT after a leading '='
-//     (a profiler then sees one case)
+//     --case: only the loader and kernel rows whose name contains TEXT, or is TEXT after a
+//     leading '=' (a profiler then sees one case; the plain reads they are paired with still run)
 #include <omp.h>
 #include <unistd.h>
 
@@ -145,6 +145,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   const auto section = [&](const char* name) { return only.empty() || only == name; };
+  const auto wanted = [&](const std::string& name) {
+    if (only_case.empty()) return true;
+    return only_case[0] == '=' ? name == only_case.substr(1) : name.find(only_case) != std::string::npos;
+  };
   const int side = small ? 32 : 64, per_file = 16, files = small ? 2 : 4, B = 8;
   const int side_b = small ? 32 : 128;  // (b): production CosmoFlow cubes
   const fs::path dir = fs::temp_directory_path() / ("mrmf_bench_data_" + std::to_string(::getpid()));
@@ -246,10 +250,11 @@ int main(int argc, char** argv) {
   double t_sample = 0;  // the 1-thread loader's time per sample, for (c)
   for (int io : ios) {
     if (!section("cf") && !(section("prefetch") && io == 1)) break;  // (c) needs t_sample
-    const Paired pr = loader_vs(plain_read, data::DataFormat::CosmoFlow, dir.string(), io, B, {});
-    if (io == 1) t_sample = pr.a / double(L->samples_per_epoch());
     char name[64];
     std::snprintf(name, sizeof name, "loader (+ to float32 NCDHW, io_threads %d)", io);
+    if (!wanted(name) && !(section("prefetch") && io == 1)) continue;
+    const Paired pr = loader_vs(plain_read, data::DataFormat::CosmoFlow, dir.string(), io, B, {});
+    if (io == 1) t_sample = pr.a / double(L->samples_per_epoch());
     cf_row(name, pr);
   }
   // Later epochs: the cache keeps the uint16 samples (half the float32
@@ -258,6 +263,7 @@ int main(int argc, char** argv) {
     if (!section("cf")) break;
     char name[64];
     std::snprintf(name, sizeof name, "loader, later epochs (cached, io_threads %d)", io);
+    if (!wanted(name)) continue;
     cf_row(name, loader_vs(plain_read, data::DataFormat::CosmoFlow, dir.string(), io, B, {}, /*cache=*/true));
   }
   // The files mapped (the training default): every epoch converted from
@@ -267,6 +273,7 @@ int main(int argc, char** argv) {
     if (!section("cf")) break;
     char name[64];
     std::snprintf(name, sizeof name, "loader, mapped files (io_threads %d)", io);
+    if (!wanted(name)) continue;
     map_files = true;
     cf_row(name, loader_vs(plain_read, data::DataFormat::CosmoFlow, dir.string(), io, B, {}));
     map_files = false;
@@ -283,6 +290,7 @@ int main(int argc, char** argv) {
         std::string name =
             overlap ? "loader -> GPU (copy + kernel on the I/O thread)" : "loader -> GPU (copy + kernel in next())";
         if (mapped) name += ", mapped";
+        if (!wanted(name)) continue;
         cf_row(name.c_str(), loader_vs(plain_read, data::DataFormat::CosmoFlow, dir.string(), 1, B, {}, false, -1,
                                        Device::cuda(0), overlap));
         map_files = false;
@@ -330,12 +338,15 @@ int main(int argc, char** argv) {
     const auto ni_row = [&](const char* name, const Paired& pr, int64_t n) { paired_row(name, pr, n, ni_bytes); };
     const auto gather_plain = [&] { ni_gather(false); };
     const auto gather_prefetched = [&] { ni_gather(true); };
-    ni_row("NI: memcpy gather, shuffled", paired(kPairs, gather_plain, ni_read), ni_n);
-    ni_row("NI: memcpy gather, shuffled, next prefetched", paired(kPairs, gather_prefetched, ni_read), ni_n);
+    if (wanted("NI: memcpy gather, shuffled"))
+      ni_row("NI: memcpy gather, shuffled", paired(kPairs, gather_plain, ni_read), ni_n);
+    if (wanted("NI: memcpy gather, shuffled, next prefetched"))
+      ni_row("NI: memcpy gather, shuffled, next prefetched", paired(kPairs, gather_prefetched, ni_read), ni_n);
     // Full resolution: the preloaded shard was converted in place, a batch is a gather.
     for (int io : ios) {
       char name[64];
       std::snprintf(name, sizeof name, "NI loader (T 1600, io_threads %d)", io);
+      if (!wanted(name)) continue;
       const Paired pr = loader_vs(ni_read, data::DataFormat::NeuronInverter, ni, io, NB, {});
       ni_row(name, pr, L->samples_per_epoch());
     }
@@ -346,15 +357,17 @@ int main(int argc, char** argv) {
     // per-batch cost of the loader's own bookkeeping.
     // Synchronous batches are gathered (or reduced) by the caller's OpenMP
     // threads, which wait for them anyway.
-    {
+    if (wanted("NI loader (T 1600, synchronous: no I/O thread)")) {
       const Paired pr = loader_vs(ni_read, data::DataFormat::NeuronInverter, ni, 1, NB, {}, false, 0);
       ni_row("NI loader (T 1600, synchronous: no I/O thread)", pr, L->samples_per_epoch());
     }
-    {
+    if (wanted("NI loader (T 1600 -> 800, synchronous)")) {
       const Paired pr = loader_vs(ni_read, data::DataFormat::NeuronInverter, ni, 1, NB, {2}, false, 0);
       ni_row("NI loader (T 1600 -> 800, synchronous)", pr, L->samples_per_epoch());
     }
-    if (kernels::rows_avx512()) {  // the pair sums' AVX-512 path off (kernels/rows_avx512.h), side by side
+    if (kernels::rows_avx512() &&
+        wanted("NI loader (T 1600 -> 800, synchronous, no AVX-512)")) {  // the pair sums' AVX-512 path off
+                                                                         // (kernels/rows_avx512.h), side by side
       kernels::set_rows_avx512(false);
       const Paired pr = loader_vs(ni_read, data::DataFormat::NeuronInverter, ni, 1, NB, {2}, false, 0);
       kernels::set_rows_avx512(true);
@@ -363,21 +376,25 @@ int main(int argc, char** argv) {
     for (int io : ios) {
       char name[64];
       std::snprintf(name, sizeof name, "NI loader (T 1600 -> 800, io_threads %d)", io);
+      if (!wanted(name)) continue;
       const Paired pr = loader_vs(ni_read, data::DataFormat::NeuronInverter, ni, io, NB, {2});
       ni_row(name, pr, L->samples_per_epoch());
     }
     if (cuda_device_count() > 0)
       for (bool overlap : {false, true}) {
+        const char* name = overlap ? "NI loader -> GPU (copy on the I/O thread)" : "NI loader -> GPU (copy in next())";
+        if (!wanted(name)) continue;
         const Paired pr = loader_vs(ni_read, data::DataFormat::NeuronInverter, ni, 1, NB, {}, false, -1,
                                     Device::cuda(0), overlap);
-        ni_row(overlap ? "NI loader -> GPU (copy on the I/O thread)" : "NI loader -> GPU (copy in next())", pr,
-               L->samples_per_epoch());
+        ni_row(name, pr, L->samples_per_epoch());
       }
     // Training's steady state: from the second epoch on, the reduced
     // samples come from the in-memory cache (a gather of 9.6 KB samples,
     // half the bytes of the read it is compared with).
-    const Paired pr = loader_vs(ni_read, data::DataFormat::NeuronInverter, ni, 1, NB, {2}, /*cache=*/true);
-    ni_row("NI loader, later epochs (cached)", pr, L->samples_per_epoch());
+    if (wanted("NI loader, later epochs (cached)")) {
+      const Paired pr = loader_vs(ni_read, data::DataFormat::NeuronInverter, ni, 1, NB, {2}, /*cache=*/true);
+      ni_row("NI loader, later epochs (cached)", pr, L->samples_per_epoch());
+    }
   }
 
   // (b) fused kernel vs memcpy of the same bytes, production-sized.
@@ -445,8 +462,7 @@ int main(int argc, char** argv) {
     for (const auto& [c, table, simd] : runs) {
       const Tensor& in = c.count_data ? counts : raw;
       const std::string name = std::string(c.name) + (!table ? ", computed" : !simd ? ", no AVX-512" : "");
-      const bool exact = !only_case.empty() && only_case[0] == '=';
-      if (exact ? name != only_case.substr(1) : name.find(only_case) == std::string::npos) continue;
+      if (!wanted(name)) continue;
       kernels::FusedDownsampleSpec spec;
       spec.levels = c.levels;
       spec.transform = c.transform;

@@ -2,6 +2,8 @@
 
 #include <omp.h>
 
+#include "core/spin_wait.h"
+
 namespace mrmf::data {
 
 ChunkedWork::ChunkedWork(int64_t chunks, std::function<void(int64_t)> run_chunk)
@@ -17,10 +19,11 @@ void ChunkedWork::help() {
     } catch (...) {
       err = std::current_exception();
     }
-    // The mutex orders the chunk's writes before wait()'s return.
+    // The count's release (and the mutex, for a wait() that blocked) orders
+    // the chunk's writes before wait()'s return.
     std::lock_guard<std::mutex> l(mu_);
     if (err && !error_) error_ = err;
-    if (++done_ == chunks_) cv_.notify_all();
+    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks_) cv_.notify_all();
   }
 }
 
@@ -46,8 +49,9 @@ void ChunkedWork::help_all(int threads) {
 }
 
 void ChunkedWork::wait() {
+  spin_until([this] { return done_.load(std::memory_order_acquire) == chunks_; });
   std::unique_lock<std::mutex> l(mu_);
-  cv_.wait(l, [this] { return done_ == chunks_; });
+  cv_.wait(l, [this] { return done_.load(std::memory_order_relaxed) == chunks_; });
   if (error_) std::rethrow_exception(error_);
 }
 
@@ -56,6 +60,7 @@ void WorkOffer::offer(std::shared_ptr<ChunkedWork> w) {
     std::lock_guard<std::mutex> l(mu_);
     work_ = std::move(w);
   }
+  ready_.store(true, std::memory_order_release);
   cv_.notify_all();
 }
 
@@ -64,10 +69,12 @@ void WorkOffer::finish() {
     std::lock_guard<std::mutex> l(mu_);
     finished_ = true;
   }
+  ready_.store(true, std::memory_order_release);
   cv_.notify_all();
 }
 
 std::shared_ptr<ChunkedWork> WorkOffer::await() {
+  spin_until([this] { return ready_.load(std::memory_order_acquire); });
   std::unique_lock<std::mutex> l(mu_);
   cv_.wait(l, [this] { return work_ || finished_; });
   return finished_ ? nullptr : work_;

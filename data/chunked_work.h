@@ -42,7 +42,9 @@ class ChunkedWork {
   // help() on `threads` threads of an OpenMP team (<= 0: the default team),
   // or on this thread alone inside a parallel region.
   void help_all(int threads = 0);
-  // Blocks until every chunk is done; re-throws the first chunk's error.
+  // Blocks until every chunk is done (spinning briefly first: the chunks
+  // left are others' last ones, core/spin_wait.h); re-throws the first
+  // chunk's error.
   void wait();
   int64_t chunks() const { return chunks_; }
 
@@ -52,7 +54,7 @@ class ChunkedWork {
   std::atomic<int64_t> next_{0};
   std::mutex mu_;
   std::condition_variable cv_;
-  int64_t done_ = 0;
+  std::atomic<int64_t> done_{0};  // counted under mu_; read without it by wait()'s spin
   std::exception_ptr error_;
 };
 
@@ -62,7 +64,8 @@ class WorkOffer {
  public:
   void offer(std::shared_ptr<ChunkedWork> w);
   void finish();  // the job is over; called on every path out of it (errors too)
-  // Blocks until the job has offered work (returned) or finished (null).
+  // Blocks until the job has offered work (returned) or finished (null);
+  // spins briefly first (core/spin_wait.h).
   std::shared_ptr<ChunkedWork> await();
 
  private:
@@ -70,6 +73,7 @@ class WorkOffer {
   std::condition_variable cv_;
   std::shared_ptr<ChunkedWork> work_;
   bool finished_ = false;
+  std::atomic<bool> ready_{false};  // work_ or finished_ set: await()'s spin reads it without mu_
 };
 
 }  // namespace mrmf::data

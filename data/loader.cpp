@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/prefetch.h"
+#include "core/spin_wait.h"
 #include "data/cache_budget.h"
 #include "data/chunked_work.h"
 #include "data/h5file.h"
@@ -202,6 +203,9 @@ class LoaderImpl final : public Loader {
         // (bench/results/gpu_2026-11-27d.md).
         if (f.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
           if (const auto w = offer->await()) w->help_all(helpers());
+        // The I/O thread is finishing the batch (its last chunk, its return):
+        // spin briefly rather than sleep for it (core/spin_wait.h).
+        spin_until([&] { return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready; });
         p = f.get();  // re-throws an I/O-thread error with its message
       } catch (...) {
         // The batch is lost; keep the indices of the following ones right.

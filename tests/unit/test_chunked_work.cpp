@@ -1,5 +1,6 @@
 // data/chunked_work.h: chunks claimed by several threads run exactly once,
-// a waiting thread takes the chunks left, errors reach wait().
+// a waiting thread takes the chunks left, errors reach wait(); and
+// core/spin_wait.h, through which its waits spin before they block.
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -7,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/spin_wait.h"
 #include "data/chunked_work.h"
 
 using namespace mrmf::data;
@@ -88,5 +90,57 @@ TEST_CASE("work offer: await() returns the work offered, or nothing once the job
     w->help();
     o.finish();
     REQUIRE(o.await() == nullptr);  // the job is over: nothing left to join
+  }
+}
+
+TEST_CASE("spin_until: true as soon as the condition holds, false once its budget is spent", "[loader]") {
+  using namespace std::chrono;
+  int calls = 0;
+  REQUIRE(mrmf::spin_until([&] { return ++calls == 1; }));
+  REQUIRE(calls == 1);  // asked once
+  std::atomic<bool> flag{false};
+  std::thread setter([&] {
+    std::this_thread::sleep_for(milliseconds(2));
+    flag = true;
+  });
+  REQUIRE(mrmf::spin_until([&] { return flag.load(); }, seconds(30)));  // returns when set, long before 30 s
+  setter.join();
+  const auto t0 = steady_clock::now();
+  calls = 0;
+  REQUIRE_FALSE(mrmf::spin_until([&] { return ++calls < 0; }, microseconds(3000)));
+  REQUIRE(steady_clock::now() - t0 >= microseconds(3000));
+  REQUIRE(calls > 64);  // it did spin, reading the clock only now and then
+}
+
+TEST_CASE("chunked work: a wait() that ends within its spin sees every chunk's writes and error", "[loader]") {
+  // Chunks of a few microseconds each on another thread: wait() returns from
+  // its spin (not from the condition variable), so what the chunks wrote must
+  // be visible through the count alone. Repeated so that a missing ordering
+  // has many chances to show (and TSan sees the pattern).
+  for (int round = 0; round < 200; ++round) {
+    const int64_t n = 8;
+    std::vector<int64_t> out(static_cast<size_t>(n * 64), -1);
+    const bool fail = round % 10 == 9;
+    ChunkedWork w(n, [&](int64_t c) {
+      for (int64_t k = 0; k < 64; ++k) out[static_cast<size_t>(c * 64 + k)] = c * 1000 + k + round;
+      if (fail && c == n - 1) throw std::runtime_error("last chunk failed");
+    });
+    std::thread helper([&] { w.help(); });
+    if (fail) {
+      REQUIRE_THROWS_WITH(w.wait(), "last chunk failed");
+    } else {
+      w.wait();
+    }
+    for (int64_t c = 0; c < n; ++c)
+      for (int64_t k = 0; k < 64; ++k) REQUIRE(out[static_cast<size_t>(c * 64 + k)] == c * 1000 + k + round);
+    helper.join();
+  }
+  // An offer made while await() spins.
+  for (int round = 0; round < 50; ++round) {
+    WorkOffer o;
+    auto w = std::make_shared<ChunkedWork>(1, [](int64_t) {});
+    std::thread job([&] { o.offer(w); });
+    REQUIRE(o.await() == w);
+    job.join();
   }
 }
