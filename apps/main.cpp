@@ -17,6 +17,7 @@
 #include "core/memory.h"
 #include "core/stop_signal.h"
 #include "data/h5file.h"
+#include "kernels/rows_avx512.h"
 
 namespace mrmf::cli {
 
@@ -36,6 +37,7 @@ void add_info_command(CLI::App& app, Action& action) {
     action = [] {
       std::printf("mrmf %s\n", "0.1.0");
       std::printf("  CPU backend : oneDNN, %d OpenMP threads\n", omp_get_max_threads());
+      std::printf("  CPU data rows: %s\n", kernels::rows_avx512_description().c_str());
       if (built_with_cuda()) {
         const int n = cuda_device_count();
         std::printf("  CUDA backend: built; %d device(s)%s%s\n", n, n ? "" : " -- ",
@@ -100,6 +102,7 @@ int main(int argc, char** argv) {
   const std::string command = argc > 1 ? argv[1] : "";
   if (command == "train" || command == "experiment") install_stop_signal_handlers();
   try {
+    kernels::check_rows_avx512_env();  // before any work: a typo must not pass unnoticed
     mpi_init(&argc, &argv);
     rc = action ? action() : 0;
   } catch (const Error& e) {

@@ -2,6 +2,10 @@
 #include "kernels/rows_avx512.h"
 
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.h"
 
 namespace mrmf::kernels {
 
@@ -14,11 +18,33 @@ bool cpu_has_avx512f() {
   return false;
 #endif
 }
-std::atomic<bool> g_simd_on{true};
+// MRMF_CPU_AVX512: unset, empty or "1" on, "0" off; anything else is
+// reported by check_rows_avx512_env() (here: on).
+int env_switch() {
+  const char* e = std::getenv("MRMF_CPU_AVX512");
+  if (!e || !*e || !std::strcmp(e, "1")) return 1;
+  return !std::strcmp(e, "0") ? 0 : -1;
+}
+// A function-local static: read once, on first use, whatever the order in
+// which translation units are initialized.
+std::atomic<bool>& switch_on() {
+  static std::atomic<bool> on{env_switch() != 0};
+  return on;
+}
 }  // namespace
 
-bool rows_avx512() { return cpu_has_avx512f() && g_simd_on.load(std::memory_order_relaxed); }
-void set_rows_avx512(bool on) { g_simd_on.store(on, std::memory_order_relaxed); }
+bool rows_avx512() { return cpu_has_avx512f() && switch_on().load(std::memory_order_relaxed); }
+void set_rows_avx512(bool on) { switch_on().store(on, std::memory_order_relaxed); }
+
+void check_rows_avx512_env() {
+  MRMF_CHECK_KIND(Usage, env_switch() >= 0, "MRMF_CPU_AVX512='", std::getenv("MRMF_CPU_AVX512"),
+                  "': expected 0 (the plain loops) or 1 (AVX-512 where the CPU has it, the default)");
+}
+
+std::string rows_avx512_description() {
+  if (!cpu_has_avx512f()) return "plain loops (this CPU has no AVX-512F)";
+  return rows_avx512() ? "AVX-512 (MRMF_CPU_AVX512=0 turns it off)" : "plain loops (AVX-512 off: MRMF_CPU_AVX512=0)";
+}
 
 #if defined(MRMF_ROWS_AVX512)
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the unused merge

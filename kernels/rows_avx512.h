@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -37,10 +38,19 @@
 
 namespace mrmf::kernels {
 
-// True when the AVX-512 pieces run: the CPU has AVX-512F and they are not off.
+// True when the AVX-512 pieces run: the CPU has AVX-512F and they are not
+// off. They start on unless the environment has MRMF_CPU_AVX512=0 (for a
+// CPU where 512-bit code lowers the clock or gathers are slow: Intel
+// Skylake/Cascade Lake, where they are not measured).
 bool rows_avx512();
 // Turns them off (or back on where the CPU has them); process-wide.
 void set_rows_avx512(bool on);
+// Throws a Usage error naming MRMF_CPU_AVX512 when it holds anything but
+// 0 or 1 (rows_avx512() never throws: it runs inside parallel regions, and
+// treats such a value as unset). The mrmf command checks it at start.
+void check_rows_avx512_env();
+// What the rows run with, for `mrmf info`.
+std::string rows_avx512_description();
 
 // 1. (see above) with AVX-512F; call only when rows_avx512(). `table` holds
 // 2^16 floats.

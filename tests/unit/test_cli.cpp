@@ -55,6 +55,21 @@ TEST_CASE("cli: usage and configuration errors exit 2 and name the problem", "[c
   CHECK_THAT(r.out, Catch::Contains("missing.yaml"));
 }
 
+TEST_CASE("cli: MRMF_CPU_AVX512 switches the data rows' AVX-512 pieces, and a bad value is refused", "[cli]") {
+  SKIP_WITHOUT_BINARY();
+  Result r = run_prefixed("MRMF_CPU_AVX512=0 ", "info");
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("CPU data rows: plain loops"));
+  r = run("info");
+  CHECK(r.code == 0);
+  // On: AVX-512 where the CPU has it, else the plain loops and why.
+  CHECK_THAT(r.out, Catch::Contains("CPU data rows: AVX-512 (MRMF_CPU_AVX512=0 turns it off)") ||
+                        Catch::Contains("CPU data rows: plain loops (this CPU has no AVX-512F)"));
+  r = run_prefixed("MRMF_CPU_AVX512=yes ", "info");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("MRMF_CPU_AVX512='yes'") && Catch::Contains("expected 0"));
+}
+
 TEST_CASE("cli: every subcommand answers --help, and bench times a training step", "[cli]") {
   SKIP_WITHOUT_BINARY();
   for (const char* c : {"info", "datagen", "downsample", "train", "experiment", "eval", "predict", "bench"}) {

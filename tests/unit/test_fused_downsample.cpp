@@ -443,7 +443,7 @@ struct Avx512RowsBackOn {
 
 TEST_CASE("fused downsample: the AVX-512 table rows give the plain loop's bits", "[fused_downsample]") {
   if (!rows_avx512()) {
-    WARN("this CPU has no AVX-512F: the table rows take the plain loop only");
+    WARN("AVX-512 rows off (no AVX-512F, or MRMF_CPU_AVX512=0): the table rows take the plain loop only");
     return;
   }
   const Avx512RowsBackOn restore;
@@ -512,7 +512,7 @@ TEST_CASE("fused downsample: the AVX-512 table rows give the plain loop's bits",
 TEST_CASE("fused downsample: the AVX-512 pair sums of three channels give the plain loops' and the functors' bits",
           "[fused_downsample]") {
   if (!rows_avx512()) {
-    WARN("this CPU has no AVX-512F: the pair sums take the plain loops only");
+    WARN("AVX-512 rows off (no AVX-512F, or MRMF_CPU_AVX512=0): the pair sums take the plain loops only");
     return;
   }
   const Avx512RowsBackOn restore;
