@@ -35,7 +35,11 @@ def mrmf(*args):
 
 
 def eval_mse(ckpt, data, *sets):
-    out = mrmf("eval", "--checkpoint", ckpt, "--data", data, "--json", *sets)
+    # One batch size for every eval: a checkpoint without its run config
+    # would evaluate in the default batch, and GEMM blocking that depends on
+    # the batch rounds differently on some CPUs (MSE equal only to ~1e-10:
+    # failed on a 2-core EPYC without AVX-512, 2026-11-28).
+    out = mrmf("eval", "--checkpoint", ckpt, "--data", data, "--json", "--batch", "8", *sets)
     line = [l for l in out.splitlines() if l.startswith("{")][-1]
     return json.loads(line)["mse"], out
 
