@@ -495,23 +495,29 @@ int main(int argc, char** argv) {
         // chain kernel (several), the default for these requests, which for
         // two-level chains of blocks of <= 4 rows preloads every row
         // (FusedGeom::chain_preload); for those also the chain kernel with
-        // two rows in flight, what it replaced; and the per-position
-        // traversal they replace.
-        const bool preloadable = kernels::fused_chain_preloadable(kernels::RawType::U16,
-                                                                  kernels::make_fused_geom(in.shape(), spec, "bench"));
-        enum class Kind { Default, TwoRows, Positions };
-        for (Kind kind : {Kind::Default, Kind::TwoRows, Kind::Positions}) {
+        // two rows in flight, what it replaced; for single levels of
+        // blocks of 2-4 rows the vector kernel's variant that preloads
+        // every row (FusedGeom::vector_preload, off by default until
+        // measured here); and the per-position traversal they replace.
+        const kernels::FusedGeom geom = kernels::make_fused_geom(in.shape(), spec, "bench");
+        const bool preloadable = kernels::fused_chain_preloadable(kernels::RawType::U16, geom);
+        const bool vec_preloadable = kernels::fused_vector_preloadable(kernels::RawType::U16, geom);
+        enum class Kind { Default, TwoRows, VecPreload, Positions };
+        for (Kind kind : {Kind::Default, Kind::TwoRows, Kind::VecPreload, Kind::Positions}) {
           if (kind != Kind::Default && !table) continue;  // the computed A/B: the default kernel only
           if (kind == Kind::TwoRows && !preloadable) continue;
+          if (kind == Kind::VecPreload && !vec_preloadable) continue;
           spec.vector_loads = kind != Kind::Positions;
           spec.chain_preload = kind != Kind::TwoRows;
+          spec.vector_preload = kind == Kind::VecPreload;
           const double tg = time_dev(s, 10, [&] { kernels::fused_downsample(s, draw, dys, spec); });
           const double tgc = time_dev(s, 10, [&] { db.copy_from(da, s); });
-          const char* what = kind == Kind::Positions ? ", per position"
-                             : kind == Kind::TwoRows ? ", chain, two rows in flight"
-                             : preloadable           ? ", chain, preloaded"
-                             : c.levels.size() > 1   ? ", chain"
-                                                     : ", vector";
+          const char* what = kind == Kind::Positions    ? ", per position"
+                             : kind == Kind::TwoRows    ? ", chain, two rows in flight"
+                             : kind == Kind::VecPreload ? ", vector, preloaded"
+                             : preloadable              ? ", chain, preloaded"
+                             : c.levels.size() > 1      ? ", chain"
+                                                        : ", vector";
           row("    cuda %-39s %9.3f %9.2f %9.2f %6.0f%%\n", (name + what).c_str(), tg * 1e3, bytes / tg / 1e9,
               bytes / tgc / 1e9, 100 * tgc / tg);
         }

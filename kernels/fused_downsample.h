@@ -150,6 +150,11 @@ struct FusedGeom {
   // first GPU run (H200, 2026-11-27, bench/results/gpu_2026-11-27d.md): the
   // 1/2 + 1/8 CosmoFlow ladder went from 76 % to 90 % of a device copy.
   bool chain_preload = true;
+  // The GPU vector kernel (one level) loads all of a block's input rows up
+  // front where a block has 2 to 4 rows of a 2-byte type
+  // (fused_downsample_vec.h); false, the default until it is measured on a
+  // GPU, loads one row at a time. bench_data's GPU table rows time both.
+  bool vector_preload = false;
   // The GPU kernel the dispatch chose (it sets chunk to match).
   enum class GpuKernel : int { Positions = 0, Vector = 1, Chain = 2 };
   GpuKernel gpu_kernel = GpuKernel::Positions;

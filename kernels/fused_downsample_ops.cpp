@@ -120,6 +120,7 @@ FusedGeom make_fused_geom(const Shape& x, const FusedDownsampleSpec& spec, const
   g.allow_vector = spec.vector_loads;
   g.allow_table = spec.log1p_table;
   g.chain_preload = spec.chain_preload;
+  g.vector_preload = spec.vector_preload;
   if (spec.transform == FusedTransform::Scale) {
     MRMF_CHECK_KIND(Shape, static_cast<int64_t>(spec.scale.size()) == g.c, who, ": ", spec.scale.size(),
                     " scale value(s) for ", g.c, " channels");

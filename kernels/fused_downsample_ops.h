@@ -29,6 +29,7 @@ struct FusedDownsampleSpec {
   bool vector_loads = true;                  // GPU: see FusedGeom::allow_vector
   bool log1p_table = true;                   // see FusedGeom::allow_table
   bool chain_preload = true;                 // GPU: see FusedGeom::chain_preload
+  bool vector_preload = false;               // GPU: see FusedGeom::vector_preload
 };
 
 RawType raw_type_of(DType dt, const std::string& who);  // Shape error for unsupported types

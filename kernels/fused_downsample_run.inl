@@ -97,7 +97,9 @@ void run2(Stream& s, const void* x, const FusedOutputs& o, const FusedGeom& g) {
 #if defined(__CUDACC__)
   // fused_downsample() chose the kernel (and g.chunk to match).
   if (g.gpu_kernel == FusedGeom::GpuKernel::Vector) {
-    with_vector_kernel(f, [&](const auto& k) { cuda::launch_bounded<4>(s.native(), g.calls(), k); });
+    with_vector_kernel(f, [&](const auto& k) {
+      cuda::launch_bounded<std::decay_t<decltype(k)>::kMinBlocks>(s.native(), g.calls(), k);
+    });
     return;
   }
   if (g.gpu_kernel == FusedGeom::GpuKernel::Chain) {

@@ -26,7 +26,10 @@
 // channels-last (s_c == 1, s[2] == C) with C == kC, f[2] == kF2, out[2] a
 // multiple of kV, the input 16-byte aligned, the output aligned to kV floats
 // (up to 16 bytes); g.chunk == kV and g.group1 == 1, finalize()d, so that
-// calls() counts the groups of kV outputs.
+// calls() counts the groups of kV outputs. The preloading variant (kPre)
+// also needs a 2-byte stored type and 2 to kFusedVecPreloadRows rows per
+// block (fused_vector_preloadable(); with_vector_kernel() checks it): rows
+// past that bound would be left out of the sums.
 #pragma once
 
 #include <cstring>
@@ -114,13 +117,38 @@ MRMF_HD MRMF_INLINE void store_floats(float* y, const float* v) {
   }
 }
 
-template <RawType R, FusedTransform TF, int kF2>
+// Input rows the vector kernel may preload (kPre below): a block of at most
+// this many rows of a 2-byte type (CosmoFlow's 1/8 has 2 x 2).
+constexpr int kFusedVecPreloadRows = 4;
+
+// kPre: false (the default kernel) loads a row's segment, adds it, then
+// loads the next row -- one row's loads in flight per thread; true issues
+// every row's loads before the first addition, for blocks of at most
+// kFusedVecPreloadRows rows of a 2-byte type (fused_vector_preloadable();
+// FusedGeom::vector_preload asks for it). Why the second: with log1p read
+// from the table each row's 16 values wait for 16 table loads after their
+// own load, so the next row's load leaves later and fewer bytes are in
+// flight -- 1/8 with log1p on counts ran at 71 % of a device copy against
+// 91 % without log1p (H200, bench/results/gpu_2026-11-27d.md), where the
+// chain kernel's preloading variant took the CosmoFlow ladder from 76 to
+// 90 %. Not yet measured on a GPU: off by default. Same sums in the same
+// order either way: only the loads move.
+template <RawType R, FusedTransform TF, int kF2, bool kPre = false>
 struct FusedDownsampleVec {
   using T = typename RawLoad<R>::T;
   static constexpr int kC = static_cast<int>(kFusedVecChannels);
   static constexpr int kV = static_cast<int>(fused_vector_width(kF2));
   static constexpr int kP = kV * kF2 * kC;                       // elements per row segment
   static_assert(kV >= 1 && kP == kFusedVecElems, "a segment is kFusedVecElems elements");
+  static_assert(!kPre || sizeof(T) == 2, "preloading is for 2-byte stored types");
+  // Resident 256-thread blocks per SM the launch asks for: 4 (64 registers)
+  // where one row is in flight; at least 2 (128) for preloading, whose four
+  // rows' 32 registers of raw input spilled 96-388 bytes at 64 (ptxas -v,
+  // sm_90; log1p and float16 the most) and take 78-97 at 128, without
+  // spills (3 blocks fit at up to 80). For 4-row blocks that is at least
+  // half the threads with four times the rows in flight each; for 2-row
+  // blocks about break-even -- what the benchmark's rows decide.
+  static constexpr int kMinBlocks = kPre ? 2 : 4;
 
   FusedDownsample<R, TF> f;
 
@@ -136,17 +164,36 @@ struct FusedDownsampleVec {
     // s[2] == C: the segment of outputs [j2 kV, j2 kV + kV) starts kP elements per group in.
     const T* const x0 = f.x + n * g.s_n + o0 * f0 * g.s[0] + o1 * f1 * g.s[1] + j2 * kP;
     float t[kP] = {};  // every element is set by the block's first row (f0, f1 >= 1)
-    MRMF_NO_UNROLL
-    for (int64_t a = 0; a < f0; ++a) {
+    if constexpr (kPre) {
+      // Rows in (a, b) order, the order they are summed; the unrolled loops
+      // keep seg[] in registers.
+      // (a, b) stepped along rather than r / f1, r % f1: integer division
+      // is a software routine on the GPU.
+      const int rows = static_cast<int>(f0 * f1);
+      RawSegment<T> seg[kFusedVecPreloadRows];
+      const T* xr = x0;
+      int64_t b = 0;
+      MRMF_UNROLL
+      for (int r = 0; r < kFusedVecPreloadRows; ++r)
+        if (r < rows) {
+          seg[r].load(xr);
+          xr += g.s[1];
+          if (++b == f1) {
+            b = 0;
+            xr += g.s[0] - f1 * g.s[1];
+          }
+        }
+      MRMF_UNROLL
+      for (int r = 0; r < kFusedVecPreloadRows; ++r)
+        if (r < rows) add_row(seg[r], t, r == 0);
+    } else {
       MRMF_NO_UNROLL
-      for (int64_t b = 0; b < f1; ++b) {
-        RawSegment<T> seg;
-        seg.load(x0 + a * g.s[0] + b * g.s[1]);
-        const bool first = a == 0 && b == 0;
-        MRMF_UNROLL
-        for (int k = 0; k < kP; ++k) {
-          const float v = seg.value(f, k);
-          t[k] = first ? v : t[k] + v;
+      for (int64_t a = 0; a < f0; ++a) {
+        MRMF_NO_UNROLL
+        for (int64_t b = 0; b < f1; ++b) {
+          RawSegment<T> seg;
+          seg.load(x0 + a * g.s[0] + b * g.s[1]);
+          add_row(seg, t, a == 0 && b == 0);
         }
       }
     }
@@ -166,13 +213,42 @@ struct FusedDownsampleVec {
       store_floats<kV>(y + c * plane, out);
     }
   }
+
+  // A row's values into the running sums (the first row sets them).
+  MRMF_HD MRMF_INLINE void add_row(const RawSegment<T>& seg, float* t, bool first) const {
+    MRMF_UNROLL
+    for (int k = 0; k < kP; ++k) {
+      const float v = seg.value(f, k);
+      t[k] = first ? v : t[k] + v;
+    }
+  }
 };
 
+// Whether the vector kernel can preload a block's rows for this geometry
+// (FusedGeom::vector_preload asks for it): a 2-byte type, blocks of 2 to
+// kFusedVecPreloadRows rows (one row loads the same either way, at the
+// lower occupancy), and the vector kernel applies at all.
+inline bool fused_vector_preloadable(RawType r, const FusedGeom& g) {
+  const int64_t rows = g.f[0][0] * g.f[0][1];
+  return r != RawType::F32 && fused_vector_f2(g) != 0 && rows >= 2 && rows <= kFusedVecPreloadRows;
+}
+
 // Calls fn(kernel) with the vector kernel for f.g's last-axis factor, one of
-// the 1, 2 or 4 that fused_vector_f2() admits (host side: the dispatch and
-// the CPU test of the kernel's math choose it the same way).
+// the 1, 2 or 4 that fused_vector_f2() admits, preloading where
+// f.g.vector_preload asks and the geometry allows (host side: the dispatch
+// and the CPU test of the kernel's math choose it the same way).
 template <RawType R, FusedTransform TF, class Fn>
 void with_vector_kernel(const FusedDownsample<R, TF>& f, Fn&& fn) {
+  if constexpr (sizeof(typename RawLoad<R>::T) == 2) {
+    if (f.g.vector_preload && fused_vector_preloadable(R, f.g)) {
+      switch (f.g.f[0][2]) {
+        case 1: fn(FusedDownsampleVec<R, TF, 1, true>{f}); return;
+        case 2: fn(FusedDownsampleVec<R, TF, 2, true>{f}); return;
+        case 4: fn(FusedDownsampleVec<R, TF, 4, true>{f}); return;
+        default: break;
+      }
+    }
+  }
   switch (f.g.f[0][2]) {
     case 1: fn(FusedDownsampleVec<R, TF, 1>{f}); return;
     case 2: fn(FusedDownsampleVec<R, TF, 2>{f}); return;

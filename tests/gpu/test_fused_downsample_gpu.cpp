@@ -37,19 +37,27 @@ void require_same(const Tensor& gpu, const Tensor& cpu) {
 // each kernel that can run it (channels-last C = 4 chains of levels run the
 // chain kernel, fused_downsample_chain.h: with chain_preload, the default,
 // its variant that loads a block's rows up front where that applies, and
-// without it two rows in flight; vector_loads = false runs the per-position
-// traversal).
+// without it two rows in flight; one level of the same runs the vector
+// kernel, fused_downsample_vec.h, and with vector_preload its variant that
+// loads a block's rows up front where that applies; vector_loads = false
+// runs the per-position traversal).
 void require_levels_same(Stream& gs, const Tensor& raw, FusedDownsampleSpec spec) {
   const auto cpu = fused_downsample(cpu_stream(), raw, spec);
   const Tensor draw = raw.to(Device::cuda(0), gs);
-  for (const auto& [vec, preload] : {std::pair<bool, bool>{true, false}, {true, true}, {false, false}}) {
-    spec.vector_loads = vec;
-    spec.chain_preload = preload;
+  struct Kernels {
+    bool vec, chain_preload, vector_preload;
+  };
+  for (const Kernels k :
+       {Kernels{true, false, false}, {true, true, false}, {true, false, true}, {false, false, false}}) {
+    spec.vector_loads = k.vec;
+    spec.chain_preload = k.chain_preload;
+    spec.vector_preload = k.vector_preload;
     const auto gpu = fused_downsample(gs, draw, spec);
     gs.synchronize();
     REQUIRE(gpu.size() == cpu.size());
     for (size_t l = 0; l < cpu.size(); ++l) {
-      INFO("level " << l << ", vector loads " << vec << ", chain preload " << preload);
+      INFO("level " << l << ", vector loads " << k.vec << ", chain preload " << k.chain_preload << ", vector preload "
+                    << k.vector_preload);
       const Tensor g = gpu[l].to(Device::cpu(), gs);
       gs.synchronize();
       require_same(g, cpu[l]);
@@ -144,6 +152,44 @@ TEST_CASE("gpu: the chain kernel's preloading variant (blocks of 1 to 4 rows of 
                               << Shape(c.shape).str() << ", second block " << c.levels[1][0] << "x" << c.levels[1][1]
                               << "x" << c.levels[1][2]);
           REQUIRE(fused_chain_preloadable(raw_type_of(dt, "test"), make_fused_geom(raw.shape(), spec, "test")));
+          require_levels_same(gs, raw, spec);
+        }
+}
+
+TEST_CASE("gpu: the vector kernel's preloading variant (blocks of 2 to 4 rows of a 16-bit type)",
+          "[gpu][fused_downsample]") {
+  // Written without a GPU (session 33): single levels the variant takes
+  // (fused_vector_preloadable), bit-equal to the CPU and to the vector
+  // kernel without preloading, for each 16-bit type, transform, log1p
+  // computed or from the table, and row count.
+  Stream gs = Stream::create(Device::cuda(0));
+  struct Case {
+    std::vector<int64_t> shape, level;
+  };
+  const std::vector<Case> cases = {
+      {{2, 8, 8, 16, 4}, {2, 2, 2}},  // 4 rows a block: CosmoFlow's 1/8
+      {{2, 8, 8, 16, 4}, {2, 1, 1}},  // 2 rows: 1/2 along x
+      {{2, 8, 8, 16, 4}, {1, 2, 1}},  // 2 rows along y, no pooling along the last axis
+      {{2, 8, 8, 16, 4}, {1, 2, 4}},  // 2 rows, four positions along the last axis per output
+      {{2, 6, 6, 24, 4}, {3, 1, 2}},  // 3 rows, an average no power of two
+  };
+  for (DType dt : {DType::U16, DType::I16, DType::F16})
+    for (FusedTransform tf : {FusedTransform::None, FusedTransform::Scale, FusedTransform::Log1p})
+      for (bool table : {true, false})
+        for (const Case& c : cases) {
+          if (dt == DType::I16 && tf == FusedTransform::Log1p) continue;
+          if (!table && tf != FusedTransform::Log1p) continue;
+          const Tensor raw = data::from_float32(test_values(Shape(c.shape)), dt);
+          FusedDownsampleSpec spec;
+          spec.transform = tf;
+          spec.scale = std::vector<float>{0.37f, 0.48f, 0.59f, 0.7f};  // move-assigned: see above
+          spec.shift = std::vector<float>{-1.3f, -0.6f, 0.1f, 0.8f};
+          spec.levels = {c.level};
+          spec.log1p_table = table;
+          INFO(dtype_name(dt) << " transform " << static_cast<int>(tf) << " table " << table << " shape "
+                              << Shape(c.shape).str() << ", block " << c.level[0] << "x" << c.level[1] << "x"
+                              << c.level[2]);
+          REQUIRE(fused_vector_preloadable(raw_type_of(dt, "test"), make_fused_geom(raw.shape(), spec, "test")));
           require_levels_same(gs, raw, spec);
         }
 }

@@ -179,10 +179,11 @@ namespace {
 // The GPU path's math on the CPU, one call at a time: operator() over one
 // coarse position per call (Full), the single-level kernel
 // (FusedDownsampleOne; One), or the vector kernel (FusedDownsampleVec; Vec:
-// one level, channels-last C = 4, kV outputs per call), or the chain kernel
+// one level, channels-last C = 4, kV outputs per call; VecPreload: its
+// variant that loads a block's rows up front), or the chain kernel
 // (FusedDownsampleChain; Chain: a chain of levels, channels-last C = 4;
 // ChainPreload: its variant that loads a block's rows up front).
-enum class Traversal { Full, One, Vec, Chain, ChainPreload };
+enum class Traversal { Full, One, Vec, VecPreload, Chain, ChainPreload };
 
 // table: log1p from log1p_table() (FusedDownsample::lut, as the backends
 // run it for 16-bit types), else computed per element.
@@ -191,10 +192,13 @@ void by_functor(const Tensor& x, const FusedDownsampleSpec& spec, const std::vec
                 bool table) {
   FusedGeom g = make_fused_geom(x.shape(), spec, "test");
   g.chunk = 1;
-  if (t == Traversal::Vec) {  // kV outputs per call, as the GPU dispatch sets it
+  const bool vec = t == Traversal::Vec || t == Traversal::VecPreload;
+  if (vec) {  // kV outputs per call, as the GPU dispatch sets it
     const int64_t f2 = fused_vector_f2(g);
     REQUIRE(f2 != 0);
     g.chunk = fused_vector_width(f2);
+    g.vector_preload = t == Traversal::VecPreload;
+    if (g.vector_preload) REQUIRE(fused_vector_preloadable(R, g));
   }
   const bool chain = t == Traversal::Chain || t == Traversal::ChainPreload;
   if (chain) {  // 4 input positions per call, as the GPU dispatch sets it
@@ -207,7 +211,7 @@ void by_functor(const Tensor& x, const FusedDownsampleSpec& spec, const std::vec
   FusedDownsample<R, TF> f{static_cast<const typename RawLoad<R>::T*>(x.raw_data()), {}, g};
   for (size_t l = 0; l < ys.size(); ++l) f.o.y[l] = ys[l].data<float>();
   if (table) f.lut = log1p_table(R);
-  if (t == Traversal::Vec) {
+  if (vec) {
     with_vector_kernel(f, [&](const auto& k) {
       for (int64_t i = 0; i < g.calls(); ++i) k(i);
     });
@@ -319,7 +323,7 @@ TEST_CASE("fused downsample: the CPU row traversal gives the functors' (GPU math
       {{2, 6, 8, 4}, true, {{1, 1}, {3, 2}}}};
   const std::vector<float> scale{0.5f, 2.f, -1.f, 3.f, 0.25f, 1.5f, -0.75f, 4.f},
       shift{1.f, 0.f, 3.f, -2.f, 0.5f, -1.f, 0.125f, 2.f};
-  int vector_cases = 0, chain_cases = 0, preload_cases = 0;
+  int vector_cases = 0, vector_preload_cases = 0, chain_cases = 0, preload_cases = 0;
   for (DType dt : {DType::U16, DType::I16, DType::F16, DType::F32})
     for (FusedTransform tf : {FusedTransform::None, FusedTransform::Log1p, FusedTransform::Scale})
       for (size_t k = 0; k < cases.size(); ++k) {
@@ -371,10 +375,17 @@ TEST_CASE("fused downsample: the CPU row traversal gives the functors' (GPU math
             INFO("vector kernel");
             ++vector_cases;
             REQUIRE(bit_equal(rows1[0], by_functor_any(raw, one, rows1, Traversal::Vec)[0]));
+            // ... and its preloading variant (2-byte types, blocks of 2-4 rows).
+            if (fused_vector_preloadable(raw_type_of(dt, "test"), make_fused_geom(raw.shape(), one, "test"))) {
+              INFO("vector kernel with preloaded rows");
+              ++vector_preload_cases;
+              REQUIRE(bit_equal(rows1[0], by_functor_any(raw, one, rows1, Traversal::VecPreload)[0]));
+            }
           }
         }
       }
   CHECK(vector_cases == 11 * 45);  // 11 dtype/transform pairs x 45 levels with C = 4 channels-last (f2 = 1, 2, 4)
+  CHECK(vector_preload_cases == 8 * 20);  // 2-byte dtype/transform pairs x the 20 of the 45 with blocks of 2-4 rows
   CHECK(chain_cases == 11 * 15);   // ... x 15 chains
   CHECK(preload_cases == 8 * 6);  // 2-byte dtype/transform pairs x the 6 two-level chains with blocks of <= 4 rows
 }
@@ -424,6 +435,7 @@ TEST_CASE("fused downsample: log1p by table gives log1p_f32's bits for every 16-
     FusedDownsampleSpec one = spec;
     one.levels = {{2, 2, 2}};
     CHECK(bit_equal(rows[1], by_functor_any(raw, one, {rows[1]}, Traversal::Vec, true)[0]));
+    CHECK(bit_equal(rows[1], by_functor_any(raw, one, {rows[1]}, Traversal::VecPreload, true)[0]));
     CHECK(bit_equal(rows[1], by_functor_any(raw, one, {rows[1]}, Traversal::One, true)[0]));
     // The CPU rows with log1p computed (spec.log1p_table = false, the
     // benchmark's A/B): the table's bits.
