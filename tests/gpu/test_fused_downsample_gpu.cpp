@@ -117,27 +117,20 @@ TEST_CASE("gpu: chains of levels whose averages are no power of two (no FMA cont
     }
 }
 
-TEST_CASE("gpu: the chain kernel's preloading variant (blocks of 1 to 4 rows of a 16-bit type)",
-          "[gpu][fused_downsample]") {
-  // Written without a GPU (session 27): chains the variant takes
-  // (fused_chain_preloadable), bit-equal to the CPU and to the chain
-  // kernel without preloading, for each 16-bit type, transform and row count.
+namespace {
+// A preloading variant's cases: for each 16-bit type, transform, log1p
+// computed or from the table, and (shape, levels) -- each of which the
+// variant must take (`takes`) -- every kernel bit-equal to the CPU.
+struct PreloadCase {
+  std::vector<int64_t> shape;
+  std::vector<std::vector<int64_t>> levels;
+};
+void require_preload_cases(const std::vector<PreloadCase>& cases, bool (*takes)(RawType, const FusedGeom&)) {
   Stream gs = Stream::create(Device::cuda(0));
-  struct Case {
-    std::vector<int64_t> shape;
-    std::vector<std::vector<int64_t>> levels;
-  };
-  const std::vector<Case> cases = {
-      {{2, 8, 8, 16, 4}, {{1, 1, 1}, {2, 2, 2}}},  // 4 rows a block
-      {{2, 8, 8, 16, 4}, {{2, 1, 1}, {2, 2, 2}}},  // the CosmoFlow ladder's shape: 1/2 along x, then 1/8
-      {{2, 8, 8, 16, 4}, {{1, 1, 2}, {1, 2, 4}}},  // 2 rows
-      {{2, 8, 8, 16, 4}, {{1, 1, 1}, {1, 1, 4}}},  // 1 row
-      {{2, 6, 6, 24, 4}, {{1, 1, 1}, {3, 1, 2}}},  // 3 rows, an average no power of two
-  };
   for (DType dt : {DType::U16, DType::I16, DType::F16})
     for (FusedTransform tf : {FusedTransform::None, FusedTransform::Scale, FusedTransform::Log1p})
       for (bool table : {true, false})
-        for (const Case& c : cases) {
+        for (const PreloadCase& c : cases) {
           if (dt == DType::I16 && tf == FusedTransform::Log1p) continue;
           if (!table && tf != FusedTransform::Log1p) continue;
           const Tensor raw = data::from_float32(test_values(Shape(c.shape)), dt);
@@ -147,51 +140,41 @@ TEST_CASE("gpu: the chain kernel's preloading variant (blocks of 1 to 4 rows of 
           spec.shift = std::vector<float>{-1.3f, -0.6f, 0.1f, 0.8f};   // misfires on an initializer list here
           spec.levels = c.levels;
           spec.log1p_table = table;  // log1p computed on the device as well as read from the table
-          spec.chain_preload = true;
+          const auto& last = c.levels.back();
           INFO(dtype_name(dt) << " transform " << static_cast<int>(tf) << " table " << table << " shape "
-                              << Shape(c.shape).str() << ", second block " << c.levels[1][0] << "x" << c.levels[1][1]
-                              << "x" << c.levels[1][2]);
-          REQUIRE(fused_chain_preloadable(raw_type_of(dt, "test"), make_fused_geom(raw.shape(), spec, "test")));
+                              << Shape(c.shape).str() << ", last block " << last[0] << "x" << last[1] << "x"
+                              << last[2]);
+          REQUIRE(takes(raw_type_of(dt, "test"), make_fused_geom(raw.shape(), spec, "test")));
           require_levels_same(gs, raw, spec);
         }
+}
+}  // namespace
+
+TEST_CASE("gpu: the chain kernel's preloading variant (blocks of 1 to 4 rows of a 16-bit type)",
+          "[gpu][fused_downsample]") {
+  // Written without a GPU (session 27): chains the variant takes
+  // (fused_chain_preloadable), bit-equal to the CPU and to the chain
+  // kernel without preloading, for each 16-bit type, transform and row count.
+  require_preload_cases(
+      {{{2, 8, 8, 16, 4}, {{1, 1, 1}, {2, 2, 2}}},   // 4 rows a block
+       {{2, 8, 8, 16, 4}, {{2, 1, 1}, {2, 2, 2}}},   // the CosmoFlow ladder's shape: 1/2 along x, then 1/8
+       {{2, 8, 8, 16, 4}, {{1, 1, 2}, {1, 2, 4}}},   // 2 rows
+       {{2, 8, 8, 16, 4}, {{1, 1, 1}, {1, 1, 4}}},   // 1 row
+       {{2, 6, 6, 24, 4}, {{1, 1, 1}, {3, 1, 2}}}},  // 3 rows, an average no power of two
+      fused_chain_preloadable);
 }
 
 TEST_CASE("gpu: the vector kernel's preloading variant (blocks of 2 to 4 rows of a 16-bit type)",
           "[gpu][fused_downsample]") {
-  // Written without a GPU (session 33): single levels the variant takes
+  // Written without a GPU (session 34): single levels the variant takes
   // (fused_vector_preloadable), bit-equal to the CPU and to the vector
-  // kernel without preloading, for each 16-bit type, transform, log1p
-  // computed or from the table, and row count.
-  Stream gs = Stream::create(Device::cuda(0));
-  struct Case {
-    std::vector<int64_t> shape, level;
-  };
-  const std::vector<Case> cases = {
-      {{2, 8, 8, 16, 4}, {2, 2, 2}},  // 4 rows a block: CosmoFlow's 1/8
-      {{2, 8, 8, 16, 4}, {2, 1, 1}},  // 2 rows: 1/2 along x
-      {{2, 8, 8, 16, 4}, {1, 2, 1}},  // 2 rows along y, no pooling along the last axis
-      {{2, 8, 8, 16, 4}, {1, 2, 4}},  // 2 rows, four positions along the last axis per output
-      {{2, 6, 6, 24, 4}, {3, 1, 2}},  // 3 rows, an average no power of two
-  };
-  for (DType dt : {DType::U16, DType::I16, DType::F16})
-    for (FusedTransform tf : {FusedTransform::None, FusedTransform::Scale, FusedTransform::Log1p})
-      for (bool table : {true, false})
-        for (const Case& c : cases) {
-          if (dt == DType::I16 && tf == FusedTransform::Log1p) continue;
-          if (!table && tf != FusedTransform::Log1p) continue;
-          const Tensor raw = data::from_float32(test_values(Shape(c.shape)), dt);
-          FusedDownsampleSpec spec;
-          spec.transform = tf;
-          spec.scale = std::vector<float>{0.37f, 0.48f, 0.59f, 0.7f};  // move-assigned: see above
-          spec.shift = std::vector<float>{-1.3f, -0.6f, 0.1f, 0.8f};
-          spec.levels = {c.level};
-          spec.log1p_table = table;
-          INFO(dtype_name(dt) << " transform " << static_cast<int>(tf) << " table " << table << " shape "
-                              << Shape(c.shape).str() << ", block " << c.level[0] << "x" << c.level[1] << "x"
-                              << c.level[2]);
-          REQUIRE(fused_vector_preloadable(raw_type_of(dt, "test"), make_fused_geom(raw.shape(), spec, "test")));
-          require_levels_same(gs, raw, spec);
-        }
+  // kernel without preloading (require_levels_same runs both).
+  require_preload_cases({{{2, 8, 8, 16, 4}, {{2, 2, 2}}},   // 4 rows a block: CosmoFlow's 1/8
+                         {{2, 8, 8, 16, 4}, {{2, 1, 1}}},   // 2 rows: 1/2 along x
+                         {{2, 8, 8, 16, 4}, {{1, 2, 1}}},   // 2 rows along y, no pooling along the last axis
+                         {{2, 8, 8, 16, 4}, {{1, 2, 4}}},   // 2 rows, four positions along the last axis per output
+                         {{2, 6, 6, 24, 4}, {{3, 1, 2}}}},  // 3 rows, an average no power of two
+                        fused_vector_preloadable);
 }
 
 TEST_CASE("gpu: fused downsample of a production-sized batch (every thread loops several times)",
