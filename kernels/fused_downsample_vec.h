@@ -123,7 +123,7 @@ constexpr int kFusedVecPreloadRows = 4;
 
 // kPre: false (the default kernel) loads a row's segment, adds it, then
 // loads the next row -- one row's loads in flight per thread; true issues
-// every row's loads before the first addition, for blocks of at most
+// every row's loads before the first addition, for blocks of 2 to
 // kFusedVecPreloadRows rows of a 2-byte type (fused_vector_preloadable();
 // FusedGeom::vector_preload asks for it). Why the second: with log1p read
 // from the table each row's 16 values wait for 16 table loads after their
@@ -166,9 +166,9 @@ struct FusedDownsampleVec {
     float t[kP] = {};  // every element is set by the block's first row (f0, f1 >= 1)
     if constexpr (kPre) {
       // Rows in (a, b) order, the order they are summed; the unrolled loops
-      // keep seg[] in registers.
-      // (a, b) stepped along rather than r / f1, r % f1: integer division
-      // is a software routine on the GPU.
+      // keep seg[] in registers. (a, b) is stepped along rather than
+      // computed as r / f1, r % f1: integer division is a software routine
+      // on the GPU.
       const int rows = static_cast<int>(f0 * f1);
       RawSegment<T> seg[kFusedVecPreloadRows];
       const T* xr = x0;
