@@ -328,7 +328,8 @@ struct FusedDownsample {
   // averaged from level m = src[l]'s outputs: the same summation order as
   // from the input (per z, the r0 x r1 values in (a, b) order from the first;
   // the per-z sums added to 0 in z order), then scaled by inv_r.
-  MRMF_HD void derived_outputs(int l, int64_t n, int64_t p0, int64_t p1, int64_t p2_begin, int64_t p2_end) const {
+  MRMF_HD MRMF_HOST_NOINLINE void derived_outputs(int l, int64_t n, int64_t p0, int64_t p1, int64_t p2_begin,
+                                                  int64_t p2_end) const {
     const int m = g.src[l];
     const int64_t q0 = g.r[l][0], q1 = g.r[l][1], q2 = g.r[l][2];
     const int64_t r0 = g.per[l][0], r1 = g.per[l][1], r2 = g.per[l][2];
@@ -372,7 +373,8 @@ struct FusedDownsample {
   // Level l's outputs inside coarse block (n, p0, p1) for the coarse
   // positions [p2_begin, p2_end) along the last axis, one output position
   // (all channels) at a time; along o2 the writes are contiguous.
-  MRMF_HD void level_outputs(int l, int64_t n, int64_t p0, int64_t p1, int64_t p2_begin, int64_t p2_end) const {
+  MRMF_HD MRMF_HOST_NOINLINE void level_outputs(int l, int64_t n, int64_t p0, int64_t p1, int64_t p2_begin,
+                                                int64_t p2_end) const {
     const int64_t f0 = g.f[l][0], f1 = g.f[l][1], f2 = g.f[l][2];
     const int64_t r0 = g.per[l][0], r1 = g.per[l][1], r2 = g.per[l][2];
     const int64_t O0 = g.out[l][0], O1 = g.out[l][1], O2 = g.out[l][2];
@@ -567,17 +569,30 @@ struct FusedDownsample {
       }
   }
 
+  // A block whose channel count (kC = 0) or last-axis factor (kF2 = 0) is
+  // known only at run time: no real data set's (C = 1, 3, 4; f2 = 1, 2, 4),
+  // so kept out of the flattened AVX2 row copies (MRMF_HOST_NOINLINE), where
+  // the seven such variants were about half of each copy and of its
+  // compile time; they run the baseline ISA's code, the same bits.
+  template <int kC, int kF2>
+  MRMF_HOST_NOINLINE void block_runtime(float* acc, int64_t x0, int64_t wn, const int64_t* f, int64_t C,
+                                        int64_t c_fixed, float* y, int64_t ystride, float inv) const {
+    block<kC, kF2>(acc, x0, wn, f, C, c_fixed, y, ystride, inv);
+  }
+
   template <int kC>
   void block_f2(float* acc, int64_t x0, int64_t wn, const int64_t* f, int64_t C, int64_t c_fixed, float* y,
                 int64_t ystride, float inv) const {
-    if (f[2] == 1)
+    if (kC == 0)
+      block_runtime<0, 0>(acc, x0, wn, f, C, c_fixed, y, ystride, inv);
+    else if (f[2] == 1)
       block<kC, 1>(acc, x0, wn, f, C, c_fixed, y, ystride, inv);
     else if (f[2] == 2)
       block<kC, 2>(acc, x0, wn, f, C, c_fixed, y, ystride, inv);
     else if (f[2] == 4)
       block<kC, 4>(acc, x0, wn, f, C, c_fixed, y, ystride, inv);
     else
-      block<kC, 0>(acc, x0, wn, f, C, c_fixed, y, ystride, inv);
+      block_runtime<kC, 0>(acc, x0, wn, f, C, c_fixed, y, ystride, inv);
   }
 
   // derived_outputs() over whole rows: per output row and segment, the

@@ -17,6 +17,16 @@
 #define MRMF_INLINE inline
 #endif
 
+// Keeps a host function out of its callers, GCC's `flatten` included: for
+// the rarely-run variants that the flattened AVX2 copies of the CPU rows
+// (kernels/fused_downsample_run.inl) would otherwise inline, at a cost in
+// compile time only. Nothing on the device.
+#if defined(__GNUC__) && !defined(__CUDA_ARCH__)
+#define MRMF_HOST_NOINLINE __attribute__((noinline))
+#else
+#define MRMF_HOST_NOINLINE
+#endif
+
 // Fully unrolls the next loop (constant trip count): keeps small per-thread
 // arrays indexed by its counter in registers on the GPU.
 #if defined(__CUDACC__)
