@@ -583,7 +583,8 @@ struct FusedDownsample {
   template <int kC>
   void block_f2(float* acc, int64_t x0, int64_t wn, const int64_t* f, int64_t C, int64_t c_fixed, float* y,
                 int64_t ystride, float inv) const {
-    if (kC == 0)
+    // if constexpr: for kC = 0 the compile-time-f2 blocks are not instantiated at all.
+    if constexpr (kC == 0)
       block_runtime<0, 0>(acc, x0, wn, f, C, c_fixed, y, ystride, inv);
     else if (f[2] == 1)
       block<kC, 1>(acc, x0, wn, f, C, c_fixed, y, ystride, inv);
