@@ -19,8 +19,8 @@
 
 // Keeps a host function out of its callers, GCC's `flatten` included: for
 // the rarely-run variants that the flattened AVX2 copies of the CPU rows
-// (kernels/fused_downsample_run.inl) would otherwise inline, at a cost in
-// compile time only. Nothing on the device.
+// (kernels/fused_downsample_run.inl) would otherwise inline, which cost
+// compile time and bought no speed. Nothing on the device.
 #if defined(__GNUC__) && !defined(__CUDA_ARCH__)
 #define MRMF_HOST_NOINLINE __attribute__((noinline))
 #else
