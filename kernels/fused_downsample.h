@@ -433,7 +433,7 @@ struct FusedDownsample {
 
   // A row that is not the block's last: acc[k] (+)= value, k over wn positions
   // of P = f2 * C inputs each.
-  template <bool kFirst, int kC, int kF2>
+  template <bool kFirst, int kC, int kF2, bool kPf = false>
   void seg_add(float* acc, int64_t row, int64_t wn, int64_t C, int64_t f2, int64_t c_fixed) const {
     const int64_t P = (kC > 0 ? kC : C) * (kF2 > 0 ? kF2 : f2);
     if (TF == FusedTransform::Log1p) {
@@ -459,6 +459,18 @@ struct FusedDownsample {
       }
       return;
     }
+    if constexpr (kPf) {
+      // A flat loop per step: with the (w, j) nest over a step's few
+      // positions g++ converted the first row element by element.
+      by_lines<kC, kF2>(row, wn, P, [&](int64_t w0, int64_t w1) {
+        const int64_t k0 = w0 * P;  // a position's first input: lane j is (k - k0) % P
+        for (int64_t k = k0; k < w1 * P; ++k) {
+          const float v = value(row + k, lane_channel<kC>(k - k0, C, c_fixed));
+          acc[k] = kFirst ? v : acc[k] + v;
+        }
+      });
+      return;
+    }
     for (int64_t w = 0; w < wn; ++w)
       for (int64_t j = 0; j < P; ++j) {
         const float v = value(row + w * P + j, lane_channel<kC>(j, C, c_fixed));
@@ -474,9 +486,9 @@ struct FusedDownsample {
   // three vector-friendly ones with the same additions in the same order:
   // the row into acc (t_z = acc + value), the z-sums into a [w][c] buffer
   // (s = 0 + t_0 + t_1 ...), then the deinterleave.
-  template <bool kFirst, int kC, int kF2>
-  void seg_out(float* acc, int64_t row, int64_t wn, int64_t C, int64_t f2, int64_t c_fixed, float* y,
-               int64_t ystride, float inv) const {
+  template <bool kFirst, int kC, int kF2, bool kPf = false>
+  void seg_out(float* acc, int64_t row, int64_t wn, int64_t C, int64_t f2, int64_t c_fixed, float* y, int64_t ystride,
+               float inv) const {
     const int64_t Cn = kC > 0 ? kC : C;
     if (kF2 == 1 && TF == FusedTransform::Log1p) {
       // Two passes, the same additions: log1p's ~40 operations per element
@@ -488,12 +500,18 @@ struct FusedDownsample {
       return;
     }
     if (kF2 == 1) {
-      for (int64_t w = 0; w < wn; ++w)
-        for (int64_t c = 0; c < Cn; ++c) {
-          const int64_t k = w * Cn + c;
-          const float v = value(row + k, lane_channel<kC>(c, C, c_fixed));
-          y[c * ystride + w] = (0.f + (kFirst ? v : acc[k] + v)) * inv;
-        }
+      const auto positions = [&](int64_t w0, int64_t w1) {
+        for (int64_t w = w0; w < w1; ++w)
+          for (int64_t c = 0; c < Cn; ++c) {
+            const int64_t k = w * Cn + c;
+            const float v = value(row + k, lane_channel<kC>(c, C, c_fixed));
+            y[c * ystride + w] = (0.f + (kFirst ? v : acc[k] + v)) * inv;
+          }
+      };
+      if constexpr (kPf)
+        by_lines<kC, kF2>(row, wn, Cn, positions);
+      else
+        positions(0, wn);
       return;
     }
     const int64_t F2 = kF2 > 0 ? kF2 : f2, P = Cn * F2;
@@ -512,7 +530,7 @@ struct FusedDownsample {
       }
     }
 #endif
-    seg_add<kFirst, kC, kF2>(acc, row, wn, C, f2, c_fixed);
+    seg_add<kFirst, kC, kF2, kPf>(acc, row, wn, C, f2, c_fixed);
     float t[kAcc / 2];  // wn * C <= kAcc / f2
     for (int64_t w = 0; w < wn; ++w)
       for (int64_t c = 0; c < Cn; ++c) {
@@ -524,26 +542,42 @@ struct FusedDownsample {
       for (int64_t c = 0; c < Cn; ++c) y[c * ystride + w] = t[w * Cn + c] * inv;
   }
 
-  // Software prefetch of the block's rows kPrefetchBytes ahead, i.e. of the
-  // next segment's rows for consecutive output rows. Why: a 2x2x2 block
-  // reads two input planes at once, and the hardware prefetcher alone kept
-  // too few of their lines in flight -- on the 2-core VM 1/8 ran at 57 % of
-  // memcpy, the loads waiting on memory (perf). With 4 KB ahead 70-78 %
-  // (2-3 KB and 6-8 KB a little lower, L2-only prefetches lower still), the
-  // other rows level or better, where most of the time then sits on the
-  // prefetches themselves: the core's outstanding misses are full. Only for
-  // blocks of several rows: one row is one stream, which the hardware
-  // prefetcher follows (1/1 level with or without). Not for log1p, which is
-  // compute-bound: there they cost 5-10 %.
+  // Software prefetch kPrefetchBytes ahead of the row being read, one line
+  // per 64 bytes of it, issued inside the row's conversion loop. Why: a
+  // 2x2x2 block reads two input planes at once, and the hardware prefetcher
+  // alone kept too few of their lines in flight (on the Intel VMs 1/8 at
+  // 57 % of memcpy without). Ahead by 4 KB: the next segments' rows for
+  // consecutive output rows (2 and 8 KB within the noise on the Milan VM).
+  // Interleaved, not as a burst of the block's lines before its first row
+  // (sessions 26-34): on the 2-core Milan VM the burst filled the core's
+  // outstanding misses and the conversion waited behind it -- a quarter of
+  // the kernel's samples on the prefetches, and the kernel's time the sum of
+  // a read-only pass over the same rows and of the same work on cached
+  // input. Interleaved (three alternating rounds, same VM): 1/8 58-63 ->
+  // 66-91 % of memcpy, 1/2 along x 65-78 -> 76-86 %, the CosmoFlow ladder
+  // 13 % less time (median of five), three levels level. Only for blocks of
+  // several rows: one row is one stream, which the hardware prefetcher
+  // follows. Not for log1p, which is compute-bound (the burst cost 5-10 %).
   static constexpr int64_t kPrefetchBytes = 4096;
-  template <int kC, int kF2>
-  void prefetch_rows(int64_t x0, int64_t wn, const int64_t* f, int64_t C) const {
-    const int64_t bytes = wn * (kC > 0 ? kC : C) * (kF2 > 0 ? kF2 : f[2]) * static_cast<int64_t>(sizeof(T));
-    for (int64_t a = 0; a < f[0]; ++a)
-      for (int64_t b = 0; b < f[1]; ++b) {
-        const char* const p = reinterpret_cast<const char*>(x + x0 + a * g.s[0] + b * g.s[1]) + kPrefetchBytes;
-        for (int64_t k = 0; k < bytes; k += 64) prefetch_line(p + k);
-      }
+  MRMF_INLINE void prefetch_ahead(int64_t elem) const {
+    prefetch_line(reinterpret_cast<const char*>(x + elem) + kPrefetchBytes);
+  }
+  // positions(w0, w1) over [0, wn) in steps of at most 64 input bytes, each
+  // step after a prefetch of its line kPrefetchBytes ahead; P inputs per
+  // position. The step is a compile-time count for the real data's shapes,
+  // so that the loop inside positions() is unrolled and vectorized as a
+  // whole (the prefetch's asm statement keeps the loop around it scalar).
+  template <int kC, int kF2, typename F>
+  MRMF_INLINE void by_lines(int64_t row, int64_t wn, int64_t P, const F& positions) const {
+    constexpr int64_t kP = kC > 0 && kF2 > 0 ? kC * kF2 : 0;
+    const int64_t bytes = (kP > 0 ? kP : P) * static_cast<int64_t>(sizeof(T));  // per position
+    const int64_t step = bytes < 64 ? 64 / bytes : 1;                           // a constant where kP is
+    int64_t w = 0;
+    for (; w + step <= wn; w += step) {
+      prefetch_ahead(row + w * P);
+      positions(w, w + step);
+    }
+    positions(w, wn);
   }
 
   // The f0 x f1 input rows of one output segment, in (a, b) order. `x0`
@@ -552,20 +586,20 @@ struct FusedDownsample {
   void block(float* acc, int64_t x0, int64_t wn, const int64_t* f, int64_t C, int64_t c_fixed, float* y,
              int64_t ystride, float inv) const {
     const int64_t rows = f[0] * f[1];
-    if (TF != FusedTransform::Log1p && rows > 1) prefetch_rows<kC, kF2>(x0, wn, f, C);
     if (rows == 1) {
       seg_out<true, kC, kF2>(acc, x0, wn, C, f[2], c_fixed, y, ystride, inv);
       return;
     }
+    constexpr bool kPf = TF != FusedTransform::Log1p;  // prefetch_ahead()
     for (int64_t a = 0; a < f[0]; ++a)
       for (int64_t b = 0; b < f[1]; ++b) {
         const int64_t row = x0 + a * g.s[0] + b * g.s[1];
         if (a == 0 && b == 0)
-          seg_add<true, kC, kF2>(acc, row, wn, C, f[2], c_fixed);
+          seg_add<true, kC, kF2, kPf>(acc, row, wn, C, f[2], c_fixed);
         else if (a == f[0] - 1 && b == f[1] - 1)
-          seg_out<false, kC, kF2>(acc, row, wn, C, f[2], c_fixed, y, ystride, inv);
+          seg_out<false, kC, kF2, kPf>(acc, row, wn, C, f[2], c_fixed, y, ystride, inv);
         else
-          seg_add<false, kC, kF2>(acc, row, wn, C, f[2], c_fixed);
+          seg_add<false, kC, kF2, kPf>(acc, row, wn, C, f[2], c_fixed);
       }
   }
 
