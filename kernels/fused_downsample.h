@@ -463,7 +463,9 @@ struct FusedDownsample {
       // A flat loop per step: with the (w, j) nest over a step's few
       // positions g++ converted the first row element by element.
       by_lines<kC, kF2>(row, wn, P, [&](int64_t w0, int64_t w1) {
-        const int64_t k0 = w0 * P;  // a position's first input: lane j is (k - k0) % P
+        // k0 is a position's first input and P a multiple of the channel
+        // count, so (k - k0) gives lane_channel the channel that j did.
+        const int64_t k0 = w0 * P;
         for (int64_t k = k0; k < w1 * P; ++k) {
           const float v = value(row + k, lane_channel<kC>(k - k0, C, c_fixed));
           acc[k] = kFirst ? v : acc[k] + v;
@@ -499,7 +501,7 @@ struct FusedDownsample {
         for (int64_t c = 0; c < Cn; ++c) y[c * ystride + w] = (0.f + acc[w * Cn + c]) * inv;
       return;
     }
-    if (kF2 == 1) {
+    if constexpr (kF2 == 1) {  // constexpr: no by_lines copy for the other factors
       const auto positions = [&](int64_t w0, int64_t w1) {
         for (int64_t w = w0; w < w1; ++w)
           for (int64_t c = 0; c < Cn; ++c) {
@@ -553,8 +555,8 @@ struct FusedDownsample {
   // outstanding misses and the conversion waited behind it -- a quarter of
   // the kernel's samples on the prefetches, and the kernel's time the sum of
   // a read-only pass over the same rows and of the same work on cached
-  // input. Interleaved (three alternating rounds, same VM): 1/8 58-63 ->
-  // 66-91 % of memcpy, 1/2 along x 65-78 -> 76-86 %, the CosmoFlow ladder
+  // input. Interleaved (three alternating rounds, same VM): 1/8 52-67 ->
+  // 79-91 % of memcpy, 1/2 along x 62-68 -> 84-123 %, the CosmoFlow ladder
   // 13 % less time (median of five), three levels level. Only for blocks of
   // several rows: one row is one stream, which the hardware prefetcher
   // follows. Not for log1p, which is compute-bound (the burst cost 5-10 %).
@@ -562,7 +564,8 @@ struct FusedDownsample {
   MRMF_INLINE void prefetch_ahead(int64_t elem) const {
     prefetch_line(reinterpret_cast<const char*>(x + elem) + kPrefetchBytes);
   }
-  // positions(w0, w1) over [0, wn) in steps of at most 64 input bytes, each
+  // positions(w0, w1) over [0, wn) in steps of at most 64 input bytes (one
+  // position where a position is larger: shapes no real data set has), each
   // step after a prefetch of its line kPrefetchBytes ahead; P inputs per
   // position. The step is a compile-time count for the real data's shapes,
   // so that the loop inside positions() is unrolled and vectorized as a

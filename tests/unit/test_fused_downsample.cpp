@@ -280,6 +280,10 @@ TEST_CASE("fused downsample: the CPU row traversal gives the functors' (GPU math
       {{2, 4, 6, 2}, true, {{2, 2}, {1, 6}}},
       {{2, 2, 4, 1}, true, {{2, 2}}},
       {{1, 4, 4, 10, 5}, true, {{2, 2, 2}, {2, 2, 1}}},
+      // Blocks of several rows with f2 = 1 whose row is no whole number of
+      // the CPU rows' 64-byte prefetch steps (the last step partial).
+      {{1, 2, 2, 13, 3}, true, {{2, 2, 1}}},
+      {{1, 2, 2, 2, 37}, false, {{2, 2, 1}}},
       // Planes wide enough for several CPU slabs per plane, the last one
       // partial (17 blocks along axis 1, slabs of 2 or 3 by element size); derived levels from
       // a level with f1 = 1 and from one with f1 = 2; a level equal to another.
