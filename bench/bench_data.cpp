@@ -18,6 +18,12 @@
 //     --small: 32^3 samples everywhere, CI speed; --only: one section (A/B runs of two builds);
 //     --case: only the loader and kernel rows whose name contains TEXT, or is TEXT after a
 //     leading '=' (a profiler then sees one case; the plain reads they are paired with still run)
+//   bench_data --only kernel --ab-env VAR=A,B [--case TEXT]
+//     each CPU kernel row timed with the environment variable VAR set to A and to B in turn,
+//     31 pairs in one process: the median of the per-pair time ratios B/A. For a switch a
+//     build under study reads per call (the committed kernel reads none): on the shared VMs
+//     whole runs drift by 2x, and this resolves a 5 % change that runs apart do not
+//     (bench/results/cpu_data_2026-11-29c.txt).
 #include <omp.h>
 #include <unistd.h>
 
@@ -26,6 +32,7 @@
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -129,14 +136,27 @@ void row(const char* fmt, ...) {
 
 int main(int argc, char** argv) {
   bool small = false;
-  std::string out, only, only_case;
+  std::string out, only, only_case, ab_var, ab_a, ab_b;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--small")) small = true;
-    else if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
+    else if (!std::strcmp(argv[i], "--ab-env") && i + 1 < argc) {
+      const std::string v = argv[++i];
+      const size_t eq = v.find('='), comma = v.find(',', eq == std::string::npos ? 0 : eq);
+      if (eq == 0 || eq == std::string::npos || comma == std::string::npos) {
+        std::fprintf(stderr, "bench_data: --ab-env wants VAR=A,B, got '%s'\n", v.c_str());
+        return 2;
+      }
+      ab_var = v.substr(0, eq);
+      ab_a = v.substr(eq + 1, comma - eq - 1);
+      ab_b = v.substr(comma + 1);
+    } else if (!std::strcmp(argv[i], "--out") && i + 1 < argc)
+      out = argv[++i];
     else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else if (!std::strcmp(argv[i], "--case") && i + 1 < argc) only_case = argv[++i];
     else {
-      std::fprintf(stderr, "usage: bench_data [--small] [--only cf|ni|kernel|prefetch] [--case TEXT] [--out FILE]\n");
+      std::fprintf(stderr,
+                   "usage: bench_data [--small] [--only cf|ni|kernel|prefetch] [--case TEXT] [--ab-env VAR=A,B] "
+                   "[--out FILE]\n");
       return 2;
     }
   }
@@ -478,6 +498,19 @@ int main(int argc, char** argv) {
       // shared VM the bandwidth drifts by 2x within seconds, so best-of-N
       // times taken apart do not compare.
       kernels::set_rows_avx512(simd);
+      if (!ab_var.empty()) {
+        const auto with = [&](const std::string& value) {
+          return [&, value] {
+            setenv(ab_var.c_str(), value.c_str(), 1);
+            kernels::fused_downsample(cpu_stream(), in, ys, spec);
+          };
+        };
+        const Paired q = paired(31, with(ab_a), with(ab_b));
+        kernels::set_rows_avx512(true);
+        row("    cpu  %-39s %s=%s %8.3f ms, =%s %8.3f ms: B/A %.3f (best %.3f)\n", name.c_str(), ab_var.c_str(),
+            ab_a.c_str(), q.a * 1e3, ab_b.c_str(), q.b * 1e3, q.ratio, q.b_best / q.a_best);
+        continue;
+      }
       const Paired pr = paired(
           21, [&] { kernels::fused_downsample(cpu_stream(), in, ys, spec); },
           [&] { par_memcpy(b2.data(), a.data(), a.size()); });
