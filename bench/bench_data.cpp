@@ -493,12 +493,10 @@ int main(int argc, char** argv) {
         ys.push_back(Tensor::empty(s));
         bytes += s.numel() * 4;
       }
-      std::vector<char> a(static_cast<size_t>(bytes / 2), 1), b2(static_cast<size_t>(bytes / 2));
-      // Kernel and copy alternate, and the ratio is taken per pair: on a
-      // shared VM the bandwidth drifts by 2x within seconds, so best-of-N
-      // times taken apart do not compare.
       kernels::set_rows_avx512(simd);
       if (!ab_var.empty()) {
+        const char* before = std::getenv(ab_var.c_str());
+        const std::string saved = before ? before : "";
         const auto with = [&](const std::string& value) {
           return [&, value] {
             setenv(ab_var.c_str(), value.c_str(), 1);
@@ -507,10 +505,18 @@ int main(int argc, char** argv) {
         };
         const Paired q = paired(31, with(ab_a), with(ab_b));
         kernels::set_rows_avx512(true);
+        if (before)  // as it was, for the rows and sections after this one
+          setenv(ab_var.c_str(), saved.c_str(), 1);
+        else
+          unsetenv(ab_var.c_str());
         row("    cpu  %-39s %s=%s %8.3f ms, =%s %8.3f ms: B/A %.3f (best %.3f)\n", name.c_str(), ab_var.c_str(),
             ab_a.c_str(), q.a * 1e3, ab_b.c_str(), q.b * 1e3, q.ratio, q.b_best / q.a_best);
         continue;
       }
+      std::vector<char> a(static_cast<size_t>(bytes / 2), 1), b2(static_cast<size_t>(bytes / 2));
+      // Kernel and copy alternate, and the ratio is taken per pair: on a
+      // shared VM the bandwidth drifts by 2x within seconds, so best-of-N
+      // times taken apart do not compare.
       const Paired pr = paired(
           21, [&] { kernels::fused_downsample(cpu_stream(), in, ys, spec); },
           [&] { par_memcpy(b2.data(), a.data(), a.size()); });
