@@ -141,8 +141,8 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--small")) small = true;
     else if (!std::strcmp(argv[i], "--ab-env") && i + 1 < argc) {
       const std::string v = argv[++i];
-      const size_t eq = v.find('='), comma = v.find(',', eq == std::string::npos ? 0 : eq);
-      if (eq == 0 || eq == std::string::npos || comma == std::string::npos) {
+      const size_t eq = v.find('='), comma = eq == std::string::npos ? eq : v.find(',', eq);
+      if (eq == 0 || comma == std::string::npos) {
         std::fprintf(stderr, "bench_data: --ab-env wants VAR=A,B, got '%s'\n", v.c_str());
         return 2;
       }

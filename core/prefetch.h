@@ -2,8 +2,9 @@
 // deletes a loop of __builtin_prefetch calls as free of side effects (-O2 and
 // -O3), silently, so on x86 the instruction is issued through inline asm.
 // Users: the fused downsample kernel's CPU rows (a line 4 KB ahead per 64
-// bytes converted, inside each row's loop) and the loaders' sample gathers
-// (the next sample of a shuffled order while this one is copied).
+// bytes converted, inside each row's loop; a derived level's next output
+// row) and the loaders' sample gathers (the next sample of a shuffled order
+// while this one is copied).
 #pragma once
 
 #include <cstddef>

@@ -690,7 +690,7 @@ struct FusedDownsample {
           // (bench/results/cpu_data_2026-11-29c.txt). At most its first
           // 1 KB: rows of whole planes (no level averages along axis 1) are
           // long streams, which the hardware prefetcher follows.
-          for (int64_t b = 0; b < O2 && b < 256; b += 16) prefetch_line(yrow + O2 + b);
+          prefetch_bytes(yrow + O2, static_cast<size_t>(O2 < 256 ? O2 : 256) * sizeof(float));
           for (int64_t w0 = 0; w0 < O2; w0 += seg) {
             const int64_t wn = w0 + seg < O2 ? seg : O2 - w0;
             const float* const s0 = src + w0 * q2;
