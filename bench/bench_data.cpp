@@ -463,7 +463,8 @@ int main(int argc, char** argv) {
                                      {"1/1, log1p", {{1, 1, 1}}, log1p},
                                      {"1/8 (2x2x2), log1p", {{2, 2, 2}}, log1p},
                                      {"1/1, log1p, counts", {{1, 1, 1}}, log1p, true},
-                                     {"1/8 (2x2x2), log1p, counts", {{2, 2, 2}}, log1p, true}};
+                                     {"1/8 (2x2x2), log1p, counts", {{2, 2, 2}}, log1p, true},
+                                     {"ladder (1/2 + 1/8), log1p, counts", {{2, 1, 1}, {2, 2, 2}}, log1p, true}};
     // log1p of uint16 reads a table by default; each log1p row is timed
     // again with log1p computed (", computed"), the A/B of the two, and on
     // CPUs with AVX-512 with the table's rows looked up by the plain loop

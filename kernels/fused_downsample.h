@@ -448,6 +448,10 @@ struct FusedDownsample {
         if (by_table()) {  // with AVX-512 where the CPU has it: 16 lookups at once (kernels/rows_avx512.h)
           if (rows_avx512())
             table_rows_add_avx512(acc, reinterpret_cast<const uint16_t*>(x + row), wn * P, lut, kFirst);
+          else if (kPf)  // blocks of several rows: see prefetch_ahead()
+            by_lines<kC, kF2>(row, wn, P, [&](int64_t w0, int64_t w1) {
+              table_rows<kFirst>(acc + w0 * P, x + row + w0 * P, (w1 - w0) * P, lut);
+            });
           else
             table_rows<kFirst>(acc, x + row, wn * P, lut);
           return;
@@ -496,7 +500,7 @@ struct FusedDownsample {
       // Two passes, the same additions: log1p's ~40 operations per element
       // inside the deinterleave kept g++ from vectorizing it (1/1 with log1p
       // at 7 % of memcpy); the unit-stride pass into acc vectorizes.
-      seg_add<kFirst, kC, kF2>(acc, row, wn, C, f2, c_fixed);
+      seg_add<kFirst, kC, kF2, kPf>(acc, row, wn, C, f2, c_fixed);
       for (int64_t w = 0; w < wn; ++w)
         for (int64_t c = 0; c < Cn; ++c) y[c * ystride + w] = (0.f + acc[w * Cn + c]) * inv;
       return;
@@ -559,7 +563,12 @@ struct FusedDownsample {
   // 79-91 % of memcpy, 1/2 along x 62-68 -> 84-123 %, the CosmoFlow ladder
   // 13 % less time (median of five), three levels level. Only for blocks of
   // several rows: one row is one stream, which the hardware prefetcher
-  // follows. Not for log1p, which is compute-bound (the burst cost 5-10 %).
+  // follows. Not for log1p computed, which is compute-bound (the burst cost
+  // 5-10 %). For log1p read from the table (16-bit types) without AVX-512,
+  // since session 37: 1/8 with log1p on counts took 0.79-0.87 of the time
+  // without (in-process A/B on the Milan VM; the CosmoFlow ladder with log1p
+  // 0.97-0.98, 1/1 unchanged: one row). The AVX-512 table rows do not
+  // prefetch: not measured (no such CPU since).
   static constexpr int64_t kPrefetchBytes = 4096;
   MRMF_INLINE void prefetch_ahead(int64_t elem) const {
     prefetch_line(reinterpret_cast<const char*>(x + elem) + kPrefetchBytes);
@@ -593,7 +602,8 @@ struct FusedDownsample {
       seg_out<true, kC, kF2>(acc, x0, wn, C, f[2], c_fixed, y, ystride, inv);
       return;
     }
-    constexpr bool kPf = TF != FusedTransform::Log1p;  // prefetch_ahead()
+    // prefetch_ahead(): not for log1p computed (see there)
+    constexpr bool kPf = TF != FusedTransform::Log1p || RawLoad<R>::kBits16;
     for (int64_t a = 0; a < f[0]; ++a)
       for (int64_t b = 0; b < f[1]; ++b) {
         const int64_t row = x0 + a * g.s[0] + b * g.s[1];
