@@ -425,8 +425,13 @@ int main(int argc, char** argv) {
   // and ~110 % from one run to the next; the best times are each code's own
   // cost with the least interference.
   if (section("kernel")) {
-    row("\n(b) fused downsample [%d, %d^3, 4] uint16 (%.0f MB)  %9s %9s %9s %7s %6s  (ms, GB/s: medians of 21)\n", B,
-        side_b, double(B) * side_b * side_b * side_b * 8 / 1e6, "ms", "GB/s", "copyGB/s", "paired", "best");
+    {
+      char title[96];  // padded to the rows' name column ("    cpu  " and 45 characters)
+      std::snprintf(title, sizeof title, "fused downsample [%d, %d^3, 4] uint16 (%.0f MB)", B, side_b,
+                    double(B) * side_b * side_b * side_b * 8 / 1e6);
+      row("\n(b) %-50s %9s %9s %9s %7s %6s  (ms, GB/s: medians of 21)\n", title, "ms", "GB/s", "copyGB/s", "paired",
+          "best");
+    }
     // Two inputs. `raw`: every 16-bit pattern equally likely, the worst
     // case for the log1p table (each lookup a random line of 256 KB).
     // `counts`: geometric with mean 8, like CosmoFlow's particle counts
@@ -510,7 +515,7 @@ int main(int argc, char** argv) {
           setenv(ab_var.c_str(), saved.c_str(), 1);
         else
           unsetenv(ab_var.c_str());
-        row("    cpu  %-39s %s=%s %8.3f ms, =%s %8.3f ms: B/A %.3f (best %.3f)\n", name.c_str(), ab_var.c_str(),
+        row("    cpu  %-45s %s=%s %8.3f ms, =%s %8.3f ms: B/A %.3f (best %.3f)\n", name.c_str(), ab_var.c_str(),
             ab_a.c_str(), q.a * 1e3, ab_b.c_str(), q.b * 1e3, q.ratio, q.b_best / q.a_best);
         continue;
       }
@@ -522,7 +527,7 @@ int main(int argc, char** argv) {
           21, [&] { kernels::fused_downsample(cpu_stream(), in, ys, spec); },
           [&] { par_memcpy(b2.data(), a.data(), a.size()); });
       kernels::set_rows_avx512(true);
-      row("    cpu  %-39s %9.3f %9.2f %9.2f %6.0f%% %5.0f%%\n", name.c_str(), pr.a * 1e3, bytes / pr.a / 1e9,
+      row("    cpu  %-45s %9.3f %9.2f %9.2f %6.0f%% %5.0f%%\n", name.c_str(), pr.a * 1e3, bytes / pr.a / 1e9,
           bytes / pr.b / 1e9, 100 * pr.ratio, 100 * pr.b_best / pr.a_best);
       if (cuda_device_count() > 0 && simd) {  // the GPU rows have no such variant
         Stream s = Stream::create(Device::cuda(0));
@@ -558,7 +563,7 @@ int main(int argc, char** argv) {
                              : preloadable              ? ", chain, preloaded"
                              : c.levels.size() > 1      ? ", chain"
                                                         : ", vector";
-          row("    cuda %-39s %9.3f %9.2f %9.2f %6.0f%%\n", (name + what).c_str(), tg * 1e3, bytes / tg / 1e9,
+          row("    cuda %-45s %9.3f %9.2f %9.2f %6.0f%%\n", (name + what).c_str(), tg * 1e3, bytes / tg / 1e9,
               bytes / tgc / 1e9, 100 * tgc / tg);
         }
       }

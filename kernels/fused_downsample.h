@@ -448,7 +448,7 @@ struct FusedDownsample {
         if (by_table()) {  // with AVX-512 where the CPU has it: 16 lookups at once (kernels/rows_avx512.h)
           if (rows_avx512())
             table_rows_add_avx512(acc, reinterpret_cast<const uint16_t*>(x + row), wn * P, lut, kFirst);
-          else if (kPf)  // blocks of several rows: see prefetch_ahead()
+          else if constexpr (kPf)  // blocks of several rows: see prefetch_ahead()
             by_lines<kC, kF2>(row, wn, P, [&](int64_t w0, int64_t w1) {
               table_rows<kFirst>(acc + w0 * P, x + row + w0 * P, (w1 - w0) * P, lut);
             });
@@ -602,7 +602,9 @@ struct FusedDownsample {
       seg_out<true, kC, kF2>(acc, x0, wn, C, f[2], c_fixed, y, ystride, inv);
       return;
     }
-    // prefetch_ahead(): not for log1p computed (see there)
+    // prefetch_ahead(). Not for log1p computed (see there): a 16-bit type's
+    // log1p with the table off takes seg_add's computed loop, which does
+    // not prefetch whatever kPf says.
     constexpr bool kPf = TF != FusedTransform::Log1p || RawLoad<R>::kBits16;
     for (int64_t a = 0; a < f[0]; ++a)
       for (int64_t b = 0; b < f[1]; ++b) {

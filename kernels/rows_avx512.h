@@ -16,7 +16,7 @@
 //    synthetic cubes: 99.7 % below 64), and a group holding a larger value
 //    takes one 16-lane gather. 94-95 % of memcpy
 //    (bench/results/cpu_data_2026-11-28.txt). The same with AVX2 (eight
-//    one-register permutes and seven blends per 8 lanes) was 1.11-1.21x
+//    one-register permutes and seven blends per 8 lanes) was 1.08-1.21x
 //    slower than the plain loop on a Milan VM (session 37,
 //    bench/results/cpu_data_2026-11-29d.txt): not kept.
 // 2. pair_sums3_avx512: three float32 channels, channels-last, two
