@@ -298,6 +298,79 @@ int main(int argc, char** argv) {
     cf_row(name, loader_vs(plain_read, data::DataFormat::CosmoFlow, dir.string(), io, B, {}));
     map_files = false;
   }
+  // CosmoFlow as LBANN stores it: one sample per file, `full` (4, D, H, W)
+  // float32 or int16, already channels-first. The same cubes, each paired
+  // with a plain read of the same files (open, one read of `full`): the
+  // file-open per sample is in both.
+  if (section("cf"))
+    for (DType dt : {DType::F32, DType::I16}) {
+      const fs::path lb = dir / (dt == DType::F32 ? "lbann_f32" : "lbann_i16");
+      fs::create_directories(lb / "train");
+      std::vector<std::string> paths;
+      for (size_t f = 0; f < cf.num_files(); ++f) {
+        const data::H5File h = data::H5File::open_read(cf.path(f));
+        const Tensor x = h.read("3Dmap", DType::U16);
+        for (int64_t r = 0; r < cf.samples(f); ++r) {
+          Tensor full = Tensor::empty({4, side, side, side}, dt);
+          const auto* src = static_cast<const uint16_t*>(x.raw_data()) + r * int64_t(side) * side * side * 4;
+          const int64_t n3 = int64_t(side) * side * side;
+          for (int64_t v = 0; v < n3; ++v)
+            for (int c = 0; c < 4; ++c) {
+              const uint16_t s = static_cast<uint16_t>(src[v * 4 + c] & 0x7fff);
+              if (dt == DType::F32)
+                full.data<float>()[c * n3 + v] = s;
+              else
+                static_cast<int16_t*>(full.raw_data())[c * n3 + v] = static_cast<int16_t>(s);
+            }
+          paths.push_back((lb / "train" / ("s" + std::to_string(paths.size()) + ".h5")).string());
+          data::write_cosmoflow_lbann_file(paths.back(), full, Tensor::full({4}, 0.1f));
+        }
+      }
+      const int64_t lb_bytes = int64_t(side) * side * side * 4 * int64_t(dtype_size(dt));
+      std::vector<char> lb_buf(static_cast<size_t>(lb_bytes));
+      const auto lbann_read = [&] {
+        std::lock_guard<std::recursive_mutex> lock(data::hdf5_mutex());
+        for (const std::string& p : paths) data::H5File::open_read(p).read_rows_into("full", 0, 4, dt, lb_buf.data());
+      };
+      const char* tn = dt == DType::F32 ? "float32" : "int16";
+      const double t = best_of(3, lbann_read);
+      char name[80];
+      std::snprintf(name, sizeof name, "LBANN files (%s): plain HDF5 read", tn);
+      row("    %-44s %12.0f %10.2f\n", name, double(paths.size()) / t, double(paths.size()) * lb_bytes / t / 1e9);
+      for (bool mapped : {false, true})
+        for (int io : ios) {
+          std::snprintf(name, sizeof name, "LBANN loader%s (%s, io_threads %d)", mapped ? ", mapped" : "", tn, io);
+          if (!wanted(name)) continue;
+          map_files = mapped;
+          const Paired pr = loader_vs(lbann_read, data::DataFormat::CosmoFlowLbann, lb.string(), io, B, {});
+          map_files = false;
+          paired_row(name, pr, L->samples_per_epoch(), lb_bytes);
+        }
+      // The rows above time later epochs of one loader; a mapped float32
+      // sample's values are checked the first time it is read. The first
+      // epoch of fresh loaders, opened (each file opened for its labels
+      // and mapped: once per run) before the timing.
+      std::snprintf(name, sizeof name, "LBANN mapped (%s): 1st epoch", tn);
+      if (wanted(name)) {
+        data::LoaderOptions lo = o;
+        lo.memory_map = true;
+        lo.prefetch_next_epoch = false;
+        std::vector<std::unique_ptr<data::Loader>> fresh;
+        for (int k = 0; k < kPairs + 1; ++k)
+          fresh.push_back(data::open_loader({data::DataFormat::CosmoFlowLbann, lb.string(), data::Split::Train}, lo));
+        const auto first_epoch = [&] {
+          L = std::move(fresh.back());
+          fresh.pop_back();
+          L->start_epoch(0);
+          data::LoaderBatch bt;
+          while (L->next(bt)) {
+          }
+        };
+        const Paired pr = paired(kPairs, first_epoch, lbann_read);  // before L is read: it sets L
+        paired_row(name, pr, L->samples_per_epoch(), lb_bytes);
+      }
+      L.reset();
+    }
   // The GPU's path (the training default there): raw uint16 samples read
   // into pinned memory, copied to the device and converted by the fused
   // kernel on it -- the host moves what the plain read moves. The copy and

@@ -599,10 +599,12 @@ class LoaderImpl final : public Loader {
         const int64_t i = sample(j);
         if (j + 1 < hi) prefetch_sample(sample(j + 1));  // while this one is copied
         char* dst = xb + j * ob;
-        if (converted_in_place_ || cached_sample(i))
+        if (converted_in_place_ || cached_sample(i)) {
           std::memcpy(dst, ram_bytes(i), static_cast<size_t>(ob));
-        else
+        } else {
+          if (!raw_cache_host_) src_->check_ram_sample(i);  // raw samples were checked when read
           convert(ram_bytes(i), i, dst);
+        }
       }
     });
     if (!offer) {

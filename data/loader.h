@@ -103,10 +103,13 @@ struct LoaderOptions {
   NiLayout ni_layout = NiLayout::Transpose;
   bool cache_in_memory = true;
   // CosmoFlow files whose uint16 `3Dmap` is stored contiguously and
-  // unfiltered (what `mrmf datagen` and h5py write by default) are mapped
-  // into memory (data/mapped_file.h) and read like a preloaded shard:
-  // every batch from the page cache, in chunks any thread may take, with no
-  // staging copy by the I/O thread. Other files are read through HDF5.
+  // unfiltered (what `mrmf datagen` and h5py write by default), and LBANN
+  // files whose float32 or int16 `full` is stored so, are mapped into memory
+  // (data/mapped_file.h) and read like a preloaded shard: every batch from
+  // the page cache, in chunks any thread may take, with no staging copy by
+  // the I/O thread. LBANN samples that need a value check (float32; int16
+  // under log1p) are checked the first time they are read. Other files, and
+  // shards of more than 16384 files, are read through HDF5.
   bool memory_map = true;
   // The cache draws on the process-wide budget (data/cache_budget.h); this
   // caps one loader's share on top of it (0: no cap of its own).

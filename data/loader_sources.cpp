@@ -127,14 +127,80 @@ std::vector<Pick> cosmo_shard(const std::vector<int64_t>& per_file, const Loader
   return picks;
 }
 
+// The files of a shard mapped into memory (LoaderOptions::memory_map): each
+// file's dataset read where it lies in the page cache, by any thread that
+// takes a chunk of a batch (data/mapped_file.h says why). All of the shard's
+// files or none: raw_ptr() must serve every sample.
+struct MappedShard {
+  std::vector<MappedFile> maps;
+  std::vector<const char*> base;  // per file index: its dataset's first byte (nullptr outside the shard)
+  bool empty() const { return base.empty(); }
+};
+struct MapRequest {
+  size_t file;     // index into the paths
+  int64_t offset;  // H5File::contiguous_offset of the dataset (< 0: not mappable)
+  int64_t bytes;   // what the dataset holds
+};
+
+// One mapping per file, and the kernel's count of mappings per process is
+// limited (vm.max_map_count, 65530 by default; malloc and thread stacks
+// need some too): a shard of more files than this (LBANN's one sample per
+// file) is read through HDF5.
+constexpr size_t kMaxMappedFiles = 16384;
+
+// Maps the requested files of `paths`; an empty shard, the reason logged,
+// when any of them cannot be mapped.
+MappedShard map_shard(const std::vector<std::string>& paths, const std::vector<MapRequest>& want,
+                      const std::string& dataset) {
+  if (want.size() > kMaxMappedFiles) {
+    log::info("{} and {} more files: a shard of more than {} files is read through HDF5, not mapped", paths[0],
+              want.size() - 1, kMaxMappedFiles);
+    return {};
+  }
+  MappedShard m;
+  m.base.assign(paths.size(), nullptr);
+  for (const MapRequest& r : want) {
+    const std::string& path = paths[r.file];
+    if (r.offset < 0) {
+      log::debug(
+          "{}: '{}' is not contiguous little-endian data of its type in the file itself (chunked, filtered, "
+          "external, never written, or behind a user block): read through HDF5",
+          path, dataset);
+      return {};
+    }
+    MappedFile f;
+    try {
+      f = MappedFile::map(path);
+    } catch (const Error& e) {  // e.g. the process's mapping count or address-space limit: HDF5 still reads it
+      log::warn("{}; reading the shard through HDF5", e.message());
+      return {};
+    }
+    MRMF_CHECK_KIND(Data, f.size() >= r.offset + r.bytes, path, ": file of ", f.size(), " bytes, but dataset '",
+                    dataset, "' needs ", r.offset + r.bytes, " (truncated?)");
+    m.base[r.file] = f.data() + r.offset;
+    m.maps.push_back(std::move(f));
+  }
+  return m;
+}
+
+// The offset's meaning checked against HDF5 itself: `rows` rows of `dataset`
+// from `row` on, read both ways.
+bool mapping_agrees(const std::string& path, const std::string& dataset, int64_t row, int64_t rows, DType dt,
+                    const char* mapped, int64_t bytes) {
+  std::vector<char> via_hdf5(static_cast<size_t>(bytes));
+  H5File::open_read(path).read_rows_into(dataset, row, rows, dt, via_hdf5.data());
+  if (std::memcmp(via_hdf5.data(), mapped, via_hdf5.size()) == 0) return true;
+  log::warn("{}: the mapped '{}' differs from what HDF5 reads; reading through HDF5", path, dataset);
+  return false;
+}
+
 // CosmoFlow, authors' layout: `3Dmap` (n, D, H, W, 4), streamed one sample
 // at a time, or mapped (LoaderOptions::memory_map).
 struct CosmoSource : Source {
   CosmoFlowFiles cf;
   std::vector<Pick> picks;
   std::map<size_t, H5File> open_;  // I/O thread only
-  std::vector<MappedFile> maps_;   // per file of the shard, when mapped
-  std::vector<const char*> base_;  // per file (index into cf): its first sample in the mapping
+  MappedShard mapped_;             // the shard's files, when mapped
   CosmoSource(const DataSpec& spec, const LoaderOptions& o) : cf(CosmoFlowFiles::open(cosmo_paths(spec))) {
     log1p = o.transform.kind == kernels::FusedTransform::Log1p;
     file = cf.path(0);
@@ -172,50 +238,25 @@ struct CosmoSource : Source {
   }
   // uint16 only: a stored uint16 needs no value check (check_values: NaN in
   // float types, log1p's domain in signed ones), so reading it from the
-  // mapping skips nothing read_raw() would do. All of the shard's files or
-  // none: raw_ptr() must serve every sample. `offsets`: per file of the
+  // mapping skips nothing read_raw() would do. `offsets`: per file of the
   // shard, H5File::contiguous_offset of its `3Dmap`.
   void map_files(const std::map<size_t, int64_t>& offsets) {
-    std::vector<const char*> base(cf.num_files(), nullptr);
-    std::vector<MappedFile> maps;
-    for (const auto& [f, off] : offsets) {
-      const std::string& path = cf.path(f);
-      if (off < 0) {
-        log::debug(
-            "{}: '3Dmap' is not contiguous little-endian uint16 data in the file itself (chunked, filtered, "
-            "external, never written, or behind a user block): read through HDF5",
-            path);
-        return;
-      }
-      MappedFile m;
-      try {
-        m = MappedFile::map(path);
-      } catch (const Error& e) {  // e.g. the process's mapping count or address-space limit: HDF5 still reads it
-        log::warn("{}; reading the shard through HDF5", e.message());
-        return;
-      }
-      const int64_t need = off + cf.samples(f) * raw_bytes();
-      MRMF_CHECK_KIND(Data, m.size() >= need, path, ": file of ", m.size(), " bytes, but dataset '3Dmap' needs ", need,
-                      " (truncated?)");
-      base[f] = m.data() + off;
-      maps.push_back(std::move(m));
-    }
+    std::vector<std::string> paths;
+    for (size_t f = 0; f < cf.num_files(); ++f) paths.push_back(cf.path(f));
+    std::vector<MapRequest> want;
+    for (const auto& [f, off] : offsets) want.push_back({f, off, cf.samples(f) * raw_bytes()});
+    MappedShard m = map_shard(paths, want, "3Dmap");
     // The offset's meaning checked once against HDF5 itself: the shard's
     // first sample read both ways.
-    std::vector<char> via_hdf5(static_cast<size_t>(raw_bytes()));
     const Pick& p0 = picks.front();
-    H5File::open_read(cf.path(p0.file)).read_rows_into("3Dmap", p0.row, 1, dtype, via_hdf5.data());
-    if (std::memcmp(via_hdf5.data(), base[p0.file] + p0.row * raw_bytes(), via_hdf5.size()) != 0) {
-      log::warn("{}: the mapped '3Dmap' differs from what HDF5 reads; reading through HDF5", cf.path(p0.file));
-      return;
-    }
-    maps_ = std::move(maps);
-    base_ = std::move(base);
+    if (!m.empty() &&
+        mapping_agrees(paths[p0.file], "3Dmap", p0.row, 1, dtype, m.base[p0.file] + p0.row * raw_bytes(), raw_bytes()))
+      mapped_ = std::move(m);
   }
   const void* raw_ptr(int64_t local) const override {
-    if (base_.empty()) return nullptr;
+    if (mapped_.empty()) return nullptr;
     const Pick& p = picks[static_cast<size_t>(local)];
-    return base_[p.file] + p.row * raw_bytes();
+    return mapped_.base[p.file] + p.row * raw_bytes();
   }
   void read_raw(int64_t local, void* dst) override {
     if (const void* src = raw_ptr(local)) {
@@ -233,11 +274,16 @@ struct CosmoSource : Source {
   }
 };
 
-// CosmoFlow, LBANN layout: one sample per file, `full` (4, D, H, W).
+// CosmoFlow, LBANN layout: one sample per file, `full` (4, D, H, W), read
+// through HDF5 or mapped (LoaderOptions::memory_map). Mapped float32 samples
+// (and int16 ones under log1p) are value-checked once each, the first time a
+// batch reads them (check_ram_sample): the files do not change while mapped.
 struct LbannSource : Source {
   CosmoFlowLbannFiles lf;
   std::vector<std::string> paths;
   std::vector<Pick> picks;
+  MappedShard mapped_;
+  std::vector<uint8_t> checked_;  // per sample, mapped only: its values were checked
   LbannSource(const DataSpec& spec, const LoaderOptions& o)
       : lf(CosmoFlowLbannFiles::open(cosmo_paths(spec))), paths(cosmo_paths(spec)) {
     log1p = o.transform.kind == kernels::FusedTransform::Log1p;
@@ -254,14 +300,38 @@ struct LbannSource : Source {
     axis_names = {"D (x)", "H (y)", "W (z)"};
     layout = kernels::InputLayout::ChannelsFirst;
     labels = Tensor::empty({static_cast<int64_t>(picks.size()), params}, DType::F32);
+    std::vector<MapRequest> want;
     for (size_t i = 0; i < picks.size(); ++i) {
-      const Tensor l = H5File::open_read(paths[picks[i].file]).read("unitPar", DType::F32);
-      check_finite(l, paths[picks[i].file] + ": dataset 'unitPar'");
+      const size_t f = picks[i].file;
+      const H5File h = H5File::open_read(paths[f]);
+      const Tensor l = h.read("unitPar", DType::F32);
+      check_finite(l, paths[f] + ": dataset 'unitPar'");
       std::memcpy(labels.data<float>() + static_cast<int64_t>(i) * 4, l.data<float>(), 16);
       ids.push_back(picks[i].id);
+      if (o.memory_map) want.push_back({f, h.contiguous_offset("full", dtype), raw_bytes()});
+    }
+    if (!o.memory_map) return;
+    MappedShard m = map_shard(paths, want, "full");
+    const size_t f0 = picks.front().file;
+    if (!m.empty() && mapping_agrees(paths[f0], "full", 0, 4, dtype, m.base[f0], raw_bytes())) {
+      mapped_ = std::move(m);
+      checked_.assign(picks.size(), 0);
     }
   }
+  const void* raw_ptr(int64_t local) const override {
+    return mapped_.empty() ? nullptr : mapped_.base[picks[static_cast<size_t>(local)].file];
+  }
+  void check_ram_sample(int64_t local) override {
+    if (mapped_.empty() || checked_[static_cast<size_t>(local)]) return;
+    check_values(raw_ptr(local), 1, paths[picks[static_cast<size_t>(local)].file] + ": dataset 'full'");
+    checked_[static_cast<size_t>(local)] = 1;
+  }
   void read_raw(int64_t local, void* dst) override {
+    if (const void* src = raw_ptr(local)) {
+      check_ram_sample(local);
+      std::memcpy(dst, src, static_cast<size_t>(raw_bytes()));
+      return;
+    }
     const std::string& p = paths[picks[static_cast<size_t>(local)].file];
     H5File::open_read(p).read_rows_into("full", 0, 4, dtype, dst);
     check_values(dst, 1, p + ": dataset 'full'");

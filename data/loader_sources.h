@@ -40,6 +40,11 @@ struct Source {
   // Writable bytes of a preloaded sample (the loader may convert them in place).
   virtual void* mutable_raw_ptr(int64_t /*local*/) { return nullptr; }
   virtual void read_raw(int64_t local, void* dst) = 0;
+  // Called before a batch converts sample `local` from raw_ptr(), by the
+  // thread converting it: a source whose bytes in RAM were never checked
+  // (check_values; a mapped file) checks them here. Distinct samples may be
+  // checked at the same time on different threads.
+  virtual void check_ram_sample(int64_t /*local*/) {}
   // NaN/Inf (float types) and, with log1p, values <= -1 among `n` raw
   // samples at `p`: a Data error naming `what` and the index.
   void check_values(const void* p, int64_t n, const std::string& what) const;

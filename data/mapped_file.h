@@ -1,11 +1,12 @@
 // A whole file mapped read-only into memory (RAII, move-only).
 //
-// Why: the CosmoFlow loader can read a contiguous, unfiltered uint16 `3Dmap`
-// dataset straight from the page cache (data/loader_sources.cpp). Through
-// HDF5 every sample is first copied into a staging buffer by the one I/O
-// thread, then converted; from a mapping the sample is converted where it
-// lies, by any thread that takes a chunk of the batch (data/chunked_work.h),
-// as for a preloaded Neuron Inverter shard.
+// Why: the CosmoFlow loaders can read a contiguous, unfiltered dataset (the
+// authors' uint16 `3Dmap`, LBANN's `full`) straight from the page cache
+// (data/loader_sources.cpp). Through HDF5 every sample is first copied into
+// a staging buffer by the one I/O thread, then converted; from a mapping
+// the sample is converted where it lies, by any thread that takes a chunk
+// of the batch (data/chunked_work.h), as for a preloaded Neuron Inverter
+// shard.
 //
 // A mapping must not outlive a file that shrinks under it (reading past the
 // new end is a SIGBUS): users check the size they need against size() when

@@ -649,6 +649,98 @@ TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", 
       }
 }
 
+TEST_CASE("loader: LBANN files mapped into memory give the same batches, values checked once per sample", "[loader]") {
+  // One (4, 4, 4, 4) sample per file, float32 and int16, contiguous (mapped
+  // unless memory_map is off) and chunked (read through HDF5 either way).
+  Tmp d;
+  const auto lbann_dir = [&](const std::string& name, DType dt, bool chunked, int bad_file = -1, float bad = 0) {
+    const std::string dir = d / name;
+    fs::create_directories(dir);
+    for (int i = 0; i < 6; ++i) {
+      Tensor full = Tensor::empty({4, 4, 4, 4});
+      for (int64_t e = 0; e < full.numel(); ++e) full.data<float>()[e] = float((i * 7 + e) % 50);
+      if (i == bad_file) full.data<float>()[77] = bad;
+      Tensor lab = Tensor::full({4}, 0.f);
+      lab.data<float>()[0] = float(i);
+      const std::string path = dir + "/s" + std::to_string(i) + ".h5";
+      if (!chunked) {
+        write_cosmoflow_lbann_file(path, from_float32(full, dt), lab);
+        continue;
+      }
+      H5File c = H5File::create(path);
+      c.write("full", from_float32(full, dt), WriteOptions{1, 0});  // one channel per chunk
+      c.write("unitPar", lab);
+      c.close();
+    }
+    return dir;
+  };
+  for (DType dt : {DType::F32, DType::I16}) {
+    const std::string contig = lbann_dir(std::string("contig_") + dtype_name(dt), dt, false);
+    const std::string chunked = lbann_dir(std::string("chunked_") + dtype_name(dt), dt, true);
+    for (auto tr : {kernels::FusedTransform::None, kernels::FusedTransform::Log1p})
+      for (const std::vector<int64_t>& reduce : {std::vector<int64_t>{}, std::vector<int64_t>{2, 2, 2}}) {
+        std::vector<Tensor> want;
+        std::vector<int64_t> want_ids;
+        for (const std::string& dir : {contig, chunked})
+          for (bool map : {true, false})
+            for (int io : {1, 3})
+              for (bool cache : {false, true}) {
+                INFO(dir << " log1p " << (tr == kernels::FusedTransform::Log1p) << " reduce " << reduce.size()
+                         << " memory_map " << map << " io_threads " << io << " cache " << cache);
+                LoaderOptions o;
+                o.batch_size = 2;
+                o.seed = 3;
+                o.io_threads = io;
+                o.memory_map = map;
+                o.cache_in_memory = cache;
+                o.reduce = reduce;
+                o.transform.kind = tr;
+                auto L = open_loader({DataFormat::CosmoFlowLbann, dir, Split::Train}, o);
+                if (!cache) CHECK(L->caching() == (map && dir == contig));  // mapped: read like a preloaded shard
+                std::vector<Tensor> xs;
+                std::vector<int64_t> ids = epoch_ids(*L, 0, &xs);
+                const std::vector<int64_t> ids1 = epoch_ids(*L, 1, &xs);
+                ids.insert(ids.end(), ids1.begin(), ids1.end());
+                if (want.empty()) {
+                  want = xs;
+                  want_ids = ids;
+                }
+                REQUIRE(ids == want_ids);
+                REQUIRE(xs.size() == want.size());
+                for (size_t i = 0; i < xs.size(); ++i) REQUIRE(same(xs[i], want[i]));
+              }
+      }
+  }
+  // A NaN in a mapped float32 file, and a value <= -1 under log1p in a mapped
+  // int16 one: the batch that reads the sample fails naming the file, the
+  // dataset and the value, in every epoch that reads it (a failed check is
+  // not remembered as passed), and the loader goes on.
+  const std::string nan_dir = lbann_dir("nan", DType::F32, false, 3, std::numeric_limits<float>::quiet_NaN());
+  const std::string neg_dir = lbann_dir("neg", DType::I16, false, 3, -5.f);
+  for (const auto& [dir, log1p, what] :
+       {std::make_tuple(nan_dir, false, "non-finite"), std::make_tuple(neg_dir, true, "value -5")})
+    for (bool map : {true, false})
+      for (int io : {1, 2, 3}) {
+        INFO(dir << " memory_map " << map << " io_threads " << io);
+        LoaderOptions o;
+        o.batch_size = 2;
+        o.shuffle = false;
+        o.io_threads = io;
+        o.memory_map = map;
+        o.cache_in_memory = false;
+        if (log1p) o.transform.kind = kernels::FusedTransform::Log1p;
+        auto L = open_loader({DataFormat::CosmoFlowLbann, dir, Split::Train}, o);
+        CHECK(L->caching() == map);
+        for (int64_t e = 0; e < 2; ++e) {
+          L->start_epoch(e);
+          LoaderBatch b;
+          REQUIRE(L->next(b));  // samples 0 and 1
+          REQUIRE_THAT(err([&] { L->next(b); }),
+                       Catch::Contains("s3.h5") && Catch::Contains("'full'") && Catch::Contains(what));
+        }
+      }
+}
+
 TEST_CASE("loader: CosmoFlow file shards and the LBANN layout", "[loader]") {
   Tmp d;
   write_cf(d / "cf", 3, 4, 4);
