@@ -251,12 +251,12 @@ int main(int argc, char** argv) {
     };
     return paired(kPairs, epoch, reference);  // ratio: reference time / loader time
   };
-  row("\n(a) %-44s %12s %10s %9s %6s   (paired with the plain read: median ratio, best/best)\n", "reader",
-      "samples/s", "GB/s", "% plain", "best");
+  row("\n(a) %-48s %12s %10s %9s %6s   (paired with the plain read: median ratio, best/best)\n", "reader", "samples/s",
+      "GB/s", "% plain", "best");
   // One paired row: n samples of `bytes` each per timed call of the measured side.
   const auto paired_row = [&](const char* name, const Paired& pr, int64_t n, int64_t bytes) {
     const double sps = double(n) / pr.a;
-    row("    %-44s %12.0f %10.2f %8.0f%% %5.0f%%\n", name, sps, sps * bytes / 1e9, 100 * pr.ratio,
+    row("    %-48s %12.0f %10.2f %8.0f%% %5.0f%%\n", name, sps, sps * bytes / 1e9, 100 * pr.ratio,
         100 * pr.b_best / pr.a_best);
   };
   const auto cf_row = [&](const char* name, const Paired& pr) {
@@ -265,7 +265,7 @@ int main(int argc, char** argv) {
   if (section("cf") || section("prefetch")) {
     const double t_plain = best_of(3, plain_read);
     const double plain_sps = total / t_plain;
-    row("    %-44s %12.0f %10.2f\n", "plain HDF5 read, 1-sample hyperslabs", plain_sps, plain_sps * sample_bytes / 1e9);
+    row("    %-48s %12.0f %10.2f\n", "plain HDF5 read, 1-sample hyperslabs", plain_sps, plain_sps * sample_bytes / 1e9);
   }
   double t_sample = 0;  // the 1-thread loader's time per sample, for (c)
   for (int io : ios) {
@@ -336,7 +336,7 @@ int main(int argc, char** argv) {
       const double t = best_of(3, lbann_read);
       char name[80];
       std::snprintf(name, sizeof name, "LBANN files (%s): plain HDF5 read", tn);
-      row("    %-44s %12.0f %10.2f\n", name, double(paths.size()) / t, double(paths.size()) * lb_bytes / t / 1e9);
+      row("    %-48s %12.0f %10.2f\n", name, double(paths.size()) / t, double(paths.size()) * lb_bytes / t / 1e9);
       for (bool mapped : {false, true})
         for (int io : ios) {
           std::snprintf(name, sizeof name, "LBANN loader%s (%s, io_threads %d)", mapped ? ", mapped" : "", tn, io);
@@ -350,15 +350,16 @@ int main(int argc, char** argv) {
       // sample's values are checked the first time it is read. The first
       // epoch of fresh loaders, opened (each file opened for its labels
       // and mapped: once per run) before the timing.
-      std::snprintf(name, sizeof name, "LBANN mapped (%s): 1st epoch", tn);
+      std::snprintf(name, sizeof name, "LBANN mapped (%s, io_threads 1): 1st epoch", tn);
       if (wanted(name)) {
         data::LoaderOptions lo = o;
         lo.memory_map = true;
         lo.prefetch_next_epoch = false;
-        std::vector<std::unique_ptr<data::Loader>> fresh;
+        std::vector<std::unique_ptr<data::Loader>> fresh, used;
         for (int k = 0; k < kPairs + 1; ++k)
           fresh.push_back(data::open_loader({data::DataFormat::CosmoFlowLbann, lb.string(), data::Split::Train}, lo));
         const auto first_epoch = [&] {
+          used.push_back(std::move(L));  // unmapped after the timing, not inside it
           L = std::move(fresh.back());
           fresh.pop_back();
           L->start_epoch(0);
@@ -368,6 +369,7 @@ int main(int argc, char** argv) {
         };
         const Paired pr = paired(kPairs, first_epoch, lbann_read);  // before L is read: it sets L
         paired_row(name, pr, L->samples_per_epoch(), lb_bytes);
+        used.clear();
       }
       L.reset();
     }
@@ -427,7 +429,7 @@ int main(int argc, char** argv) {
       }
     };
     const double read_sps = double(ni_n / NB * NB) / best_of(3, ni_read);
-    row("    %-44s %12.0f %10.2f\n", "NI: plain HDF5 read, 128-sample hyperslabs", read_sps, read_sps * ni_bytes / 1e9);
+    row("    %-48s %12.0f %10.2f\n", "NI: plain HDF5 read, 128-sample hyperslabs", read_sps, read_sps * ni_bytes / 1e9);
     const auto ni_row = [&](const char* name, const Paired& pr, int64_t n) { paired_row(name, pr, n, ni_bytes); };
     const auto gather_plain = [&] { ni_gather(false); };
     const auto gather_prefetched = [&] { ni_gather(true); };

@@ -109,7 +109,8 @@ struct LoaderOptions {
   // the page cache, in chunks any thread may take, with no staging copy by
   // the I/O thread. LBANN samples that need a value check (float32; int16
   // under log1p) are checked the first time they are read. Other files, and
-  // shards of more than 16384 files, are read through HDF5.
+  // files past the process's MRMF_MAX_MAPPED_FILES (default 16384), are read
+  // through HDF5.
   bool memory_map = true;
   // The cache draws on the process-wide budget (data/cache_budget.h); this
   // caps one loader's share on top of it (0: no cap of its own).

@@ -2,9 +2,13 @@
 #include "data/loader_sources.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <utility>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -127,14 +131,69 @@ std::vector<Pick> cosmo_shard(const std::vector<int64_t>& per_file, const Loader
   return picks;
 }
 
+// One mapping per file, and the kernel's count of mappings per process is
+// limited (vm.max_map_count, 65530 by default; malloc, thread stacks and
+// the CUDA driver need some too): the loaders of a process map at most
+// 16384 files in all (LBANN's one sample per file makes many), or
+// MRMF_MAX_MAPPED_FILES (a node with a raised vm.max_map_count), and read
+// what would pass it through HDF5. Read at every loader's set-up.
+int64_t max_mapped_files() {
+  const char* env = std::getenv("MRMF_MAX_MAPPED_FILES");
+  if (!env || !*env) return 16384;
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(env, &end, 10);
+  MRMF_CHECK_KIND(Usage, end && *end == '\0' && errno == 0 && v >= 0, "MRMF_MAX_MAPPED_FILES='", env,
+                  "': expected a number of files, 0 or more (0: no file is mapped)");
+  return v;
+}
+
 // The files of a shard mapped into memory (LoaderOptions::memory_map): each
 // file's dataset read where it lies in the page cache, by any thread that
 // takes a chunk of a batch (data/mapped_file.h says why). All of the shard's
-// files or none: raw_ptr() must serve every sample.
-struct MappedShard {
+// files or none: raw_ptr() must serve every sample. Move-only; holds its
+// share of max_mapped_files() until destroyed.
+class MappedShard {
+ public:
   std::vector<MappedFile> maps;
   std::vector<const char*> base;  // per file index: its dataset's first byte (nullptr outside the shard)
+
+  MappedShard() = default;
+  MappedShard(MappedShard&& o) noexcept
+      : maps(std::move(o.maps)), base(std::move(o.base)), reserved_(std::exchange(o.reserved_, 0)) {}
+  MappedShard& operator=(MappedShard&& o) noexcept {
+    if (this != &o) {
+      maps = std::move(o.maps);  // unmaps this shard's files
+      base = std::move(o.base);
+      release();
+      reserved_ = std::exchange(o.reserved_, 0);
+    }
+    return *this;
+  }
+  MappedShard(const MappedShard&) = delete;
+  MappedShard& operator=(const MappedShard&) = delete;
+  ~MappedShard() { release(); }
+
   bool empty() const { return base.empty(); }
+  // Takes n of the process's `limit` mappings; false, taking none, when
+  // fewer are left.
+  bool reserve(int64_t n, int64_t limit) {
+    int64_t cur = in_use().load();
+    do {
+      if (cur + n > limit) return false;
+    } while (!in_use().compare_exchange_weak(cur, cur + n));
+    reserved_ += n;
+    return true;
+  }
+  static int64_t files_in_use() { return in_use().load(); }
+
+ private:
+  static std::atomic<int64_t>& in_use() {
+    static std::atomic<int64_t> n{0};  // trivially destructible: safe at static exit
+    return n;
+  }
+  void release() noexcept { in_use() -= std::exchange(reserved_, 0); }
+  int64_t reserved_ = 0;
 };
 struct MapRequest {
   size_t file;     // index into the paths
@@ -142,22 +201,20 @@ struct MapRequest {
   int64_t bytes;   // what the dataset holds
 };
 
-// One mapping per file, and the kernel's count of mappings per process is
-// limited (vm.max_map_count, 65530 by default; malloc and thread stacks
-// need some too): a shard of more files than this (LBANN's one sample per
-// file) is read through HDF5.
-constexpr size_t kMaxMappedFiles = 16384;
-
 // Maps the requested files of `paths`; an empty shard, the reason logged,
 // when any of them cannot be mapped.
 MappedShard map_shard(const std::vector<std::string>& paths, const std::vector<MapRequest>& want,
                       const std::string& dataset) {
-  if (want.size() > kMaxMappedFiles) {
-    log::info("{} and {} more files: a shard of more than {} files is read through HDF5, not mapped", paths[0],
-              want.size() - 1, kMaxMappedFiles);
+  if (want.empty()) return {};
+  MappedShard m;
+  const int64_t limit = max_mapped_files();
+  if (!m.reserve(static_cast<int64_t>(want.size()), limit)) {
+    log::info(
+        "{} and {} more files: mapping them would take this process's loaders past {} mapped files ({} in use; "
+        "MRMF_MAX_MAPPED_FILES); read through HDF5",
+        paths[want.front().file], want.size() - 1, limit, MappedShard::files_in_use());
     return {};
   }
-  MappedShard m;
   m.base.assign(paths.size(), nullptr);
   for (const MapRequest& r : want) {
     const std::string& path = paths[r.file];

@@ -717,28 +717,77 @@ TEST_CASE("loader: LBANN files mapped into memory give the same batches, values 
   // not remembered as passed), and the loader goes on.
   const std::string nan_dir = lbann_dir("nan", DType::F32, false, 3, std::numeric_limits<float>::quiet_NaN());
   const std::string neg_dir = lbann_dir("neg", DType::I16, false, 3, -5.f);
+  // Also with the cache on and 1/8 (a mapped sample's reduced copy cached).
   for (const auto& [dir, log1p, what] :
        {std::make_tuple(nan_dir, false, "non-finite"), std::make_tuple(neg_dir, true, "value -5")})
     for (bool map : {true, false})
-      for (int io : {1, 2, 3}) {
-        INFO(dir << " memory_map " << map << " io_threads " << io);
-        LoaderOptions o;
-        o.batch_size = 2;
-        o.shuffle = false;
-        o.io_threads = io;
-        o.memory_map = map;
-        o.cache_in_memory = false;
-        if (log1p) o.transform.kind = kernels::FusedTransform::Log1p;
-        auto L = open_loader({DataFormat::CosmoFlowLbann, dir, Split::Train}, o);
-        CHECK(L->caching() == map);
-        for (int64_t e = 0; e < 2; ++e) {
-          L->start_epoch(e);
-          LoaderBatch b;
-          REQUIRE(L->next(b));  // samples 0 and 1
-          REQUIRE_THAT(err([&] { L->next(b); }),
-                       Catch::Contains("s3.h5") && Catch::Contains("'full'") && Catch::Contains(what));
+      for (int io : {1, 2, 3})
+        for (bool cache : {false, true}) {
+          INFO(dir << " memory_map " << map << " io_threads " << io << " cache and 1/8 " << cache);
+          LoaderOptions o;
+          o.batch_size = 2;
+          o.shuffle = false;
+          o.io_threads = io;
+          o.memory_map = map;
+          o.cache_in_memory = cache;
+          if (cache) o.reduce = {2, 2, 2};
+          if (log1p) o.transform.kind = kernels::FusedTransform::Log1p;
+          auto L = open_loader({DataFormat::CosmoFlowLbann, dir, Split::Train}, o);
+          if (!cache) CHECK(L->caching() == map);
+          for (int64_t e = 0; e < 2; ++e) {
+            L->start_epoch(e);
+            LoaderBatch b;
+            REQUIRE(L->next(b));  // samples 0 and 1
+            REQUIRE_THAT(err([&] { L->next(b); }),
+                         Catch::Contains("s3.h5") && Catch::Contains("'full'") && Catch::Contains(what));
+            REQUIRE(L->next(b));  // samples 4 and 5
+            REQUIRE(b.y.at({0, 0}) == 4.f);
+            REQUIRE(!L->next(b));
+          }
         }
-      }
+}
+
+TEST_CASE("loader: the process's loaders map at most MRMF_MAX_MAPPED_FILES files", "[loader]") {
+  // Six one-sample LBANN files per loader: a limit of 6 maps one loader's
+  // shard, not a second one's while the first lives; a shard that would pass
+  // the limit is read through HDF5 and gives the same batches.
+  Tmp d;
+  fs::create_directories(d / "lb");
+  for (int i = 0; i < 6; ++i) {
+    Tensor full = Tensor::full({4, 4, 4, 4}, float(i));
+    Tensor lab = Tensor::full({4}, float(i));
+    write_cosmoflow_lbann_file(d / ("lb/s" + std::to_string(i) + ".h5"), full, lab);
+  }
+  struct EnvGuard {
+    ~EnvGuard() { ::unsetenv("MRMF_MAX_MAPPED_FILES"); }
+  } guard;
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.cache_in_memory = false;
+  const auto open = [&] { return open_loader({DataFormat::CosmoFlowLbann, d / "lb", Split::Train}, o); };
+  ::setenv("MRMF_MAX_MAPPED_FILES", "5", 1);
+  auto over = open();
+  CHECK(!over->caching());
+  std::vector<Tensor> x_hdf5, x_mapped;
+  const auto ids = epoch_ids(*over, 0, &x_hdf5);
+  over.reset();
+  ::setenv("MRMF_MAX_MAPPED_FILES", "6", 1);
+  {
+    auto first = open();
+    CHECK(first->caching());
+    REQUIRE(epoch_ids(*first, 0, &x_mapped) == ids);
+    for (size_t i = 0; i < x_hdf5.size(); ++i) REQUIRE(same(x_hdf5[i], x_mapped[i]));
+    auto second = open();  // the first holds all 6
+    CHECK(!second->caching());
+  }
+  CHECK(open()->caching());  // released with the loaders
+  for (const char* bad : {"many", "-1", "12x"}) {
+    ::setenv("MRMF_MAX_MAPPED_FILES", bad, 1);
+    REQUIRE_THAT(err(open), Catch::Contains("MRMF_MAX_MAPPED_FILES='" + std::string(bad) + "'") &&
+                                Catch::Contains("expected a number of files"));
+  }
+  ::setenv("MRMF_MAX_MAPPED_FILES", "0", 1);
+  CHECK(!open()->caching());
 }
 
 TEST_CASE("loader: CosmoFlow file shards and the LBANN layout", "[loader]") {
