@@ -312,24 +312,38 @@ void write_cosmoflow_lbann_file(const std::string& path, const Tensor& full, con
 }
 
 // ====================================================================== checks
+namespace {
+// Index of the first element of p[0, n) whose exponent bits are all ones
+// (Inf or NaN), read as the same-width unsigned type U, or -1. Streamed and
+// mapped samples are checked when read (a 128^3 x 4 float32 cube is 8 M
+// values): a branch-free OR over blocks vectorizes (a loop that returns at
+// the first hit does not), then the block that has one is searched.
+template <typename U>
+int64_t first_exponent_all_ones(const void* data, int64_t n, U exp_mask) {
+  const U* p = static_cast<const U*>(data);
+  constexpr int64_t kBlock = 4096;
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t e = std::min(n, b + kBlock);
+    U any = 0;
+    for (int64_t i = b; i < e; ++i) any |= static_cast<U>((p[i] & exp_mask) == exp_mask);
+    if (!any) continue;
+    for (int64_t i = b; i < e; ++i)
+      if ((p[i] & exp_mask) == exp_mask) return i;
+  }
+  return -1;
+}
+}  // namespace
+
 int64_t first_non_finite(const Tensor& t) {
   MRMF_CHECK(!t.device().is_cuda() && t.is_contiguous(), "first_non_finite expects a contiguous CPU tensor, got ",
              t.str());
   const int64_t n = t.numel();
-  if (t.dtype() == DType::F32) {
-    const float* p = t.data<float>();
-    for (int64_t i = 0; i < n; ++i)
-      if (!std::isfinite(p[i])) return i;
-  } else if (t.dtype() == DType::F16) {
-    const auto* p = static_cast<const uint16_t*>(t.raw_data());
-    for (int64_t i = 0; i < n; ++i)
-      if ((p[i] & 0x7C00u) == 0x7C00u) return i;  // exponent all ones: inf or nan
-  } else if (t.dtype() == DType::F64) {
-    const double* p = static_cast<const double*>(t.raw_data());
-    for (int64_t i = 0; i < n; ++i)
-      if (!std::isfinite(p[i])) return i;
+  switch (t.dtype()) {
+    case DType::F32: return first_exponent_all_ones<uint32_t>(t.raw_data(), n, 0x7F800000u);
+    case DType::F16: return first_exponent_all_ones<uint16_t>(t.raw_data(), n, 0x7C00u);
+    case DType::F64: return first_exponent_all_ones<uint64_t>(t.raw_data(), n, 0x7FF0000000000000ull);
+    default: return -1;  // integer types are always finite
   }
-  return -1;  // integer types are always finite
 }
 
 namespace {

@@ -310,6 +310,28 @@ TEST_CASE("h5 formats: NaN/Inf check reports the first bad index", "[data][forma
   Tensor h = from_float32(Tensor::full({5}, 2.f), DType::F16);
   static_cast<uint16_t*>(h.raw_data())[3] = 0x7E00;  // half NaN
   REQUIRE(first_non_finite(h) == 3);
+  // Long tensors are searched in blocks of 4096: the first bad element
+  // wins across and within blocks, the extremes of the finite range pass.
+  for (DType dt : {DType::F32, DType::F64, DType::F16}) {
+    INFO(dtype_name(dt));
+    const auto as = [dt](const Tensor& f) {
+      if (dt != DType::F64) return from_float32(f, dt);
+      Tensor d = Tensor::empty(f.shape(), DType::F64);
+      for (int64_t i = 0; i < f.numel(); ++i) static_cast<double*>(d.raw_data())[i] = f.data<float>()[i];
+      return d;
+    };
+    const float big = dt == DType::F16 ? 65504.f : std::numeric_limits<float>::max();
+    Tensor f = Tensor::full({10000}, 1.f);
+    f.data<float>()[0] = -big;
+    f.data<float>()[1] = std::numeric_limits<float>::denorm_min();
+    f.data<float>()[4095] = big;
+    REQUIRE(first_non_finite(as(f)) == -1);
+    f.data<float>()[9999] = -std::numeric_limits<float>::infinity();
+    REQUIRE(first_non_finite(as(f)) == 9999);
+    f.data<float>()[8000] = std::nanf("");
+    f.data<float>()[4097] = std::numeric_limits<float>::infinity();
+    REQUIRE(first_non_finite(as(f)) == 4097);
+  }
 }
 
 TEST_CASE("h5 formats: a file another process holds locked for writing can still be opened for reading",
