@@ -298,6 +298,41 @@ int main(int argc, char** argv) {
     cf_row(name, loader_vs(plain_read, data::DataFormat::CosmoFlow, dir.string(), io, B, {}));
     map_files = false;
   }
+  // The authors' layout with float32 `3Dmap`, what `mrmf downsample` writes
+  // (its coarse copies): the same cubes as float32, through HDF5 and mapped
+  // (each sample's NaN/Inf scan on its first read), paired with a plain
+  // read of those files.
+  if (section("cf")) {
+    const fs::path f32 = dir / "float32";
+    fs::create_directories(f32 / "train");
+    for (size_t f = 0; f < cf.num_files(); ++f) {
+      const data::H5File h = data::H5File::open_read(cf.path(f));
+      data::write_cosmoflow_file((f32 / "train" / fs::path(cf.path(f)).filename()).string(),
+                                 h.read("3Dmap", DType::F32), h.read("unitPar", DType::F32));
+    }
+    const data::CosmoFlowFiles cf32 = data::CosmoFlowFiles::open((f32 / "train" / "*.h5").string());
+    std::vector<char> buf32(static_cast<size_t>(2 * sample_bytes));
+    const auto plain_read32 = [&] {
+      std::lock_guard<std::recursive_mutex> lock(data::hdf5_mutex());
+      for (size_t f = 0; f < cf32.num_files(); ++f) {
+        const data::H5File h = data::H5File::open_read(cf32.path(f));
+        for (int64_t r = 0; r < cf32.samples(f); ++r) h.read_rows_into("3Dmap", r, 1, DType::F32, buf32.data());
+      }
+    };
+    const double t = best_of(3, plain_read32);
+    row("    %-48s %12.0f %10.2f\n", "float32 3Dmap: plain HDF5 read", total / t, total * 2 * sample_bytes / t / 1e9);
+    for (bool mapped : {false, true})
+      for (int io : ios) {
+        char name[80];
+        std::snprintf(name, sizeof name, "loader%s, float32 3Dmap (io_threads %d)", mapped ? ", mapped" : "", io);
+        if (!wanted(name)) continue;
+        map_files = mapped;
+        const Paired pr = loader_vs(plain_read32, data::DataFormat::CosmoFlow, f32.string(), io, B, {});
+        map_files = false;
+        paired_row(name, pr, L->samples_per_epoch(), 2 * sample_bytes);
+      }
+    L.reset();
+  }
   // CosmoFlow as LBANN stores it: one sample per file, `full` (4, D, H, W)
   // float32 or int16, already channels-first. The same cubes, each paired
   // with a plain read of the same files (open, one read of `full`): the

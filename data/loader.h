@@ -102,12 +102,12 @@ struct LoaderOptions {
   Transform transform;
   NiLayout ni_layout = NiLayout::Transpose;
   bool cache_in_memory = true;
-  // CosmoFlow files whose uint16 `3Dmap` is stored contiguously and
-  // unfiltered (what `mrmf datagen` and h5py write by default), and LBANN
-  // files whose float32 or int16 `full` is stored so, are mapped into memory
+  // CosmoFlow files whose `3Dmap` (authors' layout) or `full` (LBANN's) is
+  // stored contiguously, unfiltered and little-endian (what `mrmf datagen`,
+  // `mrmf downsample` and h5py write by default) are mapped into memory
   // (data/mapped_file.h) and read like a preloaded shard: every batch from
   // the page cache, in chunks any thread may take, with no staging copy by
-  // the I/O thread. LBANN samples that need a value check (float32; int16
+  // the I/O thread. Samples that need a value check (float types; int16
   // under log1p) are checked the first time they are read. Other files, and
   // files past the process's MRMF_MAX_MAPPED_FILES (default 16384), are read
   // through HDF5.

@@ -251,13 +251,53 @@ bool mapping_agrees(const std::string& path, const std::string& dataset, int64_t
   return false;
 }
 
-// CosmoFlow, authors' layout: `3Dmap` (n, D, H, W, 4), streamed one sample
-// at a time, or mapped (LoaderOptions::memory_map).
-struct CosmoSource : Source {
-  CosmoFlowFiles cf;
+// A CosmoFlow source over a shard of files (`picks`), each file's dataset
+// read through HDF5 or mapped (LoaderOptions::memory_map). raw_ptr() serves
+// every sample from the mapping; a mapped sample whose type needs a value
+// check (check_values: float types; signed ones under log1p) is checked the
+// first time a batch reads it (check_ram_sample), not every epoch: the
+// files do not change while mapped.
+struct MappedSource : Source {
   std::vector<Pick> picks;
+  MappedShard mapped_;            // the shard's files, when mapped
+  std::vector<uint8_t> checked_;  // per sample, mapped only: its values were checked
+  // "<file>: dataset '<name>' ..." for sample `local`'s messages.
+  virtual std::string sample_what(int64_t local) const = 0;
+  // Keeps the mapping `m` if the shard's first sample reads the same
+  // through it as through HDF5 (the offset's meaning checked once).
+  void adopt(MappedShard m, const std::vector<std::string>& paths, int64_t rows_per_sample) {
+    const Pick& p0 = picks.front();
+    if (m.empty() || !mapping_agrees(paths[p0.file], dataset, p0.row * rows_per_sample, rows_per_sample, dtype,
+                                     m.base[p0.file] + p0.row * raw_bytes(), raw_bytes()))
+      return;
+    mapped_ = std::move(m);
+    checked_.assign(picks.size(), 0);
+  }
+  const void* raw_ptr(int64_t local) const override {
+    if (mapped_.empty()) return nullptr;
+    const Pick& p = picks[static_cast<size_t>(local)];
+    return mapped_.base[p.file] + p.row * raw_bytes();
+  }
+  void check_ram_sample(int64_t local) override {
+    if (mapped_.empty() || checked_[static_cast<size_t>(local)]) return;
+    check_values(raw_ptr(local), 1, sample_what(local));
+    checked_[static_cast<size_t>(local)] = 1;
+  }
+  // A mapped sample into dst, checked; false when the shard is not mapped.
+  bool copy_mapped(int64_t local, void* dst) {
+    const void* src = raw_ptr(local);
+    if (!src) return false;
+    check_ram_sample(local);
+    std::memcpy(dst, src, static_cast<size_t>(raw_bytes()));
+    return true;
+  }
+};
+
+// CosmoFlow, authors' layout: `3Dmap` (n, D, H, W, 4), streamed one sample
+// at a time, or mapped.
+struct CosmoSource : MappedSource {
+  CosmoFlowFiles cf;
   std::map<size_t, H5File> open_;  // I/O thread only
-  MappedShard mapped_;             // the shard's files, when mapped
   CosmoSource(const DataSpec& spec, const LoaderOptions& o) : cf(CosmoFlowFiles::open(cosmo_paths(spec))) {
     log1p = o.transform.kind == kernels::FusedTransform::Log1p;
     file = cf.path(0);
@@ -274,52 +314,33 @@ struct CosmoSource : Source {
     axis_names = {"D (x)", "H (y)", "W (z)"};
     layout = kernels::InputLayout::ChannelsLast;
     labels = Tensor::empty({static_cast<int64_t>(picks.size()), params}, DType::F32);
-    // Each file of the shard opened once: its labels and, for mapping
-    // (map_files()), where its `3Dmap` lies.
-    const bool may_map = o.memory_map && dtype == DType::U16;
+    // Each file of the shard opened once: its labels and, for mapping,
+    // where its `3Dmap` lies.
     std::map<size_t, Tensor> file_labels;
-    std::map<size_t, int64_t> offsets;
+    std::vector<MapRequest> want;
     for (size_t i = 0; i < picks.size(); ++i) {
       const size_t f = picks[i].file;
       if (!file_labels.count(f)) {
         const H5File h = H5File::open_read(cf.path(f));
         file_labels[f] = h.read("unitPar", DType::F32);
         check_finite(file_labels[f], cf.path(f) + ": dataset 'unitPar'");
-        if (may_map) offsets[f] = h.contiguous_offset("3Dmap", dtype);
+        if (o.memory_map) want.push_back({f, h.contiguous_offset("3Dmap", dtype), cf.samples(f) * raw_bytes()});
       }
       std::memcpy(labels.data<float>() + static_cast<int64_t>(i) * params,
                   file_labels[f].data<float>() + picks[i].row * params, static_cast<size_t>(params) * 4);
       ids.push_back(picks[i].id);
     }
-    if (may_map) map_files(offsets);
-  }
-  // uint16 only: a stored uint16 needs no value check (check_values: NaN in
-  // float types, log1p's domain in signed ones), so reading it from the
-  // mapping skips nothing read_raw() would do. `offsets`: per file of the
-  // shard, H5File::contiguous_offset of its `3Dmap`.
-  void map_files(const std::map<size_t, int64_t>& offsets) {
+    if (!o.memory_map) return;
     std::vector<std::string> paths;
     for (size_t f = 0; f < cf.num_files(); ++f) paths.push_back(cf.path(f));
-    std::vector<MapRequest> want;
-    for (const auto& [f, off] : offsets) want.push_back({f, off, cf.samples(f) * raw_bytes()});
-    MappedShard m = map_shard(paths, want, "3Dmap");
-    // The offset's meaning checked once against HDF5 itself: the shard's
-    // first sample read both ways.
-    const Pick& p0 = picks.front();
-    if (!m.empty() &&
-        mapping_agrees(paths[p0.file], "3Dmap", p0.row, 1, dtype, m.base[p0.file] + p0.row * raw_bytes(), raw_bytes()))
-      mapped_ = std::move(m);
+    adopt(map_shard(paths, want, dataset), paths, 1);
   }
-  const void* raw_ptr(int64_t local) const override {
-    if (mapped_.empty()) return nullptr;
+  std::string sample_what(int64_t local) const override {
     const Pick& p = picks[static_cast<size_t>(local)];
-    return mapped_.base[p.file] + p.row * raw_bytes();
+    return cf.path(p.file) + ": dataset '3Dmap' sample " + std::to_string(p.row);
   }
   void read_raw(int64_t local, void* dst) override {
-    if (const void* src = raw_ptr(local)) {
-      std::memcpy(dst, src, static_cast<size_t>(raw_bytes()));
-      return;
-    }
+    if (copy_mapped(local, dst)) return;
     const Pick& p = picks[static_cast<size_t>(local)];
     auto it = open_.find(p.file);
     if (it == open_.end()) {
@@ -327,20 +348,15 @@ struct CosmoSource : Source {
       it = open_.emplace(p.file, H5File::open_read(cf.path(p.file))).first;
     }
     it->second.read_rows_into("3Dmap", p.row, 1, dtype, dst);
-    check_values(dst, 1, cf.path(p.file) + ": dataset '3Dmap' sample " + std::to_string(p.row));
+    check_values(dst, 1, sample_what(local));
   }
 };
 
 // CosmoFlow, LBANN layout: one sample per file, `full` (4, D, H, W), read
-// through HDF5 or mapped (LoaderOptions::memory_map). Mapped float32 samples
-// (and int16 ones under log1p) are value-checked once each, the first time a
-// batch reads them (check_ram_sample): the files do not change while mapped.
-struct LbannSource : Source {
+// through HDF5 or mapped.
+struct LbannSource : MappedSource {
   CosmoFlowLbannFiles lf;
   std::vector<std::string> paths;
-  std::vector<Pick> picks;
-  MappedShard mapped_;
-  std::vector<uint8_t> checked_;  // per sample, mapped only: its values were checked
   LbannSource(const DataSpec& spec, const LoaderOptions& o)
       : lf(CosmoFlowLbannFiles::open(cosmo_paths(spec))), paths(cosmo_paths(spec)) {
     log1p = o.transform.kind == kernels::FusedTransform::Log1p;
@@ -367,31 +383,15 @@ struct LbannSource : Source {
       ids.push_back(picks[i].id);
       if (o.memory_map) want.push_back({f, h.contiguous_offset("full", dtype), raw_bytes()});
     }
-    if (!o.memory_map) return;
-    MappedShard m = map_shard(paths, want, "full");
-    const size_t f0 = picks.front().file;
-    if (!m.empty() && mapping_agrees(paths[f0], "full", 0, 4, dtype, m.base[f0], raw_bytes())) {
-      mapped_ = std::move(m);
-      checked_.assign(picks.size(), 0);
-    }
+    if (o.memory_map) adopt(map_shard(paths, want, dataset), paths, 4);  // a sample: `full`'s 4 rows
   }
-  const void* raw_ptr(int64_t local) const override {
-    return mapped_.empty() ? nullptr : mapped_.base[picks[static_cast<size_t>(local)].file];
-  }
-  void check_ram_sample(int64_t local) override {
-    if (mapped_.empty() || checked_[static_cast<size_t>(local)]) return;
-    check_values(raw_ptr(local), 1, paths[picks[static_cast<size_t>(local)].file] + ": dataset 'full'");
-    checked_[static_cast<size_t>(local)] = 1;
+  std::string sample_what(int64_t local) const override {
+    return paths[picks[static_cast<size_t>(local)].file] + ": dataset 'full'";
   }
   void read_raw(int64_t local, void* dst) override {
-    if (const void* src = raw_ptr(local)) {
-      check_ram_sample(local);
-      std::memcpy(dst, src, static_cast<size_t>(raw_bytes()));
-      return;
-    }
-    const std::string& p = paths[picks[static_cast<size_t>(local)].file];
-    H5File::open_read(p).read_rows_into("full", 0, 4, dtype, dst);
-    check_values(dst, 1, p + ": dataset 'full'");
+    if (copy_mapped(local, dst)) return;
+    H5File::open_read(paths[picks[static_cast<size_t>(local)].file]).read_rows_into("full", 0, 4, dtype, dst);
+    check_values(dst, 1, sample_what(local));
   }
 };
 

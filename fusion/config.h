@@ -83,7 +83,7 @@ struct DataConfig {
   int64_t io_threads = 1;                  // > 1: converter threads beside the I/O thread (CPU; data/loader.h)
   int64_t max_train_samples = 0;           // 0: all
   int64_t cache_max_mb = 0;                // the process's sample-cache budget; 0: RAM / 4 / ranks on the node
-  bool memory_map = true;                  // CosmoFlow: map contiguous uint16 / LBANN files (data/loader.h)
+  bool memory_map = true;                  // CosmoFlow: map contiguous files (data/loader.h)
 };
 
 struct ModelConfig {

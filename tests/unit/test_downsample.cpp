@@ -97,6 +97,8 @@ TEST_CASE("downsample: CosmoFlow folder, 1/2 along x and 1/8 along x,y,z", "[dow
   const CosmoFlowFiles h = CosmoFlowFiles::open(d / "half/train/a.h5");
   REQUIRE(h.dims() == std::array<int64_t, 3>{2, 4, 4});
   REQUIRE(h.dtype() == DType::F32);
+  // Stored contiguously: the loaders map the coarse copy (data/loader.h, memory_map).
+  CHECK(H5File::open_read(d / "half/train/a.h5").contiguous_offset("3Dmap", DType::F32) > 0);
   const Batch hb = h.read(0, 0, 2);
   for (int64_t n = 0; n < 2; ++n)
     for (int64_t a = 0; a < 2; ++a)
@@ -133,6 +135,7 @@ TEST_CASE("downsample: an LBANN folder (one channels-first sample per file)", "[
   REQUIRE(out.size() == 3);
   CHECK(out.dims() == std::array<int64_t, 3>{2, 6, 4});
   CHECK(out.dtype() == DType::F32);
+  CHECK(H5File::open_read(d / "lb_out/s0.h5").contiguous_offset("full", DType::F32) > 0);  // mapped when loaded
   for (size_t i = 0; i < 3; ++i) {
     const Batch b = out.read(i);
     CHECK(b.labels.at({3}) == 0.25f * i);

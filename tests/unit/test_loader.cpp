@@ -578,8 +578,9 @@ TEST_CASE("loader: next() lends a batch its OpenMP team less one thread per load
 
 TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", "[loader]") {
   // Mapped files are read like a preloaded shard: the first epoch's batches
-  // are made in chunks from RAM (on_chunk sees them); a chunked, float32 or
-  // big-endian `3Dmap` is read through HDF5 (no chunk before the cache
+  // are made in chunks from RAM (on_chunk sees them); contiguous uint16 and
+  // float32 files (`mrmf downsample` writes float32) are mapped, a chunked
+  // or big-endian `3Dmap` is read through HDF5 (no chunk before the cache
   // holds the samples). Every way gives the same batches.
   Tmp d;
   write_cf(d / "contig", 2, 4, 4);
@@ -638,8 +639,9 @@ TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", 
         auto L = open_loader({DataFormat::CosmoFlow, d / dir, Split::Train}, o);
         std::vector<Tensor> xs;
         const auto ids = epoch_ids(*L, 0, &xs);
-        CHECK((chunks > 0) == (map && std::string(dir) == "contig"));
-        CHECK(L->caching() == (map && std::string(dir) == "contig"));
+        const bool mappable = std::string(dir) == "contig" || std::string(dir) == "float";
+        CHECK((chunks > 0) == (map && mappable));
+        CHECK(L->caching() == (map && mappable));
         if (want.empty()) {
           want = xs;
           want_ids = ids;
@@ -923,21 +925,24 @@ TEST_CASE("loader: bad input is reported with file, dataset and expectation", "[
   write_cosmoflow_file(d / "cfnan/a.h5", x, Tensor::full({4, 4}, 0.f));
   o.shuffle = false;
   o.batch_size = 2;
-  // With converter threads the read of sample 3 throws while sample 2 is
-  // still being converted from its staging buffer: the batch's jobs are
-  // waited for before the error leaves (ASan would see a buffer freed under
-  // a running conversion), and the loader goes on with the next epoch.
-  for (int io : {1, 2, 3}) {
-    INFO("io_threads " << io);
-    o.io_threads = io;
-    auto L = open_loader({DataFormat::CosmoFlow, d / "cfnan", Split::Train}, o);
-    LoaderBatch b;
-    REQUIRE(L->next(b));
-    REQUIRE_THAT(err([&] { L->next(b); }), Catch::Contains("a.h5") && Catch::Contains("3Dmap") &&
-                                              Catch::Contains("sample 3") && Catch::Contains("non-finite"));
-    L->start_epoch(1);
-    REQUIRE(L->next(b));  // samples 0 and 1 again
-  }
+  // Through HDF5, with converter threads the read of sample 3 throws while
+  // sample 2 is still being converted from its staging buffer: the batch's
+  // jobs are waited for before the error leaves (ASan would see a buffer
+  // freed under a running conversion), and the loader goes on with the next
+  // epoch. Mapped, the sample's check in its chunk throws.
+  for (bool map : {false, true})
+    for (int io : {1, 2, 3}) {
+      INFO("memory_map " << map << " io_threads " << io);
+      o.io_threads = io;
+      o.memory_map = map;
+      auto L = open_loader({DataFormat::CosmoFlow, d / "cfnan", Split::Train}, o);
+      LoaderBatch b;
+      REQUIRE(L->next(b));
+      REQUIRE_THAT(err([&] { L->next(b); }), Catch::Contains("a.h5") && Catch::Contains("3Dmap") &&
+                                                 Catch::Contains("sample 3") && Catch::Contains("non-finite"));
+      L->start_epoch(1);
+      REQUIRE(L->next(b));  // samples 0 and 1 again
+    }
 }
 
 TEST_CASE("loader: reduce_on host is the CPU's own path, device needs a CUDA device", "[loader]") {
@@ -996,23 +1001,26 @@ TEST_CASE("loader: labels stored as float16 or float64 are read as float32, and 
       for (int p = 0; p < 4; ++p)
         CHECK(b.y.at({s, p}) == (fmt == DataFormat::CosmoFlow ? 0.25f * (s * 4 + p) - 1 : 0.5f * p - s));
   }
-  // log1p of a value <= -1 is not finite: int16 and float32 data name the sample.
-  for (DType dt : {DType::I16, DType::F32}) {
-    INFO(dtype_name(dt));
-    const fs::path dir = d.dir / ("neg_" + std::string(dtype_name(dt)));
-    fs::create_directories(dir);
-    Tensor x = Tensor::full({4, 4, 4, 4, 4}, 2.f);
-    x.data<float>()[3 * 256 + 5] = -5.f;
-    write_cosmoflow_file((dir / "a.h5").string(), from_float32(x, dt), Tensor::full({4, 4}, 0.f));
-    LoaderOptions lo = o;
-    auto plain = open_loader({DataFormat::CosmoFlow, dir.string(), Split::Train}, lo);
-    LoaderBatch b;
-    REQUIRE(plain->next(b));
-    REQUIRE(plain->next(b));  // without a transform -5 is a value like any other
-    lo.transform.kind = kernels::FusedTransform::Log1p;
-    auto L = open_loader({DataFormat::CosmoFlow, dir.string(), Split::Train}, lo);
-    REQUIRE(L->next(b));
-    REQUIRE_THAT(err([&] { L->next(b); }), Catch::Contains("a.h5") && Catch::Contains("'3Dmap' sample 3") &&
-                                               Catch::Contains("value -5") && Catch::Contains("log1p"));
-  }
+  // log1p of a value <= -1 is not finite: int16 and float32 data name the
+  // sample, read through HDF5 or mapped.
+  for (DType dt : {DType::I16, DType::F32})
+    for (bool map : {false, true}) {
+      INFO(dtype_name(dt) << " memory_map " << map);
+      const fs::path dir = d.dir / ("neg_" + std::string(dtype_name(dt)));
+      fs::create_directories(dir);
+      Tensor x = Tensor::full({4, 4, 4, 4, 4}, 2.f);
+      x.data<float>()[3 * 256 + 5] = -5.f;
+      write_cosmoflow_file((dir / "a.h5").string(), from_float32(x, dt), Tensor::full({4, 4}, 0.f));
+      LoaderOptions lo = o;
+      lo.memory_map = map;
+      auto plain = open_loader({DataFormat::CosmoFlow, dir.string(), Split::Train}, lo);
+      LoaderBatch b;
+      REQUIRE(plain->next(b));
+      REQUIRE(plain->next(b));  // without a transform -5 is a value like any other
+      lo.transform.kind = kernels::FusedTransform::Log1p;
+      auto L = open_loader({DataFormat::CosmoFlow, dir.string(), Split::Train}, lo);
+      REQUIRE(L->next(b));
+      REQUIRE_THAT(err([&] { L->next(b); }), Catch::Contains("a.h5") && Catch::Contains("'3Dmap' sample 3") &&
+                                                 Catch::Contains("value -5") && Catch::Contains("log1p"));
+    }
 }
