@@ -297,6 +297,9 @@ int64_t H5File::contiguous_offset(const std::string& dataset, DType dtype) const
     H5Eclear2(H5E_DEFAULT);
     return -1;
   }
+  // Mapped at a page boundary, the data lie at this offset's alignment:
+  // elements read in place must be aligned to their size.
+  if (off % dtype_size(dtype) != 0) return -1;
   return static_cast<int64_t>(off);
 }
 

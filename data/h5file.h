@@ -133,7 +133,8 @@ class H5File {
   // Where a dataset's elements lie in the file, for reading them without
   // HDF5 (data/mapped_file.h): the byte offset when the dataset is stored
   // contiguously, unfiltered, allocated, as exactly `dtype`'s little-endian
-  // file type, in a file without a user block; -1 otherwise.
+  // file type, at an offset aligned to the element size, in a file without a
+  // user block; -1 otherwise.
   int64_t contiguous_offset(const std::string& dataset, DType dtype) const;
 
   // Creates a dataset of `shape` and `dtype` (contents written later with write_rows).

@@ -271,7 +271,7 @@ struct MappedSource : Source {
                                      m.base[p0.file] + p0.row * raw_bytes(), raw_bytes()))
       return;
     mapped_ = std::move(m);
-    checked_.assign(picks.size(), 0);
+    checked_.assign(picks.size(), needs_value_check() ? 0 : 1);
   }
   const void* raw_ptr(int64_t local) const override {
     if (mapped_.empty()) return nullptr;
@@ -421,7 +421,7 @@ void check_source(const DataSpec& spec, const LoaderOptions& o) {
 }
 
 void Source::check_values(const void* p, int64_t n, const std::string& what) const {
-  if (dtype != DType::F32 && dtype != DType::F16 && !log1p) return;  // integer counts are always finite
+  if (!needs_value_check()) return;
   std::vector<int64_t> sh{n};
   sh.insert(sh.end(), raw.begin(), raw.end());
   const Tensor t = Tensor::from_blob(const_cast<void*>(p), Shape(sh), dtype);

@@ -48,6 +48,9 @@ struct Source {
   // NaN/Inf (float types) and, with log1p, values <= -1 among `n` raw
   // samples at `p`: a Data error naming `what` and the index.
   void check_values(const void* p, int64_t n, const std::string& what) const;
+  // Whether check_values() looks at anything (integer counts without log1p
+  // are always valid).
+  bool needs_value_check() const { return dtype == DType::F32 || dtype == DType::F16 || log1p; }
 };
 
 // Opens the shard of `spec` for `o.rank` (hdf5_mutex held by the caller).

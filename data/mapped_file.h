@@ -1,7 +1,7 @@
 // A whole file mapped read-only into memory (RAII, move-only).
 //
 // Why: the CosmoFlow loaders can read a contiguous, unfiltered dataset (the
-// authors' uint16 `3Dmap`, LBANN's `full`) straight from the page cache
+// authors' `3Dmap`, LBANN's `full`) straight from the page cache
 // (data/loader_sources.cpp). Through HDF5 every sample is first copied into
 // a staging buffer by the one I/O thread, then converted; from a mapping
 // the sample is converted where it lies, by any thread that takes a chunk

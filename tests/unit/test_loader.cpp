@@ -578,14 +578,15 @@ TEST_CASE("loader: next() lends a batch its OpenMP team less one thread per load
 
 TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", "[loader]") {
   // Mapped files are read like a preloaded shard: the first epoch's batches
-  // are made in chunks from RAM (on_chunk sees them); contiguous uint16 and
-  // float32 files (`mrmf downsample` writes float32) are mapped, a chunked
+  // are made in chunks from RAM (on_chunk sees them); contiguous uint16,
+  // int16 and float32 files (`mrmf downsample` writes float32) are mapped, a chunked
   // or big-endian `3Dmap` is read through HDF5 (no chunk before the cache
   // holds the samples). Every way gives the same batches.
   Tmp d;
   write_cf(d / "contig", 2, 4, 4);
   fs::create_directories(d / "chunked");
   fs::create_directories(d / "float");
+  fs::create_directories(d / "int16");
   fs::create_directories(d / "bigendian");
   for (const char* name : {"c00.h5", "c01.h5"}) {
     H5File in = H5File::open_read((d / "contig") + "/" + name);
@@ -595,6 +596,7 @@ TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", 
     c.write("unitPar", y);
     c.close();
     write_cosmoflow_file((d / "float") + "/" + name, to_float32(x), y);
+    write_cosmoflow_file((d / "int16") + "/" + name, from_float32(to_float32(x), DType::I16), y);
     // Big-endian uint16, through the HDF5 C API (mrmf writes little-endian only).
     const hid_t f = H5Fcreate(((d / "bigendian") + "/" + name).c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     REQUIRE(f >= 0);
@@ -624,7 +626,7 @@ TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", 
 
   std::vector<Tensor> want;
   std::vector<int64_t> want_ids;
-  for (const char* dir : {"contig", "chunked", "float", "bigendian", "mixed"})
+  for (const char* dir : {"contig", "chunked", "float", "int16", "bigendian", "mixed"})
     for (bool map : {true, false})
       for (int io : {1, 3}) {
         INFO(dir << " memory_map " << map << " io_threads " << io);
@@ -639,7 +641,8 @@ TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", 
         auto L = open_loader({DataFormat::CosmoFlow, d / dir, Split::Train}, o);
         std::vector<Tensor> xs;
         const auto ids = epoch_ids(*L, 0, &xs);
-        const bool mappable = std::string(dir) == "contig" || std::string(dir) == "float";
+        const bool mappable =
+            std::string(dir) != "chunked" && std::string(dir) != "bigendian" && std::string(dir) != "mixed";
         CHECK((chunks > 0) == (map && mappable));
         CHECK(L->caching() == (map && mappable));
         if (want.empty()) {
@@ -935,9 +938,12 @@ TEST_CASE("loader: bad input is reported with file, dataset and expectation", "[
       INFO("memory_map " << map << " io_threads " << io);
       o.io_threads = io;
       o.memory_map = map;
+      std::atomic<int> chunks{0};  // batches made from RAM: the files are mapped
+      o.on_chunk = [&](int64_t, int64_t) { ++chunks; };
       auto L = open_loader({DataFormat::CosmoFlow, d / "cfnan", Split::Train}, o);
       LoaderBatch b;
       REQUIRE(L->next(b));
+      CHECK((chunks > 0) == map);
       REQUIRE_THAT(err([&] { L->next(b); }), Catch::Contains("a.h5") && Catch::Contains("3Dmap") &&
                                                  Catch::Contains("sample 3") && Catch::Contains("non-finite"));
       L->start_epoch(1);
@@ -1018,8 +1024,11 @@ TEST_CASE("loader: labels stored as float16 or float64 are read as float32, and 
       REQUIRE(plain->next(b));
       REQUIRE(plain->next(b));  // without a transform -5 is a value like any other
       lo.transform.kind = kernels::FusedTransform::Log1p;
+      std::atomic<int> chunks{0};  // batches made from RAM: the file is mapped
+      lo.on_chunk = [&](int64_t, int64_t) { ++chunks; };
       auto L = open_loader({DataFormat::CosmoFlow, dir.string(), Split::Train}, lo);
       REQUIRE(L->next(b));
+      CHECK((chunks > 0) == map);
       REQUIRE_THAT(err([&] { L->next(b); }), Catch::Contains("a.h5") && Catch::Contains("'3Dmap' sample 3") &&
                                                  Catch::Contains("value -5") && Catch::Contains("log1p"));
     }
