@@ -1,8 +1,10 @@
 // Data-pipeline benchmark (reported, not asserted):
 //  (a) loader throughput over page-cached CosmoFlow files vs a plain sequential
 //      read of the same files with the same HDF5 hyperslab (one sample) in the
-//      same run -- target >= 80 %; plus the Neuron Inverter loader over its
-//      preloaded shard (many small samples: per-sample overhead shows here);
+//      same run -- target >= 80 %: the authors' uint16 and float32 `3Dmap`
+//      and LBANN's one-sample files (float32, int16), each through HDF5 and
+//      mapped; plus the Neuron Inverter loader over its preloaded shard (many
+//      small samples: per-sample overhead shows here);
 //  (b) the fused downsample kernel's bandwidth (bytes read + written) vs a
 //      memcpy moving the same bytes, both with the same OpenMP thread count,
 //      on a production-like batch (8 x 128^3 x 4 uint16 = 134 MB in, so that
