@@ -938,12 +938,15 @@ TEST_CASE("loader: bad input is reported with file, dataset and expectation", "[
       INFO("memory_map " << map << " io_threads " << io);
       o.io_threads = io;
       o.memory_map = map;
-      std::atomic<int> chunks{0};  // batches made from RAM: the files are mapped
+      // Batches made from RAM: the files are mapped. (Not the converse: with
+      // the cache on, the I/O thread may already be making the next epoch's
+      // first batch, from cached samples, in chunks.)
+      std::atomic<int> chunks{0};
       o.on_chunk = [&](int64_t, int64_t) { ++chunks; };
       auto L = open_loader({DataFormat::CosmoFlow, d / "cfnan", Split::Train}, o);
       LoaderBatch b;
       REQUIRE(L->next(b));
-      CHECK((chunks > 0) == map);
+      if (map) CHECK(chunks > 0);
       REQUIRE_THAT(err([&] { L->next(b); }), Catch::Contains("a.h5") && Catch::Contains("3Dmap") &&
                                                  Catch::Contains("sample 3") && Catch::Contains("non-finite"));
       L->start_epoch(1);
@@ -1024,11 +1027,11 @@ TEST_CASE("loader: labels stored as float16 or float64 are read as float32, and 
       REQUIRE(plain->next(b));
       REQUIRE(plain->next(b));  // without a transform -5 is a value like any other
       lo.transform.kind = kernels::FusedTransform::Log1p;
-      std::atomic<int> chunks{0};  // batches made from RAM: the file is mapped
+      std::atomic<int> chunks{0};  // batches made from RAM: the file is mapped (the cache: see above)
       lo.on_chunk = [&](int64_t, int64_t) { ++chunks; };
       auto L = open_loader({DataFormat::CosmoFlow, dir.string(), Split::Train}, lo);
       REQUIRE(L->next(b));
-      CHECK((chunks > 0) == map);
+      if (map) CHECK(chunks > 0);
       REQUIRE_THAT(err([&] { L->next(b); }), Catch::Contains("a.h5") && Catch::Contains("'3Dmap' sample 3") &&
                                                  Catch::Contains("value -5") && Catch::Contains("log1p"));
     }
