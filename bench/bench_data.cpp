@@ -191,16 +191,21 @@ int main(int argc, char** argv) {
   // (alternating epochs, median of the per-pair ratios, as in (b)): this VM's
   // memory bandwidth changes phase every few seconds, and a read timed
   // apart from the loader put the same loader anywhere between 30 % and 97 %.
+  // The plain read of the authors' files `files`, stored as `dt`, one
+  // sample per read into `buf`.
+  const auto plain_reader = [](const data::CosmoFlowFiles& files, DType dt, std::vector<char>& buf) {
+    return [&files, dt, &buf] {
+      // HDF5 calls beside live loaders take the process-wide lock (data/prefetch.h).
+      std::lock_guard<std::recursive_mutex> lock(data::hdf5_mutex());
+      for (size_t f = 0; f < files.num_files(); ++f) {
+        const data::H5File h = data::H5File::open_read(files.path(f));
+        for (int64_t r = 0; r < files.samples(f); ++r) h.read_rows_into("3Dmap", r, 1, dt, buf.data());
+      }
+    };
+  };
   const data::CosmoFlowFiles cf = data::CosmoFlowFiles::open((dir / "train" / "*.h5").string());
   std::vector<char> buf(static_cast<size_t>(sample_bytes));
-  const auto plain_read = [&] {
-    // HDF5 calls beside live loaders take the process-wide lock (data/prefetch.h).
-    std::lock_guard<std::recursive_mutex> lock(data::hdf5_mutex());
-    for (size_t f = 0; f < cf.num_files(); ++f) {
-      const data::H5File h = data::H5File::open_read(cf.path(f));
-      for (int64_t r = 0; r < cf.samples(f); ++r) h.read_rows_into("3Dmap", r, 1, DType::U16, buf.data());
-    }
-  };
+  const auto plain_read = plain_reader(cf, DType::U16, buf);
   const int kPairs = small ? 3 : 9;
   // I/O thread counts timed: 1, 2, and up to 4 where the machine has the
   // cores (more threads than cores only measure the oversubscription); 6
@@ -261,6 +266,22 @@ int main(int argc, char** argv) {
     row("    %-48s %12.0f %10.2f %8.0f%% %5.0f%%\n", name, sps, sps * bytes / 1e9, 100 * pr.ratio,
         100 * pr.b_best / pr.a_best);
   };
+  // Rows of loaders of `fmt` over `path` for every I/O thread count, read
+  // through HDF5 and then mapped, each paired with `reference`; `name(mapped,
+  // io)` names a row, `bytes` is one sample's stored size.
+  const auto hdf5_and_mapped_rows = [&](const std::function<std::string(bool, int)>& name,
+                                        const std::function<void()>& reference, data::DataFormat fmt,
+                                        const std::string& path, int64_t bytes) {
+    for (bool mapped : {false, true})
+      for (int io : ios) {
+        const std::string n = name(mapped, io);
+        if (!wanted(n)) continue;
+        map_files = mapped;
+        const Paired pr = loader_vs(reference, fmt, path, io, B, {});
+        map_files = false;
+        paired_row(n.c_str(), pr, L->samples_per_epoch(), bytes);
+      }
+  };
   const auto cf_row = [&](const char* name, const Paired& pr) {
     paired_row(name, pr, L->samples_per_epoch(), sample_bytes);
   };
@@ -314,25 +335,15 @@ int main(int argc, char** argv) {
     }
     const data::CosmoFlowFiles cf32 = data::CosmoFlowFiles::open((f32 / "train" / "*.h5").string());
     std::vector<char> buf32(static_cast<size_t>(2 * sample_bytes));
-    const auto plain_read32 = [&] {
-      std::lock_guard<std::recursive_mutex> lock(data::hdf5_mutex());
-      for (size_t f = 0; f < cf32.num_files(); ++f) {
-        const data::H5File h = data::H5File::open_read(cf32.path(f));
-        for (int64_t r = 0; r < cf32.samples(f); ++r) h.read_rows_into("3Dmap", r, 1, DType::F32, buf32.data());
-      }
-    };
+    const auto plain_read32 = plain_reader(cf32, DType::F32, buf32);
     const double t = best_of(3, plain_read32);
     row("    %-48s %12.0f %10.2f\n", "float32 3Dmap: plain HDF5 read", total / t, total * 2 * sample_bytes / t / 1e9);
-    for (bool mapped : {false, true})
-      for (int io : ios) {
-        char name[80];
-        std::snprintf(name, sizeof name, "loader%s, float32 3Dmap (io_threads %d)", mapped ? ", mapped" : "", io);
-        if (!wanted(name)) continue;
-        map_files = mapped;
-        const Paired pr = loader_vs(plain_read32, data::DataFormat::CosmoFlow, f32.string(), io, B, {});
-        map_files = false;
-        paired_row(name, pr, L->samples_per_epoch(), 2 * sample_bytes);
-      }
+    hdf5_and_mapped_rows(
+        [](bool mapped, int io) {
+          return std::string("loader") + (mapped ? ", mapped" : "") + ", float32 3Dmap (io_threads " +
+                 std::to_string(io) + ")";
+        },
+        plain_read32, data::DataFormat::CosmoFlow, f32.string(), 2 * sample_bytes);
     L.reset();
   }
   // CosmoFlow as LBANN stores it: one sample per file, `full` (4, D, H, W)
@@ -344,23 +355,15 @@ int main(int argc, char** argv) {
       const fs::path lb = dir / (dt == DType::F32 ? "lbann_f32" : "lbann_i16");
       fs::create_directories(lb / "train");
       std::vector<std::string> paths;
+      const int64_t n3 = int64_t(side) * side * side;
       for (size_t f = 0; f < cf.num_files(); ++f) {
         const data::H5File h = data::H5File::open_read(cf.path(f));
-        const Tensor x = h.read("3Dmap", DType::U16);
         for (int64_t r = 0; r < cf.samples(f); ++r) {
-          Tensor full = Tensor::empty({4, side, side, side}, dt);
-          const auto* src = static_cast<const uint16_t*>(x.raw_data()) + r * int64_t(side) * side * side * 4;
-          const int64_t n3 = int64_t(side) * side * side;
-          for (int64_t v = 0; v < n3; ++v)
-            for (int c = 0; c < 4; ++c) {
-              const uint16_t s = static_cast<uint16_t>(src[v * 4 + c] & 0x7fff);
-              if (dt == DType::F32)
-                full.data<float>()[c * n3 + v] = s;
-              else
-                static_cast<int16_t*>(full.raw_data())[c * n3 + v] = static_cast<int16_t>(s);
-            }
+          // [D, H, W, 4] -> [4, D, H, W] (int16 clamps the counts above 32767)
+          const Tensor full = h.read_rows("3Dmap", r, 1, DType::F32).view({n3, 4}).transpose(0, 1).contiguous();
           paths.push_back((lb / "train" / ("s" + std::to_string(paths.size()) + ".h5")).string());
-          data::write_cosmoflow_lbann_file(paths.back(), full, Tensor::full({4}, 0.1f));
+          data::write_cosmoflow_lbann_file(paths.back(), data::from_float32(full.view({4, side, side, side}), dt),
+                                           Tensor::full({4}, 0.1f));
         }
       }
       const int64_t lb_bytes = int64_t(side) * side * side * 4 * int64_t(dtype_size(dt));
@@ -374,15 +377,12 @@ int main(int argc, char** argv) {
       char name[80];
       std::snprintf(name, sizeof name, "LBANN files (%s): plain HDF5 read", tn);
       row("    %-48s %12.0f %10.2f\n", name, double(paths.size()) / t, double(paths.size()) * lb_bytes / t / 1e9);
-      for (bool mapped : {false, true})
-        for (int io : ios) {
-          std::snprintf(name, sizeof name, "LBANN loader%s (%s, io_threads %d)", mapped ? ", mapped" : "", tn, io);
-          if (!wanted(name)) continue;
-          map_files = mapped;
-          const Paired pr = loader_vs(lbann_read, data::DataFormat::CosmoFlowLbann, lb.string(), io, B, {});
-          map_files = false;
-          paired_row(name, pr, L->samples_per_epoch(), lb_bytes);
-        }
+      hdf5_and_mapped_rows(
+          [tn](bool mapped, int io) {
+            return std::string("LBANN loader") + (mapped ? ", mapped" : "") + " (" + tn + ", io_threads " +
+                   std::to_string(io) + ")";
+          },
+          lbann_read, data::DataFormat::CosmoFlowLbann, lb.string(), lb_bytes);
       // The rows above time later epochs of one loader; a mapped float32
       // sample's values are checked the first time it is read. The first
       // epoch of fresh loaders, opened (each file opened for its labels

@@ -2,6 +2,7 @@
 
 #include <glob.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <sstream>

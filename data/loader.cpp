@@ -602,7 +602,7 @@ class LoaderImpl final : public Loader {
         if (converted_in_place_ || cached_sample(i)) {
           std::memcpy(dst, ram_bytes(i), static_cast<size_t>(ob));
         } else {
-          if (!raw_cache_host_) src_->check_ram_sample(i);  // raw samples were checked when read
+          src_->check_ram_sample(i);  // a mapped sample on its first read; others were checked when read
           convert(ram_bytes(i), i, dst);
         }
       }
