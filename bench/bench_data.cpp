@@ -581,30 +581,55 @@ int main(int argc, char** argv) {
                                      {"1/8 (2x2x2), log1p", {{2, 2, 2}}, log1p},
                                      {"1/1, log1p, counts", {{1, 1, 1}}, log1p, true},
                                      {"1/8 (2x2x2), log1p, counts", {{2, 2, 2}}, log1p, true},
+                                     {"1/2 along x, log1p, counts", {{2, 1, 1}}, log1p, true},
+                                     {"1/4 (2x2x1), log1p, counts", {{2, 2, 1}}, log1p, true},
                                      {"ladder (1/2 + 1/8), log1p, counts", {{2, 1, 1}, {2, 2, 2}}, log1p, true}};
-    // log1p of uint16 reads a table by default; each log1p row is timed
-    // again with log1p computed (", computed"), the A/B of the two, and on
-    // CPUs with AVX-512 with the table's rows looked up by the plain loop
-    // (", no AVX-512": kernels/rows_avx512.h), the A/B of that path.
+    // log1p of uint16 reads a table by default, and blocks of 4 to 15
+    // elements take one logarithm of their product (kernels/log1p_products.h).
+    // Each log1p row is timed again with log1p computed per element
+    // (", computed"); rows with such blocks with the table's values summed
+    // (", table, summed", the default before products); and on CPUs with
+    // AVX-512 with the table's rows looked up by the plain loop
+    // (", no AVX-512": kernels/rows_avx512.h): the A/B of each path.
     struct Run {
       Case c;
-      bool table = true, simd = true;
+      bool table = true, simd = true, product = true;
+    };
+    // Whether a level read from the input (not derived from another) has
+    // such blocks.
+    const auto has_product_blocks = [&](const Case& c) {
+      kernels::FusedDownsampleSpec spec;
+      spec.levels = c.levels;
+      const kernels::FusedGeom g = kernels::make_fused_geom(raw.shape(), spec, "bench");
+      for (int l = 0; l < g.levels; ++l) {
+        const int64_t cells = g.f[l][0] * g.f[l][1] * g.f[l][2];
+        if (g.src[l] < 0 && cells >= kernels::kFusedProductMinCells && cells <= kernels::kFusedProductMaxCells)
+          return true;
+      }
+      return false;
     };
     const bool has_simd = kernels::rows_avx512();
     std::vector<Run> runs;
     for (const Case& c : cases) {
-      runs.push_back({c, true, true});
-      if (c.transform == log1p && has_simd) runs.push_back({c, true, false});
-      if (c.transform == log1p) runs.push_back({c, false, true});
+      runs.push_back({c, true, true, true});
+      if (c.transform != log1p) continue;
+      const bool products = has_product_blocks(c);
+      if (products) runs.push_back({c, true, true, false});
+      if (has_simd) runs.push_back({c, true, false, !products});
+      runs.push_back({c, false, true, false});
     }
-    for (const auto& [c, table, simd] : runs) {
+    for (const auto& [c, table, simd, product] : runs) {
       const Tensor& in = c.count_data ? counts : raw;
-      const std::string name = std::string(c.name) + (!table ? ", computed" : !simd ? ", no AVX-512" : "");
+      const std::string name = std::string(c.name) + (!table                             ? ", computed"
+                                                      : !simd                            ? ", no AVX-512"
+                                                      : !product && c.transform == log1p ? ", table, summed"
+                                                                                         : "");
       if (!wanted(name)) continue;
       kernels::FusedDownsampleSpec spec;
       spec.levels = c.levels;
       spec.transform = c.transform;
       spec.log1p_table = table;
+      spec.log1p_product = product;
       std::vector<Tensor> ys;
       int64_t bytes = static_cast<int64_t>(raw.nbytes());
       for (const Shape& s : kernels::fused_downsample_shapes(raw.shape(), spec, "bench")) {
@@ -661,7 +686,7 @@ int main(int argc, char** argv) {
         const bool vec_preloadable = kernels::fused_vector_preloadable(kernels::RawType::U16, geom);
         enum class Kind { Default, TwoRows, VecPreload, Positions };
         for (Kind kind : {Kind::Default, Kind::TwoRows, Kind::VecPreload, Kind::Positions}) {
-          if (kind != Kind::Default && !table) continue;  // the computed A/B: the default kernel only
+          if (kind != Kind::Default && (!table || !product)) continue;  // the A/Bs: the default kernel only
           if (kind == Kind::TwoRows && !preloadable) continue;
           if (kind == Kind::VecPreload && !vec_preloadable) continue;
           spec.vector_loads = kind != Kind::Positions;

@@ -36,6 +36,7 @@
 #include "kernels/fastdiv.h"
 #include "kernels/hd.h"
 #include "kernels/log1p.h"
+#include "kernels/log1p_products.h"
 #if !defined(__CUDACC__)
 #include "kernels/rows_avx512.h"
 #endif
@@ -144,6 +145,11 @@ struct FusedGeom {
   // log1p of a 16-bit stored type read from log1p_table() (false: computed
   // by log1p_f32; the same bits either way -- benchmarks time both).
   bool allow_table = true;
+  // log1p of a 16-bit integer type averaged over blocks of 4 to 15
+  // elements as one logarithm of the product of (1 + x)
+  // (kernels/log1p_products.h); false sums per-element log1p (benchmarks
+  // time both; the results differ within float rounding).
+  bool allow_product = true;
   // The GPU chain kernel loads all of a block's input rows up front where a
   // block has at most 4 rows of a 2-byte type (fused_downsample_chain.h);
   // false keeps two rows in flight (benchmarks time both). On since its
@@ -207,6 +213,21 @@ struct FusedDownsample {
   }
 
   MRMF_HD MRMF_INLINE bool by_table() const { return TF == FusedTransform::Log1p && RawLoad<R>::kBits16 && lut; }
+
+  // Products (kernels/log1p_products.h): whether a block of `cells` input
+  // elements is reduced as the product of count factors, one logarithm per
+  // output. Every traversal asks this for the same blocks, so the CPU and
+  // GPU bits stay equal.
+  static constexpr bool kProducts = TF == FusedTransform::Log1p && (R == RawType::U16 || R == RawType::I16);
+  MRMF_HD MRMF_INLINE bool by_product(int64_t cells) const {
+    return kProducts && g.allow_product && cells >= kFusedProductMinCells && cells <= kFusedProductMaxCells;
+  }
+  MRMF_HD MRMF_INLINE static float factor_of_bits(uint32_t b) { return count_factor<R == RawType::I16>(b); }
+  // The block's sum of log1p from the product of its `cells` factors.
+  MRMF_HD MRMF_INLINE static float log_of_product(float p, int64_t cells) {
+    return log_of_count_product<R == RawType::I16>(p, cells);
+  }
+  MRMF_HD MRMF_INLINE float factor(int64_t idx) const { return factor_of_bits(RawLoad<R>::bits16(x, idx)); }
 
   // Element idx of channel c, converted and transformed.
   MRMF_HD MRMF_INLINE float value(int64_t idx, int64_t c) const {
@@ -297,16 +318,36 @@ struct FusedDownsample {
   // acc[c] = channel c's sum over the f0 x f1 x f2 input block at `col0`,
   // in the order of the header's summation rule (per z, the f0 x f1 values
   // in (a, b) order from the first; the per-z sums added to 0 in z order).
+  // Where by_product(): the sum of log1p as the logarithm of the block's
+  // product, multiplied in the same order (per z, the f0 x f1 factors in
+  // (a, b) order from the first; the per-z products multiplied into 1 in z
+  // order).
   MRMF_HD MRMF_INLINE void block_sums(int64_t col0, int64_t f0, int64_t f1, int64_t f2, float* acc) const {
+    if constexpr (kProducts) {
+      if (by_product(f0 * f1 * f2)) {
+        block_fold<true>(col0, f0, f1, f2, acc);
+        MRMF_UNROLL
+        for (int c = 0; c < kFusedMaxChannels; ++c)
+          if (c < g.c) acc[c] = log_of_product(acc[c], f0 * f1 * f2);
+        return;
+      }
+    }
+    block_fold<false>(col0, f0, f1, f2, acc);
+  }
+
+  // The fold of block_sums(): kProd multiplies count factors into 1, else
+  // values are added to 0 (fold() and input() below).
+  template <bool kProd>
+  MRMF_HD MRMF_INLINE void block_fold(int64_t col0, int64_t f0, int64_t f1, int64_t f2, float* acc) const {
     const int64_t C = g.c;
     MRMF_UNROLL
-    for (int c = 0; c < kFusedMaxChannels; ++c) acc[c] = 0.f;
+    for (int c = 0; c < kFusedMaxChannels; ++c) acc[c] = kProd ? 1.f : 0.f;
     MRMF_NO_UNROLL
     for (int64_t z = 0; z < f2; ++z) {
       const int64_t col = col0 + z * g.s[2];
       float t[kFusedMaxChannels];
       MRMF_UNROLL
-      for (int c = 0; c < kFusedMaxChannels; ++c) t[c] = c < C ? value(col + c * g.s_c, c) : 0.f;
+      for (int c = 0; c < kFusedMaxChannels; ++c) t[c] = c < C ? input<kProd>(col + c * g.s_c, c) : 0.f;
       MRMF_NO_UNROLL
       for (int64_t a = 0; a < f0; ++a) {
         MRMF_NO_UNROLL
@@ -315,13 +356,27 @@ struct FusedDownsample {
             const int64_t e = col + a * g.s[0] + b * g.s[1];
             MRMF_UNROLL
             for (int c = 0; c < kFusedMaxChannels; ++c)
-              if (c < C) t[c] += value(e + c * g.s_c, c);
+              if (c < C) t[c] = fold<kProd>(t[c], input<kProd>(e + c * g.s_c, c));
           }
       }
       MRMF_UNROLL
       for (int c = 0; c < kFusedMaxChannels; ++c)
-        if (c < C) acc[c] += t[c];
+        if (c < C) acc[c] = fold<kProd>(acc[c], t[c]);
     }
+  }
+
+  // Element idx of channel c as a block folds it: its count factor where
+  // kProd, else its converted, transformed value.
+  template <bool kProd>
+  MRMF_HD MRMF_INLINE float input(int64_t idx, int64_t c) const {
+    if constexpr (kProd)
+      return factor(idx);
+    else
+      return value(idx, c);
+  }
+  template <bool kProd>
+  MRMF_HD MRMF_INLINE static float fold(float a, float b) {
+    return kProd ? a * b : a + b;
   }
 
   // Level l's outputs inside coarse block (n, p0, p1), [p2_begin, p2_end),
@@ -431,12 +486,34 @@ struct FusedDownsample {
     }
   }
 
+  // acc[k] (*)= count factor of x[k], the rows of a block reduced by
+  // products (by_product()); restrict pointers as in table_rows().
+  template <bool kFirst>
+  static MRMF_INLINE void factor_rows(float* __restrict acc, const T* __restrict xs, int64_t n) {
+    for (int64_t k = 0; k < n; ++k) {
+      const float u = factor_of_bits(RawLoad<R>::bits16(xs, k));
+      acc[k] = kFirst ? u : acc[k] * u;
+    }
+  }
+
   // A row that is not the block's last: acc[k] (+)= value, k over wn positions
-  // of P = f2 * C inputs each.
+  // of P = f2 * C inputs each; where the block is reduced by products (pc,
+  // its element count; 0 where it is summed), acc[k] (*)= count factor.
   template <bool kFirst, int kC, int kF2, bool kPf = false>
-  void seg_add(float* acc, int64_t row, int64_t wn, int64_t C, int64_t f2, int64_t c_fixed) const {
+  void seg_add(float* acc, int64_t row, int64_t wn, int64_t C, int64_t f2, int64_t c_fixed, int64_t pc) const {
     const int64_t P = (kC > 0 ? kC : C) * (kF2 > 0 ? kF2 : f2);
     if (TF == FusedTransform::Log1p) {
+      if constexpr (kProducts) {
+        if (pc > 0) {
+          if constexpr (kPf)
+            by_lines<kC, kF2>(row, wn, P, [&](int64_t w0, int64_t w1) {
+              factor_rows<kFirst>(acc + w0 * P, x + row + w0 * P, (w1 - w0) * P);
+            });
+          else
+            factor_rows<kFirst>(acc, x + row, wn * P);
+          return;
+        }
+      }
       // log1p ignores the channel: one flat unit-stride loop, the same
       // additions. With the (w, j) nest g++ unrolled j (P = 8 at f2 = 2) and
       // vectorized neither loop around log1p's ~40 operations per element:
@@ -494,13 +571,20 @@ struct FusedDownsample {
   // (s = 0 + t_0 + t_1 ...), then the deinterleave.
   template <bool kFirst, int kC, int kF2, bool kPf = false>
   void seg_out(float* acc, int64_t row, int64_t wn, int64_t C, int64_t f2, int64_t c_fixed, float* y, int64_t ystride,
-               float inv) const {
+               float inv, int64_t pc) const {
     const int64_t Cn = kC > 0 ? kC : C;
+    if constexpr (kProducts) {
+      if (pc > 0) {
+        seg_add<kFirst, kC, kF2, kPf>(acc, row, wn, C, f2, c_fixed, pc);
+        products_out<kC, kF2>(acc, wn, C, f2, y, ystride, inv, pc);
+        return;
+      }
+    }
     if (kF2 == 1 && TF == FusedTransform::Log1p) {
       // Two passes, the same additions: log1p's ~40 operations per element
       // inside the deinterleave kept g++ from vectorizing it (1/1 with log1p
       // at 7 % of memcpy); the unit-stride pass into acc vectorizes.
-      seg_add<kFirst, kC, kF2, kPf>(acc, row, wn, C, f2, c_fixed);
+      seg_add<kFirst, kC, kF2, kPf>(acc, row, wn, C, f2, c_fixed, 0);
       for (int64_t w = 0; w < wn; ++w)
         for (int64_t c = 0; c < Cn; ++c) y[c * ystride + w] = (0.f + acc[w * Cn + c]) * inv;
       return;
@@ -536,7 +620,7 @@ struct FusedDownsample {
       }
     }
 #endif
-    seg_add<kFirst, kC, kF2, kPf>(acc, row, wn, C, f2, c_fixed);
+    seg_add<kFirst, kC, kF2, kPf>(acc, row, wn, C, f2, c_fixed, 0);
     float t[kAcc / 2];  // wn * C <= kAcc / f2
     for (int64_t w = 0; w < wn; ++w)
       for (int64_t c = 0; c < Cn; ++c) {
@@ -546,6 +630,31 @@ struct FusedDownsample {
       }
     for (int64_t w = 0; w < wn; ++w)
       for (int64_t c = 0; c < Cn; ++c) y[c * ystride + w] = t[w * Cn + c] * inv;
+  }
+
+  // seg_out() of a block reduced by products, after its last row's factors:
+  // per output (w, c) the product over z from 1 of acc's per-position
+  // products, its logarithm (a flat loop, which vectorizes), then the
+  // deinterleave, scaled.
+  template <int kC, int kF2>
+  void products_out(float* acc, int64_t wn, int64_t C, int64_t f2, float* y, int64_t ystride, float inv,
+                    int64_t pc) const {
+    const int64_t Cn = kC > 0 ? kC : C, F2 = kF2 > 0 ? kF2 : f2, P = Cn * F2;
+    float t[kAcc / 2];  // wn * C <= kAcc / f2 where f2 > 1
+    float* const p = F2 == 1 ? acc : t;
+    if (F2 > 1)
+      for (int64_t w = 0; w < wn; ++w)
+        for (int64_t c = 0; c < Cn; ++c) {
+          float prod = 1.f;
+          for (int64_t z = 0; z < F2; ++z) prod *= acc[w * P + z * Cn + c];
+          t[w * Cn + c] = prod;
+        }
+    log_rows(p, wn * Cn, pc);
+    for (int64_t w = 0; w < wn; ++w)
+      for (int64_t c = 0; c < Cn; ++c) y[c * ystride + w] = p[w * Cn + c] * inv;
+  }
+  static MRMF_INLINE void log_rows(float* __restrict p, int64_t n, int64_t pc) {
+    for (int64_t k = 0; k < n; ++k) p[k] = log_of_product(p[k], pc);
   }
 
   // Software prefetch kPrefetchBytes ahead of the row being read, one line
@@ -597,9 +706,10 @@ struct FusedDownsample {
   template <int kC, int kF2>
   void block(float* acc, int64_t x0, int64_t wn, const int64_t* f, int64_t C, int64_t c_fixed, float* y,
              int64_t ystride, float inv) const {
-    const int64_t rows = f[0] * f[1];
+    const int64_t rows = f[0] * f[1], cells = rows * f[2];
+    const int64_t pc = by_product(cells) ? cells : 0;
     if (rows == 1) {
-      seg_out<true, kC, kF2>(acc, x0, wn, C, f[2], c_fixed, y, ystride, inv);
+      seg_out<true, kC, kF2>(acc, x0, wn, C, f[2], c_fixed, y, ystride, inv, pc);
       return;
     }
     // prefetch_ahead(). Not for log1p computed (see there): a 16-bit type's
@@ -610,11 +720,11 @@ struct FusedDownsample {
       for (int64_t b = 0; b < f[1]; ++b) {
         const int64_t row = x0 + a * g.s[0] + b * g.s[1];
         if (a == 0 && b == 0)
-          seg_add<true, kC, kF2, kPf>(acc, row, wn, C, f[2], c_fixed);
+          seg_add<true, kC, kF2, kPf>(acc, row, wn, C, f[2], c_fixed, pc);
         else if (a == f[0] - 1 && b == f[1] - 1)
-          seg_out<false, kC, kF2, kPf>(acc, row, wn, C, f[2], c_fixed, y, ystride, inv);
+          seg_out<false, kC, kF2, kPf>(acc, row, wn, C, f[2], c_fixed, y, ystride, inv, pc);
         else
-          seg_add<false, kC, kF2, kPf>(acc, row, wn, C, f[2], c_fixed);
+          seg_add<false, kC, kF2, kPf>(acc, row, wn, C, f[2], c_fixed, pc);
       }
   }
 

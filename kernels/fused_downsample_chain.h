@@ -56,18 +56,21 @@ inline int fused_chain_levels(const FusedGeom& g) {
 }
 
 // out[w * C + c] = (0 + sum over z < kZ of a[(w * kZ + z) * C + c]) * inv for
-// the first nw outputs w: the per-output sum along the last axis.
-template <int kZ>
-MRMF_HD MRMF_INLINE void chain_zsum(const float* a, int nw, float inv, float* out) {
+// the first nw outputs w: the per-output sum along the last axis. kProd
+// (a level reduced by products, kernels/log1p_products.h): the product
+// from 1 instead, and its logarithm for a block of `cells` elements.
+template <int kZ, bool kProd = false, bool kSigned = false>
+MRMF_HD MRMF_INLINE void chain_zsum(const float* a, int nw, float inv, float* out, int64_t cells = 0) {
   constexpr int kC = static_cast<int>(kFusedVecChannels);
   MRMF_UNROLL
   for (int w = 0; w < static_cast<int>(kFusedChainVoxels) / kZ; ++w)
     if (w < nw) {
       MRMF_UNROLL
       for (int c = 0; c < kC; ++c) {
-        float s = 0.f;
+        float s = kProd ? 1.f : 0.f;
         MRMF_UNROLL
-        for (int z = 0; z < kZ; ++z) s += a[(w * kZ + z) * kC + c];
+        for (int z = 0; z < kZ; ++z) s = kProd ? s * a[(w * kZ + z) * kC + c] : s + a[(w * kZ + z) * kC + c];
+        if constexpr (kProd) s = log_of_count_product<kSigned>(s, cells);
 #if defined(__CUDA_ARCH__)
         // Rounded here: the next level adds it to a running sum, and nvcc
         // would contract s * inv + sum into one FMA (one rounding, not the
@@ -111,13 +114,19 @@ constexpr int kFusedChainPreloadRows = 4;
 // Nsight Compute (DRAM throughput 67 against 58 % of peak, the same 25 %
 // occupancy): the default since. Same sums in the same order either way:
 // only the loads move.
-template <RawType R, FusedTransform TF, int kL, bool kPre = false>
+//
+// kProd: the first level (read from the input) is reduced by products
+// (FusedDownsample::by_product(); kernels/log1p_products.h): its running
+// sums are running products of count factors, each of its outputs one
+// logarithm; the derived levels average outputs as before.
+template <RawType R, FusedTransform TF, int kL, bool kPre = false, bool kProd = false>
 struct FusedDownsampleChain {
   using T = typename RawLoad<R>::T;
   static constexpr int kC = static_cast<int>(kFusedVecChannels);
   static constexpr int kP = static_cast<int>(kFusedVecElems);  // elements per row segment
   static_assert(kL >= 2 && kL <= kFusedMaxLevels, "a chain has 2 to kFusedMaxLevels levels");
   static_assert(!kPre || sizeof(T) == 2, "preloading is for 2-byte stored types");
+  static_assert(!kProd || FusedDownsample<R, TF>::kProducts, "products are for log1p of 16-bit integers");
   // Resident 256-thread blocks per SM the launch asks for. ptxas -v, sm_90,
   // unbounded: 118-126 registers at two levels (164-167 with log1p), 146-156
   // at three (182-186), 168-228 at four. Bounded to 128 (two blocks): two
@@ -214,8 +223,8 @@ struct FusedDownsampleChain {
     const bool first = d0[0] == 0 && d1[0] == 0;
     MRMF_UNROLL
     for (int k = 0; k < kP; ++k) {
-      const float v = cur.value(f, k);
-      acc[0][k] = first ? v : acc[0][k] + v;
+      const float v = cur.template input<kProd>(f, k);
+      acc[0][k] = first ? v : f.template fold<kProd>(acc[0][k], v);
     }
     bool done = d0[0] == rad0[0] - 1 && d1[0] == rad1[0] - 1;
     MRMF_UNROLL
@@ -270,17 +279,26 @@ struct FusedDownsampleChain {
   // Chain position k's outputs for its completed block from its running
   // sums `acc`, written to level g.order[k] and left in out[w * C + c] for
   // the next level. Returns nw, the outputs per channel along the last axis.
-  MRMF_HD MRMF_INLINE int emit(int k, int64_t n, int64_t p0, int64_t p1, int64_t j2, const float* acc,
-                               const int* d0, const int* d1, const int* rad0, const int* rad1, float* out) const {
+  MRMF_HD MRMF_INLINE int emit(int k, int64_t n, int64_t p0, int64_t p1, int64_t j2, const float* acc, const int* d0,
+                               const int* d1, const int* rad0, const int* rad1, float* out) const {
     const FusedGeom& g = f.g;
     const int l = g.order[k];
     const int z = static_cast<int>(k == 0 ? g.f[l][2] : g.r[l][2]);  // last-axis positions per output
     const int nw = static_cast<int>(kFusedChainVoxels / g.f[l][2]);
     const float inv = k == 0 ? g.inv[l] : g.inv_r[l];
-    switch (z) {
-      case 1: chain_zsum<1>(acc, nw, inv, out); break;
-      case 2: chain_zsum<2>(acc, nw, inv, out); break;
-      default: chain_zsum<4>(acc, nw, inv, out); break;
+    if (kProd && k == 0) {
+      const int64_t cells = g.f[l][0] * g.f[l][1] * g.f[l][2];
+      switch (z) {
+        case 1: chain_zsum<1, kProd, R == RawType::I16>(acc, nw, inv, out, cells); break;
+        case 2: chain_zsum<2, kProd, R == RawType::I16>(acc, nw, inv, out, cells); break;
+        default: chain_zsum<4, kProd, R == RawType::I16>(acc, nw, inv, out, cells); break;
+      }
+    } else {
+      switch (z) {
+        case 1: chain_zsum<1>(acc, nw, inv, out); break;
+        case 2: chain_zsum<2>(acc, nw, inv, out); break;
+        default: chain_zsum<4>(acc, nw, inv, out); break;
+      }
     }
     int64_t u0 = 0, u1 = 0;
     row_of(d0, d1, rad0, rad1, k, u0, u1);
@@ -307,20 +325,31 @@ inline bool fused_chain_preloadable(RawType r, const FusedGeom& g) {
 // Calls fn(kernel) with the chain kernel for f.g's level count, preloading
 // where f.g.chain_preload asks and the geometry allows (host side: the GPU
 // dispatch and the CPU test of the kernel's math).
-template <RawType R, FusedTransform TF, class Fn>
-void with_chain_kernel(const FusedDownsample<R, TF>& f, Fn&& fn) {
+template <bool kProd, RawType R, FusedTransform TF, class Fn>
+void with_chain_kernel_as(const FusedDownsample<R, TF>& f, Fn&& fn) {
   if constexpr (sizeof(typename RawLoad<R>::T) == 2) {
     if (f.g.chain_preload && fused_chain_preloadable(R, f.g)) {
-      fn(FusedDownsampleChain<R, TF, 2, true>{f});
+      fn(FusedDownsampleChain<R, TF, 2, true, kProd>{f});
       return;
     }
   }
   switch (f.g.levels) {
-    case 2: fn(FusedDownsampleChain<R, TF, 2>{f}); return;
-    case 3: fn(FusedDownsampleChain<R, TF, 3>{f}); return;
-    case 4: fn(FusedDownsampleChain<R, TF, 4>{f}); return;
+    case 2: fn(FusedDownsampleChain<R, TF, 2, false, kProd>{f}); return;
+    case 3: fn(FusedDownsampleChain<R, TF, 3, false, kProd>{f}); return;
+    case 4: fn(FusedDownsampleChain<R, TF, 4, false, kProd>{f}); return;
     default: break;
   }
+}
+template <RawType R, FusedTransform TF, class Fn>
+void with_chain_kernel(const FusedDownsample<R, TF>& f, Fn&& fn) {
+  if constexpr (FusedDownsample<R, TF>::kProducts) {
+    const int l = f.g.order[0];  // the level read from the input
+    if (f.by_product(f.g.f[l][0] * f.g.f[l][1] * f.g.f[l][2])) {
+      with_chain_kernel_as<true>(f, fn);
+      return;
+    }
+  }
+  with_chain_kernel_as<false>(f, fn);
 }
 
 }  // namespace mrmf::kernels

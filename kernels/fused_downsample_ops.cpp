@@ -119,6 +119,7 @@ FusedGeom make_fused_geom(const Shape& x, const FusedDownsampleSpec& spec, const
   g.transform = spec.transform;
   g.allow_vector = spec.vector_loads;
   g.allow_table = spec.log1p_table;
+  g.allow_product = spec.log1p_product;
   g.chain_preload = spec.chain_preload;
   g.vector_preload = spec.vector_preload;
   if (spec.transform == FusedTransform::Scale) {

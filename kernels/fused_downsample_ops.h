@@ -28,6 +28,7 @@ struct FusedDownsampleSpec {
   std::vector<std::vector<int64_t>> levels;  // per level, one factor per spatial axis; empty = one level of 1s
   bool vector_loads = true;                  // GPU: see FusedGeom::allow_vector
   bool log1p_table = true;                   // see FusedGeom::allow_table
+  bool log1p_product = true;                 // see FusedGeom::allow_product
   bool chain_preload = true;                 // GPU: see FusedGeom::chain_preload
   bool vector_preload = false;               // GPU: see FusedGeom::vector_preload
 };

@@ -92,11 +92,18 @@ struct RawSegment {
     MRMF_UNROLL
     for (int k = 0; k < kLoads; ++k) r[k] = load_raw16(row + k * (16 / sizeof(T)));
   }
-  template <RawType R, FusedTransform TF>
-  MRMF_HD MRMF_INLINE float value(const FusedDownsample<R, TF>& f, int k) const {
-    const int e = k * static_cast<int>(sizeof(T));  // byte offset in the segment
-    const uint32_t bits = r[e / 16].w[(e % 16) / 4] >> (8 * (e % 4));  // little-endian: element k's bytes
-    return f.value_of_bits(bits, k % kFusedVecChannels);
+  // Element k's bits in the low sizeof(T) bytes.
+  MRMF_HD MRMF_INLINE uint32_t bits(int k) const {
+    const int e = k * static_cast<int>(sizeof(T));      // byte offset in the segment
+    return r[e / 16].w[(e % 16) / 4] >> (8 * (e % 4));  // little-endian: element k's bytes
+  }
+  // kProd: its count factor (kernels/log1p_products.h), else its value.
+  template <bool kProd, RawType R, FusedTransform TF>
+  MRMF_HD MRMF_INLINE float input(const FusedDownsample<R, TF>& f, int k) const {
+    if constexpr (kProd)
+      return f.factor_of_bits(bits(k));
+    else
+      return f.value_of_bits(bits(k), k % kFusedVecChannels);
   }
 };
 
@@ -133,14 +140,20 @@ constexpr int kFusedVecPreloadRows = 4;
 // chain kernel's preloading variant took the CosmoFlow ladder from 76 to
 // 90 %. Not yet measured on a GPU: off by default. Same sums in the same
 // order either way: only the loads move.
-template <RawType R, FusedTransform TF, int kF2, bool kPre = false>
+//
+// kProd: the block is reduced by products (FusedDownsample::by_product():
+// log1p of 16-bit counts; kernels/log1p_products.h), the running sums
+// becoming running products of count factors and each output one
+// logarithm, in the same order.
+template <RawType R, FusedTransform TF, int kF2, bool kPre = false, bool kProd = false>
 struct FusedDownsampleVec {
   using T = typename RawLoad<R>::T;
   static constexpr int kC = static_cast<int>(kFusedVecChannels);
   static constexpr int kV = static_cast<int>(fused_vector_width(kF2));
-  static constexpr int kP = kV * kF2 * kC;                       // elements per row segment
+  static constexpr int kP = kV * kF2 * kC;  // elements per row segment
   static_assert(kV >= 1 && kP == kFusedVecElems, "a segment is kFusedVecElems elements");
   static_assert(!kPre || sizeof(T) == 2, "preloading is for 2-byte stored types");
+  static_assert(!kProd || FusedDownsample<R, TF>::kProducts, "products are for log1p of 16-bit integers");
   // Resident 256-thread blocks per SM the launch asks for: 4 (64 registers)
   // where one row is in flight; at least 2 (128) for preloading, whose four
   // rows' 32 registers of raw input spilled 96-388 bytes at 64 (ptxas -v,
@@ -205,21 +218,23 @@ struct FusedDownsampleVec {
       float out[kV];
       MRMF_UNROLL
       for (int w = 0; w < kV; ++w) {
-        float s = 0.f;
+        float s = kProd ? 1.f : 0.f;
         MRMF_UNROLL
-        for (int z = 0; z < kF2; ++z) s += t[(w * kF2 + z) * kC + c];
+        for (int z = 0; z < kF2; ++z) s = f.template fold<kProd>(s, t[(w * kF2 + z) * kC + c]);
+        if constexpr (kProd) s = f.log_of_product(s, f0 * f1 * kF2);
         out[w] = s * inv;
       }
       store_floats<kV>(y + c * plane, out);
     }
   }
 
-  // A row's values into the running sums (the first row sets them).
+  // A row's values into the running sums, or its factors into the running
+  // products (the first row sets them).
   MRMF_HD MRMF_INLINE void add_row(const RawSegment<T>& seg, float* t, bool first) const {
     MRMF_UNROLL
     for (int k = 0; k < kP; ++k) {
-      const float v = seg.value(f, k);
-      t[k] = first ? v : t[k] + v;
+      const float v = seg.template input<kProd>(f, k);
+      t[k] = first ? v : f.template fold<kProd>(t[k], v);
     }
   }
 };
@@ -237,24 +252,34 @@ inline bool fused_vector_preloadable(RawType r, const FusedGeom& g) {
 // the 1, 2 or 4 that fused_vector_f2() admits, preloading where
 // f.g.vector_preload asks and the geometry allows (host side: the dispatch
 // and the CPU test of the kernel's math choose it the same way).
-template <RawType R, FusedTransform TF, class Fn>
-void with_vector_kernel(const FusedDownsample<R, TF>& f, Fn&& fn) {
+template <bool kProd, RawType R, FusedTransform TF, class Fn>
+void with_vector_kernel_as(const FusedDownsample<R, TF>& f, Fn&& fn) {
   if constexpr (sizeof(typename RawLoad<R>::T) == 2) {
     if (f.g.vector_preload && fused_vector_preloadable(R, f.g)) {
       switch (f.g.f[0][2]) {
-        case 1: fn(FusedDownsampleVec<R, TF, 1, true>{f}); return;
-        case 2: fn(FusedDownsampleVec<R, TF, 2, true>{f}); return;
-        case 4: fn(FusedDownsampleVec<R, TF, 4, true>{f}); return;
+        case 1: fn(FusedDownsampleVec<R, TF, 1, true, kProd>{f}); return;
+        case 2: fn(FusedDownsampleVec<R, TF, 2, true, kProd>{f}); return;
+        case 4: fn(FusedDownsampleVec<R, TF, 4, true, kProd>{f}); return;
         default: break;
       }
     }
   }
   switch (f.g.f[0][2]) {
-    case 1: fn(FusedDownsampleVec<R, TF, 1>{f}); return;
-    case 2: fn(FusedDownsampleVec<R, TF, 2>{f}); return;
-    case 4: fn(FusedDownsampleVec<R, TF, 4>{f}); return;
+    case 1: fn(FusedDownsampleVec<R, TF, 1, false, kProd>{f}); return;
+    case 2: fn(FusedDownsampleVec<R, TF, 2, false, kProd>{f}); return;
+    case 4: fn(FusedDownsampleVec<R, TF, 4, false, kProd>{f}); return;
     default: break;
   }
+}
+template <RawType R, FusedTransform TF, class Fn>
+void with_vector_kernel(const FusedDownsample<R, TF>& f, Fn&& fn) {
+  if constexpr (FusedDownsample<R, TF>::kProducts) {
+    if (f.by_product(f.g.f[0][0] * f.g.f[0][1] * f.g.f[0][2])) {
+      with_vector_kernel_as<true>(f, fn);
+      return;
+    }
+  }
+  with_vector_kernel_as<false>(f, fn);
 }
 
 }  // namespace mrmf::kernels

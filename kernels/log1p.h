@@ -71,27 +71,30 @@ MRMF_HD MRMF_INLINE float pick(bool take_a, float a, float b) {
   return from_bits((bits(a) & m) | (bits(b) & ~m));
 }
 
-}  // namespace log1p_detail
+// u = 2^k * m with m in [sqrt(2)/2, sqrt(2)) for a positive normal u:
+// returns k and sets f = m - 1. Shifting u's bits by 1 - sqrt(2)/2's worth
+// of mantissa makes the exponent field k's.
+MRMF_HD MRMF_INLINE int reduce(float u, float& f) {
+  const uint32_t iu = bits(u) + (0x3f800000u - 0x3f3504f3u);
+  f = sub(from_bits((iu & 0x007fffffu) + 0x3f3504f3u), 1.f);
+  return static_cast<int>(iu >> 23) - 0x7f;
+}
 
-MRMF_HD MRMF_INLINE float log1p_f32(float x) {
-  using namespace log1p_detail;
-  // fdlibm's constants: ln 2 split so that k * ln2_hi is exact for |k| < 2^9.
+// log(2^k * (1 + f)) + c for f from reduce(), by fdlibm's method: log(1 + f)
+// from s = f / (2 + f) with a degree-4 polynomial in s^2, plus k * ln 2 in
+// two parts, summed left to right as
+// s * (hfsq + R) + (k ln2_lo + c) - hfsq + f + k ln2_hi.
+MRMF_HD MRMF_INLINE float log_reduced(float f, int k, float c) {
+  // fdlibm's constants: ln 2 split into a 17-bit ln2_hi and the rest, so
+  // that k * ln2_hi is exact for |k| < 185 (log1p_f32's k is at most 128;
+  // log_pow2_f32's may reach 255, where that product rounds once more --
+  // still within 1 ulp, tests/unit/test_log1p.cpp).
   constexpr float kLn2Hi = 6.9313812256e-01f;  // 0x3f317180
   constexpr float kLn2Lo = 9.0580006145e-06f;  // 0x3717f7d1
   constexpr float kLg1 = 0.66666662693f;       // 0xaaaaaa.0p-24
   constexpr float kLg2 = 0.40000972152f;       // 0xccce13.0p-25
   constexpr float kLg3 = 0.28498786688f;       // 0x91e9ee.0p-25
   constexpr float kLg4 = 0.24279078841f;       // 0xf89e26.0p-26
-  const float u = add(1.f, x);
-  // u = 2^k * m, m in [sqrt(2)/2, sqrt(2)): shifting the bits by
-  // 1 - sqrt(2)/2's worth of mantissa makes the exponent field k's.
-  const uint32_t iu = bits(u) + (0x3f800000u - 0x3f3504f3u);
-  const int k = static_cast<int>(iu >> 23) - 0x7f;
-  const float f = sub(from_bits((iu & 0x007fffffu) + 0x3f3504f3u), 1.f);
-  // The rounding of 1 + x, divided by u; for k >= 2, u - x is exact. Both
-  // forms computed, one picked by a bit mask (pick()).
-  const float c_big = sub(1.f, sub(u, x)), c_small = sub(x, sub(u, 1.f));
-  const float c = div(pick(k >= 2, c_big, c_small), u);
   const float s = div(f, add(2.f, f));
   const float z = mul(s, s), w = mul(z, z);
   const float t1 = mul(w, add(kLg2, mul(w, kLg4)));
@@ -99,8 +102,21 @@ MRMF_HD MRMF_INLINE float log1p_f32(float x) {
   const float r = add(t2, t1);
   const float hfsq = mul(mul(0.5f, f), f);
   const float dk = static_cast<float>(k);
-  // s * (hfsq + R) + (k ln2_lo + c) - hfsq + f + k ln2_hi, left to right.
-  const float y = add(add(sub(add(mul(s, add(hfsq, r)), add(mul(dk, kLn2Lo), c)), hfsq), f), mul(dk, kLn2Hi));
+  return add(add(sub(add(mul(s, add(hfsq, r)), add(mul(dk, kLn2Lo), c)), hfsq), f), mul(dk, kLn2Hi));
+}
+
+}  // namespace log1p_detail
+
+MRMF_HD MRMF_INLINE float log1p_f32(float x) {
+  using namespace log1p_detail;
+  const float u = add(1.f, x);
+  float f;
+  const int k = reduce(u, f);
+  // The rounding of 1 + x, divided by u; for k >= 2, u - x is exact. Both
+  // forms computed, one picked by a bit mask (pick()).
+  const float c_big = sub(1.f, sub(u, x)), c_small = sub(x, sub(u, 1.f));
+  const float c = div(pick(k >= 2, c_big, c_small), u);
+  const float y = log_reduced(f, k, c);
   // The edge cases from x's bits (a float comparison such as x >= -1 may
   // trap on NaN), with integer masks and bitwise ors throughout: g++ turns
   // `||` and nested `?:` here back into branches, and the loop stays scalar.
@@ -111,6 +127,36 @@ MRMF_HD MRMF_INLINE float log1p_f32(float x) {
   const uint32_t edge = (0x7fc00000u & ~(inf | minus_one)) | (0x7f800000u & inf) | (0xff800000u & minus_one);
   const uint32_t special = inf | minus_one | nan_or_below;
   return from_bits((edge & special) | (bits(y) & ~special));
+}
+
+// log(p * 2^e2) for p = 0 (-inf), a positive normal p, or +inf (+inf);
+// NaN for NaN and negative p. The same operations as log1p_f32 without the
+// rounding correction (p is exact), and e2 enters the exponent exactly
+// (k + e2 within +-255: tested to 1 ulp there). Why: the fused
+// downsample's log1p of a block of integer counts is the logarithm of the
+// product of (1 + x), one per block (kernels/log1p_products.h), with the
+// factors scaled by 2^-8 so that the product stays in range and e2
+// restoring the scale.
+MRMF_HD MRMF_INLINE float log_pow2_normal_f32(float p, int e2);
+MRMF_HD MRMF_INLINE float log_pow2_f32(float p, int e2) {
+  using namespace log1p_detail;
+  const float y = log_pow2_normal_f32(p, e2);
+  const uint32_t bp = bits(p);
+  const uint32_t inf = mask(bp == 0x7f800000u), zero = mask((bp & 0x7fffffffu) == 0u);
+  const uint32_t nan_or_negative = mask((bp & 0x7fffffffu) > 0x7f800000u) | mask(bp > 0x80000000u);
+  const uint32_t edge = (0x7fc00000u & nan_or_negative) | (0x7f800000u & inf) | (0xff800000u & zero);
+  const uint32_t special = inf | zero | nan_or_negative;
+  return from_bits((edge & special) | (bits(y) & ~special));
+}
+
+// log_pow2_f32 where p is known to be a positive normal float (the same
+// bits there), without the edge cases' selects: a product of uint16 count
+// factors.
+MRMF_HD MRMF_INLINE float log_pow2_normal_f32(float p, int e2) {
+  using namespace log1p_detail;
+  float f;
+  const int k = reduce(p, f) + e2;
+  return log_reduced(f, k, 0.f);
 }
 
 }  // namespace mrmf::kernels

@@ -177,6 +177,47 @@ TEST_CASE("gpu: the vector kernel's preloading variant (blocks of 2 to 4 rows of
                         fused_vector_preloadable);
 }
 
+TEST_CASE("gpu: log1p of 16-bit counts by products (blocks of 4 to 15 elements) gives the CPU's bits",
+          "[gpu][fused_downsample]") {
+  // Written without a GPU (session 39): kernels/log1p_products.h in every
+  // GPU kernel -- single levels (vector kernel, its preloading variant, the
+  // per-position kernel), chains whose first level takes products, and
+  // requests that are no chain -- for uint16 and int16 counts (int16 with
+  // -1: -inf outputs), against the CPU rows; and the sums
+  // (log1p_product = false) beside them. No int16 below -1: its NaN would
+  // leave the GPU's arithmetic as CUDA's canonical NaN, the CPU's as
+  // 0x7fc00000 (both NaN, not the same bits).
+  Stream gs = Stream::create(Device::cuda(0));
+  for (DType dt : {DType::U16, DType::I16}) {
+    const Shape shape{2, 8, 8, 16, 4};
+    Tensor raw = Tensor::empty(shape, dt);
+    for (int64_t i = 0; i < raw.numel(); ++i) {
+      const uint32_t h = static_cast<uint32_t>(i * 2654435761u) >> 8;
+      const int32_t v = h % 97 == 0                        ? (dt == DType::U16 ? 65535 : 32767)
+                        : h % 211 == 0 && dt == DType::I16 ? -1
+                                                           : h % 40;
+      static_cast<uint16_t*>(raw.raw_data())[i] = static_cast<uint16_t>(v);
+    }
+    for (bool product : {true, false})
+      for (const std::vector<std::vector<int64_t>>& levels : {std::vector<std::vector<int64_t>>{{2, 2, 2}},
+                                                              {{2, 2, 1}},
+                                                              {{1, 1, 4}},
+                                                              {{2, 1, 2}},
+                                                              {{2, 2, 2}, {4, 4, 4}},
+                                                              {{1, 2, 2}, {2, 2, 2}},
+                                                              {{2, 1, 2}, {2, 2, 2}, {4, 4, 4}},
+                                                              {{2, 2, 2}, {1, 2, 4}}}) {
+        FusedDownsampleSpec spec;
+        spec.transform = FusedTransform::Log1p;
+        spec.log1p_product = product;
+        spec.levels = levels;
+        INFO(dtype_name(dt) << (product ? ", products" : ", sums") << ", " << levels.size() << " level(s), first "
+                            << levels[0][0] << "x" << levels[0][1] << "x" << levels[0][2]);
+        require_levels_same(gs, raw, spec);
+      }
+  }
+}
+
 TEST_CASE("gpu: fused downsample of a production-sized batch (every thread loops several times)",
           "[gpu][fused_downsample]") {
   // 12 x 128^3 x 4 uint16 (200 MB): 25 M positions at 1/1 and 3 M blocks

@@ -105,3 +105,43 @@ TEST_CASE("log1p_f32 gives the same bits in a vectorized loop as call by call") 
   }
   CHECK(std::memcmp(vec.data(), one.data(), x.size() * sizeof(float)) == 0);
 }
+
+TEST_CASE("log_pow2_f32: log(p * 2^e2) within 1 ulp, the exponent exact, and its edge cases") {
+  using mrmf::kernels::log_pow2_f32;
+  using mrmf::kernels::log_pow2_normal_f32;
+  // What the fused downsample's products take (kernels/log1p_products.h):
+  // p in [2^-120, 2^120], e2 = 8 * cells for 4 to 15 cells; and wider.
+  std::mt19937 gen(11);
+  std::uniform_real_distribution<float> mant(1.f, 2.f);
+  std::uniform_int_distribution<int> ex(-125, 125), e2s(0, 130);
+  int64_t worst = 0;
+  float worst_p = 0;
+  int worst_e2 = 0;
+  for (int i = 0; i < 1000000; ++i) {
+    const float p = std::ldexp(mant(gen), ex(gen));
+    const int e2 = e2s(gen);
+    const double want = std::log(static_cast<double>(p)) + e2 * std::log(2.0);
+    const float got = log_pow2_f32(p, e2);
+    const int64_t d = ulp_distance(got, static_cast<float>(want));
+    if (d > worst) {
+      worst = d;
+      worst_p = p;
+      worst_e2 = e2;
+    }
+    const float normal = log_pow2_normal_f32(p, e2);
+    if (std::memcmp(&got, &normal, 4) != 0) FAIL_CHECK("the normal variant differs at p " << p << ", e2 " << e2);
+  }
+  INFO("worst " << worst << " ulp at p " << worst_p << ", e2 " << worst_e2);
+  CHECK(worst <= 1);
+  // Exactly k ln 2 at powers of two; 2^-e2 * 2^e2 = 1 gives exactly 0.
+  CHECK(log_pow2_f32(std::ldexp(1.f, -64), 64) == 0.f);
+  CHECK(log_pow2_f32(std::ldexp(1.f, -120), 120) == 0.f);
+  CHECK(log_pow2_f32(1.f, 3) == static_cast<float>(3 * std::log(2.0)));
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  CHECK(log_pow2_f32(0.f, 64) == -inf);
+  CHECK(log_pow2_f32(-0.f, 64) == -inf);
+  CHECK(log_pow2_f32(inf, 8) == inf);
+  CHECK(std::isnan(log_pow2_f32(nan, 8)));
+  CHECK(std::isnan(log_pow2_f32(-2.f, 8)));
+  CHECK(std::isnan(log_pow2_f32(-inf, 8)));
+}
