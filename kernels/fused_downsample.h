@@ -259,7 +259,10 @@ struct FusedDownsample {
   // bits: per output, for each z along the last axis, the f0 x f1 values at
   // that z are summed in (a, b) order starting from the first one; then
   // those per-z sums are added to 0 in z order. (The CPU rows keep the
-  // per-z sums as unit-stride running sums over whole input rows.)
+  // per-z sums as unit-stride running sums over whole input rows.) Blocks
+  // that by_product() takes follow the same order with products of count
+  // factors (multiplied into 1 over z), then one logarithm per output
+  // (kernels/log1p_products.h).
   MRMF_HD void operator()(int64_t i) const {
     const int64_t j2 = i - g.chunk_div(i) * g.nchunk;
     int64_t q = g.chunk_div(i);
