@@ -136,6 +136,17 @@ class H5File {
   // file type, at an offset aligned to the element size, in a file without a
   // user block; -1 otherwise.
   int64_t contiguous_offset(const std::string& dataset, DType dtype) const;
+  // The same for a dataset read in units of `rows_per_unit` rows along its
+  // first axis (a CosmoFlow sample: one row of `3Dmap`, LBANN's four of
+  // `full`): each unit's byte offset, when every unit lies in the file as
+  // one unbroken run of `dtype`'s elements -- a contiguous dataset as above,
+  // or a chunked, unfiltered one whose chunks span all but the first axis,
+  // every one allocated, each unit inside one chunk or in chunks stored back
+  // to back (the same type, alignment and user-block conditions); empty
+  // otherwise, and when the row count is not a multiple of rows_per_unit.
+  // Why: h5py and other writers often chunk a sample per chunk; such files
+  // then map like contiguous ones (data/loader_sources.cpp).
+  std::vector<int64_t> unit_offsets(const std::string& dataset, DType dtype, int64_t rows_per_unit) const;
 
   // Creates a dataset of `shape` and `dtype` (contents written later with write_rows).
   void create_dataset(const std::string& dataset, const std::vector<int64_t>& shape, DType dtype,

@@ -149,22 +149,24 @@ int64_t max_mapped_files() {
 }
 
 // The files of a shard mapped into memory (LoaderOptions::memory_map): each
-// file's dataset read where it lies in the page cache, by any thread that
+// file's samples read where they lie in the page cache, by any thread that
 // takes a chunk of a batch (data/mapped_file.h says why). All of the shard's
 // files or none: raw_ptr() must serve every sample. Move-only; holds its
 // share of max_mapped_files() until destroyed.
 class MappedShard {
  public:
   std::vector<MappedFile> maps;
-  std::vector<const char*> base;  // per file index: its dataset's first byte (nullptr outside the shard)
+  // Per file index, each sample's first byte (H5File::unit_offsets; empty
+  // outside the shard).
+  std::vector<std::vector<const char*>> samples;
 
   MappedShard() = default;
   MappedShard(MappedShard&& o) noexcept
-      : maps(std::move(o.maps)), base(std::move(o.base)), reserved_(std::exchange(o.reserved_, 0)) {}
+      : maps(std::move(o.maps)), samples(std::move(o.samples)), reserved_(std::exchange(o.reserved_, 0)) {}
   MappedShard& operator=(MappedShard&& o) noexcept {
     if (this != &o) {
       maps = std::move(o.maps);  // unmaps this shard's files
-      base = std::move(o.base);
+      samples = std::move(o.samples);
       release();
       reserved_ = std::exchange(o.reserved_, 0);
     }
@@ -174,7 +176,8 @@ class MappedShard {
   MappedShard& operator=(const MappedShard&) = delete;
   ~MappedShard() { release(); }
 
-  bool empty() const { return base.empty(); }
+  bool empty() const { return samples.empty(); }
+  const char* sample(size_t file, int64_t row) const { return samples[file][static_cast<size_t>(row)]; }
   // Takes n of the process's `limit` mappings; false, taking none, when
   // fewer are left.
   bool reserve(int64_t n, int64_t limit) {
@@ -196,9 +199,9 @@ class MappedShard {
   int64_t reserved_ = 0;
 };
 struct MapRequest {
-  size_t file;     // index into the paths
-  int64_t offset;  // H5File::contiguous_offset of the dataset (< 0: not mappable)
-  int64_t bytes;   // what the dataset holds
+  size_t file;                   // index into the paths
+  std::vector<int64_t> offsets;  // H5File::unit_offsets of the dataset's samples (empty: not mappable)
+  int64_t sample_bytes;
 };
 
 // Maps the requested files of `paths`; an empty shard, the reason logged,
@@ -215,13 +218,14 @@ MappedShard map_shard(const std::vector<std::string>& paths, const std::vector<M
         paths[want.front().file], want.size() - 1, limit, MappedShard::files_in_use());
     return {};
   }
-  m.base.assign(paths.size(), nullptr);
+  m.samples.resize(paths.size());
   for (const MapRequest& r : want) {
     const std::string& path = paths[r.file];
-    if (r.offset < 0) {
+    if (r.offsets.empty()) {
       log::debug(
-          "{}: '{}' is not contiguous little-endian data of its type in the file itself (chunked, filtered, "
-          "external, never written, or behind a user block): read through HDF5",
+          "{}: '{}' does not lie in the file itself as one unbroken run of little-endian data of its type per "
+          "sample (compressed or otherwise filtered, chunked across a sample, external, never written, or "
+          "behind a user block): read through HDF5",
           path, dataset);
       return {};
     }
@@ -232,9 +236,10 @@ MappedShard map_shard(const std::vector<std::string>& paths, const std::vector<M
       log::warn("{}; reading the shard through HDF5", e.message());
       return {};
     }
-    MRMF_CHECK_KIND(Data, f.size() >= r.offset + r.bytes, path, ": file of ", f.size(), " bytes, but dataset '",
-                    dataset, "' needs ", r.offset + r.bytes, " (truncated?)");
-    m.base[r.file] = f.data() + r.offset;
+    const int64_t end = *std::max_element(r.offsets.begin(), r.offsets.end()) + r.sample_bytes;
+    MRMF_CHECK_KIND(Data, f.size() >= end, path, ": file of ", f.size(), " bytes, but dataset '", dataset, "' needs ",
+                    end, " (truncated?)");
+    for (int64_t off : r.offsets) m.samples[r.file].push_back(f.data() + off);
     m.maps.push_back(std::move(f));
   }
   return m;
@@ -264,11 +269,11 @@ struct MappedSource : Source {
   // "<file>: dataset '<name>' ..." for sample `local`'s messages.
   virtual std::string sample_what(int64_t local) const = 0;
   // Keeps the mapping `m` if the shard's first sample reads the same
-  // through it as through HDF5 (the offset's meaning checked once).
+  // through it as through HDF5 (the offsets' meaning checked once).
   void adopt(MappedShard m, const std::vector<std::string>& paths, int64_t rows_per_sample) {
     const Pick& p0 = picks.front();
     if (m.empty() || !mapping_agrees(paths[p0.file], dataset, p0.row * rows_per_sample, rows_per_sample, dtype,
-                                     m.base[p0.file] + p0.row * raw_bytes(), raw_bytes()))
+                                     m.sample(p0.file, p0.row), raw_bytes()))
       return;
     mapped_ = std::move(m);
     checked_.assign(picks.size(), needs_value_check() ? 0 : 1);
@@ -276,7 +281,7 @@ struct MappedSource : Source {
   const void* raw_ptr(int64_t local) const override {
     if (mapped_.empty()) return nullptr;
     const Pick& p = picks[static_cast<size_t>(local)];
-    return mapped_.base[p.file] + p.row * raw_bytes();
+    return mapped_.sample(p.file, p.row);
   }
   void check_ram_sample(int64_t local) override {
     if (mapped_.empty() || checked_[static_cast<size_t>(local)]) return;
@@ -324,7 +329,7 @@ struct CosmoSource : MappedSource {
         const H5File h = H5File::open_read(cf.path(f));
         file_labels[f] = h.read("unitPar", DType::F32);
         check_finite(file_labels[f], cf.path(f) + ": dataset 'unitPar'");
-        if (o.memory_map) want.push_back({f, h.contiguous_offset("3Dmap", dtype), cf.samples(f) * raw_bytes()});
+        if (o.memory_map) want.push_back({f, h.unit_offsets("3Dmap", dtype, 1), raw_bytes()});
       }
       std::memcpy(labels.data<float>() + static_cast<int64_t>(i) * params,
                   file_labels[f].data<float>() + picks[i].row * params, static_cast<size_t>(params) * 4);
@@ -381,7 +386,7 @@ struct LbannSource : MappedSource {
       check_finite(l, paths[f] + ": dataset 'unitPar'");
       std::memcpy(labels.data<float>() + static_cast<int64_t>(i) * 4, l.data<float>(), 16);
       ids.push_back(picks[i].id);
-      if (o.memory_map) want.push_back({f, h.contiguous_offset("full", dtype), raw_bytes()});
+      if (o.memory_map) want.push_back({f, h.unit_offsets("full", dtype, 4), raw_bytes()});  // a sample: 4 rows
     }
     if (o.memory_map) adopt(map_shard(paths, want, dataset), paths, 4);  // a sample: `full`'s 4 rows
   }

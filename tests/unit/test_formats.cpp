@@ -380,3 +380,98 @@ TEST_CASE("h5 formats: a file another process holds locked for writing can still
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
 }
+
+namespace {
+
+// A [rows, 3, 4, 2] uint16 dataset "d" (iota values) through the HDF5 C API,
+// with chunks of `chunk` (empty: contiguous) and gzip level `deflate`,
+// written in the row ranges [lo, hi) given, in that order, each flushed to
+// the file before the next: their chunks are allocated in that order.
+void write_u16_rows(const std::string& path, hsize_t rows, const std::vector<hsize_t>& chunk, unsigned deflate,
+                    const std::vector<std::pair<hsize_t, hsize_t>>& ranges) {
+  const Tensor t = iota({static_cast<int64_t>(rows), 3, 4, 2}, DType::U16);
+  const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  REQUIRE(f >= 0);
+  const hsize_t dims[4] = {rows, 3, 4, 2};
+  const hid_t space = H5Screate_simple(4, dims, nullptr);
+  const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  if (!chunk.empty()) REQUIRE(H5Pset_chunk(dcpl, 4, chunk.data()) >= 0);
+  if (deflate > 0) REQUIRE(H5Pset_deflate(dcpl, deflate) >= 0);
+  const hid_t d = H5Dcreate2(f, "d", H5T_STD_U16LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  REQUIRE(d >= 0);
+  for (const auto& [lo, hi] : ranges) {
+    const hsize_t start[4] = {lo, 0, 0, 0}, count[4] = {hi - lo, 3, 4, 2};
+    REQUIRE(H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr) >= 0);
+    const hid_t mem = H5Screate_simple(4, count, nullptr);
+    REQUIRE(H5Dwrite(d, H5T_NATIVE_UINT16, mem, space, H5P_DEFAULT, t.data<uint16_t>() + lo * 24) >= 0);
+    H5Sclose(mem);
+    REQUIRE(H5Fflush(f, H5F_SCOPE_GLOBAL) >= 0);
+  }
+  H5Dclose(d);
+  H5Pclose(dcpl);
+  H5Sclose(space);
+  H5Fclose(f);
+}
+
+// Whether the file's bytes at each of `offsets` are units of `per` rows of
+// "d" as HDF5 reads them (one offset per unit, all of them).
+bool units_at(const std::string& path, const std::vector<int64_t>& offsets, int64_t per) {
+  const H5File h = H5File::open_read(path);
+  const int64_t rows = h.shape("d")[0], unit = per * 24 * 2;
+  if (static_cast<int64_t>(offsets.size()) * per != rows) return false;
+  std::ifstream in(path, std::ios::binary);
+  for (size_t u = 0; u < offsets.size(); ++u) {
+    const Tensor want = h.read_rows("d", static_cast<int64_t>(u) * per, per);
+    std::vector<char> got(static_cast<size_t>(unit));
+    in.seekg(offsets[u]);
+    in.read(got.data(), unit);
+    if (!in || std::memcmp(got.data(), want.raw_data(), got.size()) != 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("h5 formats: where each sample lies in the file, contiguous or chunked (unit_offsets)", "[data][h5]") {
+  // The offsets are checked against the file's own bytes: at each, a unit
+  // of rows as HDF5 reads it.
+  TempDir tmp;
+  const std::string contig = tmp / "contig.h5";
+  write_u16_rows(contig, 6, {}, 0, {{0, 6}});
+  for (int64_t per : {1, 2, 3, 6}) {
+    INFO("contiguous, rows per unit " << per);
+    const auto off = H5File::open_read(contig).unit_offsets("d", DType::U16, per);
+    CHECK(units_at(contig, off, per));
+    CHECK(off[0] == H5File::open_read(contig).contiguous_offset("d", DType::U16));
+  }
+  CHECK(H5File::open_read(contig).unit_offsets("d", DType::U16, 4).empty());  // 6 rows: no whole units of 4
+  CHECK(H5File::open_read(contig).unit_offsets("d", DType::I16, 1).empty());  // another type
+
+  // Chunks spanning a row's other axes, one to three rows each, chunk 1 (or
+  // the last) allocated first: every unit inside one chunk maps; a unit
+  // across two chunks maps only where they lie back to back.
+  for (hsize_t k : {1, 2, 3}) {
+    const std::string path = tmp / ("rows" + std::to_string(k) + ".h5");
+    write_u16_rows(path, 6, {k, 3, 4, 2}, 0, {{k, 6}, {0, k}});
+    const H5File h = H5File::open_read(path);
+    CHECK(h.contiguous_offset("d", DType::U16) == -1);
+    for (int64_t per : {int64_t{1}, static_cast<int64_t>(k)}) {
+      INFO(k << " rows per chunk, rows per unit " << per);
+      CHECK(units_at(path, h.unit_offsets("d", DType::U16, per), per));
+    }
+  }
+  // Rows 2 and 3 of 3-row chunks: row 3 begins chunk 1, allocated before
+  // chunk 0, so the unit is not one run.
+  CHECK(H5File::open_read(tmp / "rows3.h5").unit_offsets("d", DType::U16, 2).empty());
+  // Not mappable: chunks smaller than a row, compressed chunks, a chunk
+  // never written (its rows read as the fill value).
+  const std::string part = tmp / "part_row.h5", gz = tmp / "gzip.h5", hole = tmp / "hole.h5";
+  write_u16_rows(part, 6, {1, 3, 2, 2}, 0, {{0, 6}});
+  write_u16_rows(gz, 6, {1, 3, 4, 2}, 4, {{0, 6}});
+  write_u16_rows(hole, 6, {1, 3, 4, 2}, 0, {{0, 4}, {5, 6}});
+  for (const std::string& path : {part, gz, hole}) {
+    INFO(path);
+    CHECK(H5File::open_read(path).unit_offsets("d", DType::U16, 1).empty());
+    CHECK(H5File::open_read(path).read("d").numel() == 6 * 24);  // HDF5 still reads it
+  }
+}

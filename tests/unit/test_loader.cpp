@@ -579,12 +579,15 @@ TEST_CASE("loader: next() lends a batch its OpenMP team less one thread per load
 TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", "[loader]") {
   // Mapped files are read like a preloaded shard: the first epoch's batches
   // are made in chunks from RAM (on_chunk sees them); contiguous uint16,
-  // int16 and float32 files (`mrmf downsample` writes float32) are mapped, a chunked
-  // or big-endian `3Dmap` is read through HDF5 (no chunk before the cache
+  // int16 and float32 files (`mrmf downsample` writes float32) are mapped,
+  // and so are chunked ones whose chunks hold whole samples; a compressed or
+  // big-endian `3Dmap` is read through HDF5 (no chunk before the cache
   // holds the samples). Every way gives the same batches.
   Tmp d;
   write_cf(d / "contig", 2, 4, 4);
   fs::create_directories(d / "chunked");
+  fs::create_directories(d / "chunked3");
+  fs::create_directories(d / "gzip");
   fs::create_directories(d / "float");
   fs::create_directories(d / "int16");
   fs::create_directories(d / "bigendian");
@@ -595,6 +598,13 @@ TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", 
     c.write("3Dmap", x, WriteOptions{1, 0});  // one sample per chunk
     c.write("unitPar", y);
     c.close();
+    for (const auto& [dir, opts] : {std::pair<const char*, WriteOptions>{"chunked3", {3, 0}},  // 4 samples: 3 + 1
+                                    {"gzip", {1, 1}}}) {
+      H5File g = H5File::create((d / dir) + "/" + name);
+      g.write("3Dmap", x, opts);
+      g.write("unitPar", y);
+      g.close();
+    }
     write_cosmoflow_file((d / "float") + "/" + name, to_float32(x), y);
     write_cosmoflow_file((d / "int16") + "/" + name, from_float32(to_float32(x), DType::I16), y);
     // Big-endian uint16, through the HDF5 C API (mrmf writes little-endian only).
@@ -613,20 +623,28 @@ TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", 
     }
     H5Fclose(f);
   }
-  // A shard of one contiguous and one chunked file: all of its files are
-  // mapped or none (raw_ptr() serves every sample or none).
+  // A shard of one contiguous and one chunked file is mapped; of one
+  // contiguous and one compressed file, all of its files are read through
+  // HDF5 (raw_ptr() serves every sample or none).
   fs::create_directories(d / "mixed");
   fs::copy_file(d / "contig/c00.h5", d / "mixed/c00.h5");
   fs::copy_file(d / "chunked/c01.h5", d / "mixed/c01.h5");
+  fs::create_directories(d / "mixed_gzip");
+  fs::copy_file(d / "contig/c00.h5", d / "mixed_gzip/c00.h5");
+  fs::copy_file(d / "gzip/c01.h5", d / "mixed_gzip/c01.h5");
   const H5File contig = H5File::open_read(d / "contig/c00.h5");
   CHECK(contig.contiguous_offset("3Dmap", DType::U16) > 0);
   CHECK(contig.contiguous_offset("3Dmap", DType::I16) == -1);  // another type
   CHECK(H5File::open_read(d / "chunked/c00.h5").contiguous_offset("3Dmap", DType::U16) == -1);
+  CHECK(H5File::open_read(d / "chunked/c00.h5").unit_offsets("3Dmap", DType::U16, 1).size() == 4);
+  CHECK(H5File::open_read(d / "gzip/c00.h5").unit_offsets("3Dmap", DType::U16, 1).empty());
   CHECK(H5File::open_read(d / "bigendian/c00.h5").contiguous_offset("3Dmap", DType::U16) == -1);
+  CHECK(H5File::open_read(d / "bigendian/c00.h5").unit_offsets("3Dmap", DType::U16, 1).empty());
 
   std::vector<Tensor> want;
   std::vector<int64_t> want_ids;
-  for (const char* dir : {"contig", "chunked", "float", "int16", "bigendian", "mixed"})
+  for (const char* dir :
+       {"contig", "chunked", "chunked3", "gzip", "float", "int16", "bigendian", "mixed", "mixed_gzip"})
     for (bool map : {true, false})
       for (int io : {1, 3}) {
         INFO(dir << " memory_map " << map << " io_threads " << io);
@@ -642,7 +660,7 @@ TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", 
         std::vector<Tensor> xs;
         const auto ids = epoch_ids(*L, 0, &xs);
         const bool mappable =
-            std::string(dir) != "chunked" && std::string(dir) != "bigendian" && std::string(dir) != "mixed";
+            std::string(dir) != "gzip" && std::string(dir) != "bigendian" && std::string(dir) != "mixed_gzip";
         CHECK((chunks > 0) == (map && mappable));
         CHECK(L->caching() == (map && mappable));
         if (want.empty()) {
@@ -655,10 +673,12 @@ TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", 
 }
 
 TEST_CASE("loader: LBANN files mapped into memory give the same batches, values checked once per sample", "[loader]") {
-  // One (4, 4, 4, 4) sample per file, float32 and int16, contiguous (mapped
-  // unless memory_map is off) and chunked (read through HDF5 either way).
+  // One (4, 4, 4, 4) sample per file, float32 and int16, contiguous and
+  // chunked whole (mapped unless memory_map is off), and compressed (read
+  // through HDF5 either way).
   Tmp d;
-  const auto lbann_dir = [&](const std::string& name, DType dt, bool chunked, int bad_file = -1, float bad = 0) {
+  enum class Store { Contiguous, Chunked, Gzip };
+  const auto lbann_dir = [&](const std::string& name, DType dt, Store store, int bad_file = -1, float bad = 0) {
     const std::string dir = d / name;
     fs::create_directories(dir);
     for (int i = 0; i < 6; ++i) {
@@ -668,25 +688,26 @@ TEST_CASE("loader: LBANN files mapped into memory give the same batches, values 
       Tensor lab = Tensor::full({4}, 0.f);
       lab.data<float>()[0] = float(i);
       const std::string path = dir + "/s" + std::to_string(i) + ".h5";
-      if (!chunked) {
+      if (store == Store::Contiguous) {
         write_cosmoflow_lbann_file(path, from_float32(full, dt), lab);
         continue;
       }
       H5File c = H5File::create(path);
-      c.write("full", from_float32(full, dt), WriteOptions{1, 0});  // one channel per chunk
+      c.write("full", from_float32(full, dt), store == Store::Chunked ? WriteOptions{4, 0} : WriteOptions{1, 1});
       c.write("unitPar", lab);
       c.close();
     }
     return dir;
   };
   for (DType dt : {DType::F32, DType::I16}) {
-    const std::string contig = lbann_dir(std::string("contig_") + dtype_name(dt), dt, false);
-    const std::string chunked = lbann_dir(std::string("chunked_") + dtype_name(dt), dt, true);
+    const std::string contig = lbann_dir(std::string("contig_") + dtype_name(dt), dt, Store::Contiguous);
+    const std::string chunked = lbann_dir(std::string("chunked_") + dtype_name(dt), dt, Store::Chunked);
+    const std::string gzip = lbann_dir(std::string("gzip_") + dtype_name(dt), dt, Store::Gzip);
     for (auto tr : {kernels::FusedTransform::None, kernels::FusedTransform::Log1p})
       for (const std::vector<int64_t>& reduce : {std::vector<int64_t>{}, std::vector<int64_t>{2, 2, 2}}) {
         std::vector<Tensor> want;
         std::vector<int64_t> want_ids;
-        for (const std::string& dir : {contig, chunked})
+        for (const std::string& dir : {contig, chunked, gzip})
           for (bool map : {true, false})
             for (int io : {1, 3})
               for (bool cache : {false, true}) {
@@ -701,7 +722,7 @@ TEST_CASE("loader: LBANN files mapped into memory give the same batches, values 
                 o.reduce = reduce;
                 o.transform.kind = tr;
                 auto L = open_loader({DataFormat::CosmoFlowLbann, dir, Split::Train}, o);
-                if (!cache) CHECK(L->caching() == (map && dir == contig));  // mapped: read like a preloaded shard
+                if (!cache) CHECK(L->caching() == (map && dir != gzip));  // mapped: read like a preloaded shard
                 std::vector<Tensor> xs;
                 std::vector<int64_t> ids = epoch_ids(*L, 0, &xs);
                 const std::vector<int64_t> ids1 = epoch_ids(*L, 1, &xs);
@@ -720,8 +741,9 @@ TEST_CASE("loader: LBANN files mapped into memory give the same batches, values 
   // int16 one: the batch that reads the sample fails naming the file, the
   // dataset and the value, in every epoch that reads it (a failed check is
   // not remembered as passed), and the loader goes on.
-  const std::string nan_dir = lbann_dir("nan", DType::F32, false, 3, std::numeric_limits<float>::quiet_NaN());
-  const std::string neg_dir = lbann_dir("neg", DType::I16, false, 3, -5.f);
+  const std::string nan_dir =
+      lbann_dir("nan", DType::F32, Store::Contiguous, 3, std::numeric_limits<float>::quiet_NaN());
+  const std::string neg_dir = lbann_dir("neg", DType::I16, Store::Contiguous, 3, -5.f);
   // Also with the cache on and 1/8 (a mapped sample's reduced copy cached).
   for (const auto& [dir, log1p, what] :
        {std::make_tuple(nan_dir, false, "non-finite"), std::make_tuple(neg_dir, true, "value -5")})
