@@ -339,12 +339,13 @@ struct FusedDownsample {
   }
 
   // The fold of block_sums(): kProd multiplies count factors into 1, else
-  // values are added to 0 (fold() and input() below).
+  // values are added to 0 (fold_start/fold_step, kernels/log1p_products.h;
+  // input() below).
   template <bool kProd>
   MRMF_HD MRMF_INLINE void block_fold(int64_t col0, int64_t f0, int64_t f1, int64_t f2, float* acc) const {
     const int64_t C = g.c;
     MRMF_UNROLL
-    for (int c = 0; c < kFusedMaxChannels; ++c) acc[c] = kProd ? 1.f : 0.f;
+    for (int c = 0; c < kFusedMaxChannels; ++c) acc[c] = fold_start<kProd>();
     MRMF_NO_UNROLL
     for (int64_t z = 0; z < f2; ++z) {
       const int64_t col = col0 + z * g.s[2];
@@ -359,12 +360,12 @@ struct FusedDownsample {
             const int64_t e = col + a * g.s[0] + b * g.s[1];
             MRMF_UNROLL
             for (int c = 0; c < kFusedMaxChannels; ++c)
-              if (c < C) t[c] = fold<kProd>(t[c], input<kProd>(e + c * g.s_c, c));
+              if (c < C) t[c] = fold_step<kProd>(t[c], input<kProd>(e + c * g.s_c, c));
           }
       }
       MRMF_UNROLL
       for (int c = 0; c < kFusedMaxChannels; ++c)
-        if (c < C) acc[c] = fold<kProd>(acc[c], t[c]);
+        if (c < C) acc[c] = fold_step<kProd>(acc[c], t[c]);
     }
   }
 
@@ -376,10 +377,6 @@ struct FusedDownsample {
       return factor(idx);
     else
       return value(idx, c);
-  }
-  template <bool kProd>
-  MRMF_HD MRMF_INLINE static float fold(float a, float b) {
-    return kProd ? a * b : a + b;
   }
 
   // Level l's outputs inside coarse block (n, p0, p1), [p2_begin, p2_end),

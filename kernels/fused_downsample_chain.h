@@ -67,9 +67,9 @@ MRMF_HD MRMF_INLINE void chain_zsum(const float* a, int nw, float inv, float* ou
     if (w < nw) {
       MRMF_UNROLL
       for (int c = 0; c < kC; ++c) {
-        float s = kProd ? 1.f : 0.f;
+        float s = fold_start<kProd>();
         MRMF_UNROLL
-        for (int z = 0; z < kZ; ++z) s = kProd ? s * a[(w * kZ + z) * kC + c] : s + a[(w * kZ + z) * kC + c];
+        for (int z = 0; z < kZ; ++z) s = fold_step<kProd>(s, a[(w * kZ + z) * kC + c]);
         if constexpr (kProd) s = log_of_count_product<kSigned>(s, cells);
 #if defined(__CUDA_ARCH__)
         // Rounded here: the next level adds it to a running sum, and nvcc
@@ -224,7 +224,7 @@ struct FusedDownsampleChain {
     MRMF_UNROLL
     for (int k = 0; k < kP; ++k) {
       const float v = cur.template input<kProd>(f, k);
-      acc[0][k] = first ? v : f.template fold<kProd>(acc[0][k], v);
+      acc[0][k] = first ? v : fold_step<kProd>(acc[0][k], v);
     }
     bool done = d0[0] == rad0[0] - 1 && d1[0] == rad1[0] - 1;
     MRMF_UNROLL
@@ -276,6 +276,16 @@ struct FusedDownsampleChain {
       }
   }
 
+  // chain_zsum() for z last-axis positions per output (1, 2 or 4).
+  template <bool kP>
+  MRMF_HD MRMF_INLINE static void zsums(int z, const float* acc, int nw, float inv, float* out, int64_t cells) {
+    switch (z) {
+      case 1: chain_zsum<1, kP, R == RawType::I16>(acc, nw, inv, out, cells); break;
+      case 2: chain_zsum<2, kP, R == RawType::I16>(acc, nw, inv, out, cells); break;
+      default: chain_zsum<4, kP, R == RawType::I16>(acc, nw, inv, out, cells); break;
+    }
+  }
+
   // Chain position k's outputs for its completed block from its running
   // sums `acc`, written to level g.order[k] and left in out[w * C + c] for
   // the next level. Returns nw, the outputs per channel along the last axis.
@@ -286,20 +296,10 @@ struct FusedDownsampleChain {
     const int z = static_cast<int>(k == 0 ? g.f[l][2] : g.r[l][2]);  // last-axis positions per output
     const int nw = static_cast<int>(kFusedChainVoxels / g.f[l][2]);
     const float inv = k == 0 ? g.inv[l] : g.inv_r[l];
-    if (kProd && k == 0) {
-      const int64_t cells = g.f[l][0] * g.f[l][1] * g.f[l][2];
-      switch (z) {
-        case 1: chain_zsum<1, kProd, R == RawType::I16>(acc, nw, inv, out, cells); break;
-        case 2: chain_zsum<2, kProd, R == RawType::I16>(acc, nw, inv, out, cells); break;
-        default: chain_zsum<4, kProd, R == RawType::I16>(acc, nw, inv, out, cells); break;
-      }
-    } else {
-      switch (z) {
-        case 1: chain_zsum<1>(acc, nw, inv, out); break;
-        case 2: chain_zsum<2>(acc, nw, inv, out); break;
-        default: chain_zsum<4>(acc, nw, inv, out); break;
-      }
-    }
+    if (kProd && k == 0)  // the first level's blocks take products; the derived levels sum
+      zsums<kProd>(z, acc, nw, inv, out, g.f[l][0] * g.f[l][1] * g.f[l][2]);
+    else
+      zsums<false>(z, acc, nw, inv, out, 0);
     int64_t u0 = 0, u1 = 0;
     row_of(d0, d1, rad0, rad1, k, u0, u1);
     const int64_t O0 = g.out[l][0], O1 = g.out[l][1], O2 = g.out[l][2], plane = O0 * O1 * O2;

@@ -218,9 +218,9 @@ struct FusedDownsampleVec {
       float out[kV];
       MRMF_UNROLL
       for (int w = 0; w < kV; ++w) {
-        float s = kProd ? 1.f : 0.f;
+        float s = fold_start<kProd>();
         MRMF_UNROLL
-        for (int z = 0; z < kF2; ++z) s = f.template fold<kProd>(s, t[(w * kF2 + z) * kC + c]);
+        for (int z = 0; z < kF2; ++z) s = fold_step<kProd>(s, t[(w * kF2 + z) * kC + c]);
         if constexpr (kProd) s = f.log_of_product(s, f0 * f1 * kF2);
         out[w] = s * inv;
       }
@@ -234,7 +234,7 @@ struct FusedDownsampleVec {
     MRMF_UNROLL
     for (int k = 0; k < kP; ++k) {
       const float v = seg.template input<kProd>(f, k);
-      t[k] = first ? v : f.template fold<kProd>(t[k], v);
+      t[k] = first ? v : fold_step<kProd>(t[k], v);
     }
   }
 };

@@ -65,6 +65,17 @@ MRMF_HD MRMF_INLINE float count_factor(uint32_t b) {
   }
 }
 
+// A block's fold, the same in every traversal: where it is reduced by
+// products (kProd), count factors multiplied into 1; else values added to 0.
+template <bool kProd>
+MRMF_HD MRMF_INLINE float fold_start() {
+  return kProd ? 1.f : 0.f;
+}
+template <bool kProd>
+MRMF_HD MRMF_INLINE float fold_step(float acc, float v) {
+  return kProd ? acc * v : acc + v;
+}
+
 // The sum of log1p over a block of `cells` elements from the product `p` of
 // their count_factor<kSigned>()s. Unsigned factors are >= 2^-8, so their
 // product is a positive normal float and needs no edge cases.
