@@ -347,29 +347,35 @@ int main(int argc, char** argv) {
     L.reset();
   }
   // The same uint16 files chunked a sample per chunk (as h5py writes with
-  // chunks=(1, D, H, W, 4)): mapped like contiguous ones since session 40
-  // (H5File::unit_offsets), paired with a plain read of the chunked files.
-  if (section("cf")) {
-    const fs::path ch = dir / "chunked";
-    fs::create_directories(ch / "train");
-    for (size_t f = 0; f < cf.num_files(); ++f) {
-      const data::H5File h = data::H5File::open_read(cf.path(f));
-      data::H5File c = data::H5File::create((ch / "train" / fs::path(cf.path(f)).filename()).string());
-      c.write("3Dmap", h.read("3Dmap"), data::WriteOptions{1, 0});
-      c.write("unitPar", h.read("unitPar"));
+  // chunks=(1, D, H, W, 4)): plain, mapped like contiguous ones since
+  // session 40 (H5File::unit_offsets); and gzip-compressed (h5py's default
+  // level 4, shuffle off), mapped and decoded by the threads that make a
+  // batch (H5File::packed_units, data/packed_chunks.h). Each paired with a
+  // plain HDF5 read of the same files (which inflates on one thread).
+  if (section("cf"))
+    for (const auto& [what, opts] : {std::pair<const char*, data::WriteOptions>{"chunked", {1, 0}}, {"gzip", {1, 4}}}) {
+      const fs::path ch = dir / what;
+      fs::create_directories(ch / "train");
+      for (size_t f = 0; f < cf.num_files(); ++f) {
+        const data::H5File h = data::H5File::open_read(cf.path(f));
+        data::H5File c = data::H5File::create((ch / "train" / fs::path(cf.path(f)).filename()).string());
+        c.write("3Dmap", h.read("3Dmap"), opts);
+        c.write("unitPar", h.read("unitPar"));
+      }
+      const data::CosmoFlowFiles files = data::CosmoFlowFiles::open((ch / "train" / "*.h5").string());
+      const auto plain = plain_reader(files, DType::U16, buf);
+      const double t = best_of(3, plain);
+      const std::string w = what;
+      row("    %-48s %12.0f %10.2f\n", (w + " 3Dmap: plain HDF5 read").c_str(), total / t,
+          total * sample_bytes / t / 1e9);
+      hdf5_and_mapped_rows(
+          [w](bool mapped, int io) {
+            return std::string("loader") + (mapped ? ", mapped" : "") + ", " + w + " 3Dmap (io_threads " +
+                   std::to_string(io) + ")";
+          },
+          plain, data::DataFormat::CosmoFlow, ch.string(), sample_bytes);
+      L.reset();
     }
-    const data::CosmoFlowFiles cfc = data::CosmoFlowFiles::open((ch / "train" / "*.h5").string());
-    const auto plain_chunked = plain_reader(cfc, DType::U16, buf);
-    const double t = best_of(3, plain_chunked);
-    row("    %-48s %12.0f %10.2f\n", "chunked 3Dmap: plain HDF5 read", total / t, total * sample_bytes / t / 1e9);
-    hdf5_and_mapped_rows(
-        [](bool mapped, int io) {
-          return std::string("loader") + (mapped ? ", mapped" : "") + ", chunked 3Dmap (io_threads " +
-                 std::to_string(io) + ")";
-        },
-        plain_chunked, data::DataFormat::CosmoFlow, ch.string(), sample_bytes);
-    L.reset();
-  }
   // CosmoFlow as LBANN stores it: one sample per file, `full` (4, D, H, W)
   // float32 or int16, already channels-first. The same cubes, each paired
   // with a plain read of the same files (open, one read of `full`): the

@@ -7,6 +7,8 @@
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(MPI REQUIRED COMPONENTS CXX)
 find_package(HDF5 REQUIRED COMPONENTS C)
+# zlib: gzip-compressed HDF5 chunks decoded by the loader's threads (data/packed_chunks.h).
+find_package(ZLIB REQUIRED)
 find_package(yaml-cpp REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(fmt REQUIRED)
@@ -22,7 +24,7 @@ pkg_check_modules(FFTW3F REQUIRED IMPORTED_TARGET fftw3f)
 add_library(mrmf_deps INTERFACE)
 add_library(mrmf::deps ALIAS mrmf_deps)
 target_link_libraries(mrmf_deps INTERFACE
-  OpenMP::OpenMP_CXX MPI::MPI_CXX ${HDF5_C_LIBRARIES} yaml-cpp CLI11::CLI11
+  OpenMP::OpenMP_CXX MPI::MPI_CXX ${HDF5_C_LIBRARIES} ZLIB::ZLIB yaml-cpp CLI11::CLI11
   fmt::fmt spdlog::spdlog nlohmann_json::nlohmann_json ${DNNL_LIBRARY} PkgConfig::FFTW3F)
 target_include_directories(mrmf_deps INTERFACE ${HDF5_C_INCLUDE_DIRS} ${DNNL_INCLUDE_DIR})
 # spdlog and fmt come from separate Debian packages: use the external fmt.

@@ -282,25 +282,20 @@ std::string H5File::type_name(const std::string& dataset) const {
   return h5_type_name(type.get());
 }
 
-namespace {
-// Whether the elements of dataset `d` (creation list `dcpl`) are stored in
-// the file exactly as `dtype`'s little-endian file type, unfiltered, in a
-// file without a user block: readable in place once their offset is known.
-bool stored_as_is(hid_t file, hid_t d, hid_t dcpl, DType dtype) {
-  if (H5Pget_nfilters(dcpl) != 0) return false;
+bool H5File::stored_as(hid_t d, DType dtype) const {
   H5TypeId type(MRMF_H5_CHECK(H5Dget_type(d)));
   if (H5Tequal(type.get(), file_type(dtype)) <= 0) return false;  // other width, sign or byte order
-  H5PlistId fcpl(MRMF_H5_CHECK(H5Fget_create_plist(file)));
+  H5PlistId fcpl(MRMF_H5_CHECK(H5Fget_create_plist(file_.get())));
   hsize_t userblock = 0;
   MRMF_H5_CHECK(H5Pget_userblock(fcpl.get(), &userblock));
   return userblock == 0;  // kept simple: such files are read through HDF5
 }
-}  // namespace
 
 int64_t H5File::contiguous_offset(const std::string& dataset, DType dtype) const {
   H5DatasetId d = open_dataset(dataset);
   H5PlistId dcpl(MRMF_H5_CHECK(H5Dget_create_plist(d.get())));
-  if (H5Pget_layout(dcpl.get()) != H5D_CONTIGUOUS || !stored_as_is(file_.get(), d.get(), dcpl.get(), dtype)) return -1;
+  if (H5Pget_layout(dcpl.get()) != H5D_CONTIGUOUS || H5Pget_nfilters(dcpl.get()) != 0 || !stored_as(d.get(), dtype))
+    return -1;
   const haddr_t off = H5Dget_offset(d.get());
   if (off == HADDR_UNDEF) {  // no storage allocated (never written)
     H5Eclear2(H5E_DEFAULT);
@@ -310,56 +305,6 @@ int64_t H5File::contiguous_offset(const std::string& dataset, DType dtype) const
   // elements read in place must be aligned to their size.
   if (off % dtype_size(dtype) != 0) return -1;
   return static_cast<int64_t>(off);
-}
-
-std::vector<int64_t> H5File::unit_offsets(const std::string& dataset, DType dtype, int64_t rows_per_unit) const {
-  MRMF_CHECK(rows_per_unit > 0, "unit_offsets: rows_per_unit must be positive, got ", rows_per_unit);
-  const auto dims = shape(dataset);
-  if (dims.empty() || dims[0] % rows_per_unit != 0) return {};
-  int64_t row_elems = 1;
-  for (size_t i = 1; i < dims.size(); ++i) row_elems *= dims[i];
-  const int64_t row_bytes = row_elems * static_cast<int64_t>(dtype_size(dtype));
-  const int64_t rows = dims[0], units = rows / rows_per_unit, unit_bytes = rows_per_unit * row_bytes;
-  std::vector<int64_t> offsets(static_cast<size_t>(units));
-  if (const int64_t off = contiguous_offset(dataset, dtype); off >= 0) {
-    for (int64_t u = 0; u < units; ++u) offsets[static_cast<size_t>(u)] = off + u * unit_bytes;
-    return offsets;
-  }
-  H5DatasetId d = open_dataset(dataset);
-  H5PlistId dcpl(MRMF_H5_CHECK(H5Dget_create_plist(d.get())));
-  if (H5Pget_layout(dcpl.get()) != H5D_CHUNKED || !stored_as_is(file_.get(), d.get(), dcpl.get(), dtype)) return {};
-  const int rank = static_cast<int>(dims.size());
-  std::vector<hsize_t> chunk(dims.size());
-  if (H5Pget_chunk(dcpl.get(), rank, chunk.data()) != rank) return {};
-  for (int i = 1; i < rank; ++i)
-    if (static_cast<int64_t>(chunk[static_cast<size_t>(i)]) != dims[static_cast<size_t>(i)]) return {};
-  // Each chunk's address, by its coordinates (an index lookup per chunk;
-  // by position, H5Dget_chunk_info walks the index from the start each time).
-  const int64_t k = static_cast<int64_t>(chunk[0]), chunk_bytes = k * row_bytes;
-  std::vector<int64_t> addr(static_cast<size_t>((rows + k - 1) / k));
-  std::vector<hsize_t> coord(dims.size(), 0);
-  for (size_t c = 0; c < addr.size(); ++c) {
-    coord[0] = static_cast<hsize_t>(c) * static_cast<hsize_t>(k);
-    unsigned mask = 0;
-    haddr_t a = HADDR_UNDEF;
-    hsize_t size = 0;
-    if (H5Dget_chunk_info_by_coord(d.get(), coord.data(), &mask, &a, &size) < 0) {
-      H5Eclear2(H5E_DEFAULT);
-      return {};
-    }
-    // Not allocated (its rows read as the fill value), or not stored whole.
-    if (a == HADDR_UNDEF || static_cast<int64_t>(size) != chunk_bytes) return {};
-    addr[c] = static_cast<int64_t>(a);
-  }
-  const auto row_at = [&](int64_t r) { return addr[static_cast<size_t>(r / k)] + (r % k) * row_bytes; };
-  for (int64_t u = 0; u < units; ++u) {
-    const int64_t first = u * rows_per_unit;
-    for (int64_t r = first + 1; r < first + rows_per_unit; ++r)
-      if (row_at(r) != row_at(r - 1) + row_bytes) return {};  // the unit's chunks are not back to back
-    offsets[static_cast<size_t>(u)] = row_at(first);
-    if (row_at(first) % static_cast<int64_t>(dtype_size(dtype)) != 0) return {};  // see contiguous_offset()
-  }
-  return offsets;
 }
 
 Tensor H5File::read(const std::string& dataset, std::optional<DType> as) const {
@@ -409,9 +354,11 @@ void H5File::create_dataset(const std::string& dataset, const std::vector<int64_
     std::vector<hsize_t> chunk = dims;
     chunk[0] = std::min<hsize_t>(static_cast<hsize_t>(opts.chunk_rows), dims[0]);
     MRMF_H5_CHECK(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()));
+    if (opts.shuffle) MRMF_H5_CHECK(H5Pset_shuffle(dcpl.get()));
     if (opts.deflate > 0) MRMF_H5_CHECK(H5Pset_deflate(dcpl.get(), static_cast<unsigned>(opts.deflate)));
   } else {
-    MRMF_CHECK_KIND(Usage, opts.deflate == 0, "compression needs a chunked dataset (chunk_rows > 0)");
+    MRMF_CHECK_KIND(Usage, opts.deflate == 0 && !opts.shuffle,
+                    "compression and shuffling need a chunked dataset (chunk_rows > 0)");
   }
   const hid_t id = H5Dcreate2(file_.get(), dataset.c_str(), file_type(dt), space.get(), H5P_DEFAULT, dcpl.get(),
                               H5P_DEFAULT);

@@ -88,9 +88,21 @@ using H5AttrId = H5Handle<H5Aclose>;
 hid_t h5_native_type(DType dtype);  // borrowed id (float16: a library-owned copy, do not close)
 bool is_supported_h5_dtype(DType dtype);
 
+// A unit of rows stored compressed in one chunk (H5File::packed_units).
+struct PackedUnit {
+  int64_t offset = 0;    // of the chunk in the file
+  int64_t bytes = 0;     // its stored (compressed) size
+  uint32_t skipped = 0;  // HDF5's filter mask: bit i set = filter i of the pipeline was not applied
+};
+struct PackedUnits {
+  std::vector<PackedUnit> units;  // empty: not stored so
+  bool shuffle = false;           // the pipeline: shuffle (filter 0) before deflate, or deflate alone
+};
+
 struct WriteOptions {
   int64_t chunk_rows = 0;  // > 0: chunked layout with this many rows per chunk
   int deflate = 0;         // 1..9: gzip level (requires chunk_rows > 0); 0 = off
+  bool shuffle = false;    // the shuffle filter before deflate (h5py's shuffle=True; requires chunk_rows > 0)
 };
 
 class H5File {
@@ -147,6 +159,14 @@ class H5File {
   // Why: h5py and other writers often chunk a sample per chunk; such files
   // then map like contiguous ones (data/loader_sources.cpp).
   std::vector<int64_t> unit_offsets(const std::string& dataset, DType dtype, int64_t rows_per_unit) const;
+  // For a dataset stored compressed a unit per chunk -- chunked, each chunk
+  // exactly `rows_per_unit` rows spanning the other axes, every chunk
+  // allocated, filtered by deflate alone or by shuffle then deflate (h5py's
+  // compression="gzip", with or without shuffle=True), as exactly `dtype`'s
+  // little-endian file type, in a file without a user block: where each
+  // unit's chunk lies and which filters it skipped, for decoding it without
+  // HDF5 on any thread (data/packed_chunks.h). Empty units otherwise.
+  PackedUnits packed_units(const std::string& dataset, DType dtype, int64_t rows_per_unit) const;
 
   // Creates a dataset of `shape` and `dtype` (contents written later with write_rows).
   void create_dataset(const std::string& dataset, const std::vector<int64_t>& shape, DType dtype,
@@ -166,6 +186,18 @@ class H5File {
 
  private:
   H5DatasetId open_dataset(const std::string& dataset) const;
+  // Whether dataset `d` holds exactly `dtype`'s little-endian file type in
+  // a file without a user block (filters and layout are the caller's).
+  bool stored_as(hid_t d, DType dtype) const;
+  // The file addresses of a chunked dataset's chunks, when every chunk spans
+  // all but the first axis and is allocated: chunk c holds rows [c k, c k + k)
+  // (k = *rows_per_chunk); empty otherwise (data/h5file_chunks.cpp).
+  struct ChunkPlace {
+    int64_t addr, bytes;
+    uint32_t skipped;
+  };
+  std::vector<ChunkPlace> row_chunks(hid_t d, hid_t dcpl, const std::vector<int64_t>& dims,
+                                     int64_t* rows_per_chunk) const;
   std::string path_;
   H5FileId file_;
 };

@@ -498,15 +498,16 @@ class LoaderImpl final : public Loader {
       return p;
     }
     const bool preloaded = s.raw_ptr(0) != nullptr;
-    // A batch whose samples are all in RAM -- a preloaded shard, or a cached
-    // one's later epochs -- is made in chunks that any thread may claim
-    // (from_ram()): this one, the converters, and the caller's OpenMP team
-    // once it waits for the batch in next() (synchronous: it makes it).
+    // A batch whose samples are all in RAM -- a preloaded shard, a mapped
+    // one (compressed chunks included: each thread decodes its own), or a
+    // cached one's later epochs -- is made in chunks that any thread may
+    // claim (from_ram()): this one, the converters, and the caller's OpenMP
+    // team once it waits for the batch in next() (synchronous: it makes it).
     std::vector<int64_t> in_ram;
     if (!preloaded && raw_cache_host_)
       for (int64_t j = 0; j < B; ++j)
         if (cached_[static_cast<size_t>(sample(j))]) in_ram.push_back(j);
-    bool all_in_ram = preloaded || static_cast<int64_t>(in_ram.size()) == B;
+    bool all_in_ram = preloaded || s.decodes_in_ram() || static_cast<int64_t>(in_ram.size()) == B;
     if (!all_in_ram && cache_on_ && !raw_cache_host_) {  // every sample in the float32 cache?
       all_in_ram = true;
       for (int64_t j = 0; j < B && all_in_ram; ++j) all_in_ram = cached_sample(sample(j)) != nullptr;
@@ -601,9 +602,11 @@ class LoaderImpl final : public Loader {
         char* dst = xb + j * ob;
         if (converted_in_place_ || cached_sample(i)) {
           std::memcpy(dst, ram_bytes(i), static_cast<size_t>(ob));
-        } else {
+        } else if (const char* raw = ram_bytes(i)) {
           src_->check_ram_sample(i);  // a mapped sample on its first read; others were checked when read
-          convert(ram_bytes(i), i, dst);
+          convert(raw, i, dst);
+        } else {
+          convert(decoded(i), i, dst);
         }
       }
     });
@@ -666,16 +669,34 @@ class LoaderImpl final : public Loader {
   }
   // Sample i's bytes in RAM, as a batch made from RAM reads them: the
   // float32 cache, the raw cache, or the preloaded shard (converted in
-  // place, or raw).
+  // place, or raw); null for a sample still to be decoded (decoded()).
   const char* ram_bytes(int64_t i) const {
     if (const char* c = cached_sample(i)) return c;
-    if (raw_cache_host_) return cache_.get() + i * cache_sample_bytes_;
+    if (raw_cache_host_ && cached_[static_cast<size_t>(i)]) return cache_.get() + i * cache_sample_bytes_;
     return static_cast<const char*>(src_->raw_ptr(i));
+  }
+  // Sample i of a source that decodes it (Source::decodes_in_ram), by the
+  // calling thread: into its slot of the raw cache where that keeps it
+  // (later epochs skip the decoding), else into the thread's own buffer (a
+  // sample's size, kept for its next sample).
+  const char* decoded(int64_t i) {
+    thread_local std::vector<char> own;
+    char* raw = nullptr;
+    if (raw_cache_host_) {
+      raw = cache_.get() + i * cache_sample_bytes_;
+    } else {
+      own.resize(static_cast<size_t>(src_->raw_bytes()));
+      raw = own.data();
+    }
+    src_->read_raw(i, raw);
+    if (raw_cache_host_) cached_[static_cast<size_t>(i)] = 1;  // this thread's sample alone
+    return raw;
   }
   // Those bytes on their way into the caches (core/prefetch.h: in a
   // shuffled order the hardware prefetcher starts over at every sample).
   void prefetch_sample(int64_t i) const {
-    prefetch_bytes(ram_bytes(i), static_cast<size_t>(cached_sample(i) ? cache_sample_bytes_ : src_->raw_bytes()));
+    if (const char* p = ram_bytes(i))
+      prefetch_bytes(p, static_cast<size_t>(cached_sample(i) ? cache_sample_bytes_ : src_->raw_bytes()));
   }
   // Sample i from the in-memory cache into the batch; false if not cached.
   bool from_cache(int64_t i, char* dst) const {

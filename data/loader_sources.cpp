@@ -2,9 +2,6 @@
 #include "data/loader_sources.h"
 
 #include <algorithm>
-#include <atomic>
-#include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -14,7 +11,7 @@
 #include "core/log.h"
 #include "data/formats.h"
 #include "data/h5file.h"
-#include "data/mapped_file.h"
+#include "data/mapped_shard.h"
 
 namespace fs = std::filesystem;
 
@@ -131,137 +128,14 @@ std::vector<Pick> cosmo_shard(const std::vector<int64_t>& per_file, const Loader
   return picks;
 }
 
-// One mapping per file, and the kernel's count of mappings per process is
-// limited (vm.max_map_count, 65530 by default; malloc, thread stacks and
-// the CUDA driver need some too): the loaders of a process map at most
-// 16384 files in all (LBANN's one sample per file makes many), or
-// MRMF_MAX_MAPPED_FILES (a node with a raised vm.max_map_count), and read
-// what would pass it through HDF5. Read at every loader's set-up.
-int64_t max_mapped_files() {
-  const char* env = std::getenv("MRMF_MAX_MAPPED_FILES");
-  if (!env || !*env) return 16384;
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(env, &end, 10);
-  MRMF_CHECK_KIND(Usage, end && *end == '\0' && errno == 0 && v >= 0, "MRMF_MAX_MAPPED_FILES='", env,
-                  "': expected a number of files, 0 or more (0: no file is mapped)");
-  return v;
-}
-
-// The files of a shard mapped into memory (LoaderOptions::memory_map): each
-// file's samples read where they lie in the page cache, by any thread that
-// takes a chunk of a batch (data/mapped_file.h says why). All of the shard's
-// files or none: raw_ptr() must serve every sample. Move-only; holds its
-// share of max_mapped_files() until destroyed.
-class MappedShard {
- public:
-  std::vector<MappedFile> maps;
-  // Per file index, each sample's first byte (H5File::unit_offsets; empty
-  // outside the shard).
-  std::vector<std::vector<const char*>> samples;
-
-  MappedShard() = default;
-  MappedShard(MappedShard&& o) noexcept
-      : maps(std::move(o.maps)), samples(std::move(o.samples)), reserved_(std::exchange(o.reserved_, 0)) {}
-  MappedShard& operator=(MappedShard&& o) noexcept {
-    if (this != &o) {
-      maps = std::move(o.maps);  // unmaps this shard's files
-      samples = std::move(o.samples);
-      release();
-      reserved_ = std::exchange(o.reserved_, 0);
-    }
-    return *this;
-  }
-  MappedShard(const MappedShard&) = delete;
-  MappedShard& operator=(const MappedShard&) = delete;
-  ~MappedShard() { release(); }
-
-  bool empty() const { return samples.empty(); }
-  const char* sample(size_t file, int64_t row) const { return samples[file][static_cast<size_t>(row)]; }
-  // Takes n of the process's `limit` mappings; false, taking none, when
-  // fewer are left.
-  bool reserve(int64_t n, int64_t limit) {
-    int64_t cur = in_use().load();
-    do {
-      if (cur + n > limit) return false;
-    } while (!in_use().compare_exchange_weak(cur, cur + n));
-    reserved_ += n;
-    return true;
-  }
-  static int64_t files_in_use() { return in_use().load(); }
-
- private:
-  static std::atomic<int64_t>& in_use() {
-    static std::atomic<int64_t> n{0};  // trivially destructible: safe at static exit
-    return n;
-  }
-  void release() noexcept { in_use() -= std::exchange(reserved_, 0); }
-  int64_t reserved_ = 0;
-};
-struct MapRequest {
-  size_t file;                   // index into the paths
-  std::vector<int64_t> offsets;  // H5File::unit_offsets of the dataset's samples (empty: not mappable)
-  int64_t sample_bytes;
-};
-
-// Maps the requested files of `paths`; an empty shard, the reason logged,
-// when any of them cannot be mapped.
-MappedShard map_shard(const std::vector<std::string>& paths, const std::vector<MapRequest>& want,
-                      const std::string& dataset) {
-  if (want.empty()) return {};
-  MappedShard m;
-  const int64_t limit = max_mapped_files();
-  if (!m.reserve(static_cast<int64_t>(want.size()), limit)) {
-    log::info(
-        "{} and {} more files: mapping them would take this process's loaders past {} mapped files ({} in use; "
-        "MRMF_MAX_MAPPED_FILES); read through HDF5",
-        paths[want.front().file], want.size() - 1, limit, MappedShard::files_in_use());
-    return {};
-  }
-  m.samples.resize(paths.size());
-  for (const MapRequest& r : want) {
-    const std::string& path = paths[r.file];
-    if (r.offsets.empty()) {
-      log::debug(
-          "{}: '{}' does not lie in the file itself as one unbroken run of little-endian data of its type per "
-          "sample (compressed or otherwise filtered, chunked across a sample, external, never written, or "
-          "behind a user block): read through HDF5",
-          path, dataset);
-      return {};
-    }
-    MappedFile f;
-    try {
-      f = MappedFile::map(path);
-    } catch (const Error& e) {  // e.g. the process's mapping count or address-space limit: HDF5 still reads it
-      log::warn("{}; reading the shard through HDF5", e.message());
-      return {};
-    }
-    const int64_t end = *std::max_element(r.offsets.begin(), r.offsets.end()) + r.sample_bytes;
-    MRMF_CHECK_KIND(Data, f.size() >= end, path, ": file of ", f.size(), " bytes, but dataset '", dataset, "' needs ",
-                    end, " (truncated?)");
-    for (int64_t off : r.offsets) m.samples[r.file].push_back(f.data() + off);
-    m.maps.push_back(std::move(f));
-  }
-  return m;
-}
-
-// The offset's meaning checked against HDF5 itself: `rows` rows of `dataset`
-// from `row` on, read both ways.
-bool mapping_agrees(const std::string& path, const std::string& dataset, int64_t row, int64_t rows, DType dt,
-                    const char* mapped, int64_t bytes) {
-  std::vector<char> via_hdf5(static_cast<size_t>(bytes));
-  H5File::open_read(path).read_rows_into(dataset, row, rows, dt, via_hdf5.data());
-  if (std::memcmp(via_hdf5.data(), mapped, via_hdf5.size()) == 0) return true;
-  log::warn("{}: the mapped '{}' differs from what HDF5 reads; reading through HDF5", path, dataset);
-  return false;
-}
-
 // A CosmoFlow source over a shard of files (`picks`), each file's dataset
-// read through HDF5 or mapped (LoaderOptions::memory_map). raw_ptr() serves
-// every sample from the mapping; a mapped sample whose type needs a value
-// check (check_values: float types; signed ones under log1p) is checked the
-// first time a batch reads it (check_ram_sample), not every epoch: the
-// files do not change while mapped.
+// read through HDF5 or mapped (LoaderOptions::memory_map). Mapped, raw_ptr()
+// serves every sample from the mapping, and a sample whose type needs a
+// value check (check_values: float types; signed ones under log1p) is
+// checked the first time a batch reads it (check_ram_sample), not every
+// epoch: the files do not change while mapped. Mapped with compressed
+// chunks (MappedShard::packed), raw_ptr() serves none: read_raw() decodes a
+// sample, on any thread (decodes_in_ram()), and checks it every time.
 struct MappedSource : Source {
   std::vector<Pick> picks;
   MappedShard mapped_;            // the shard's files, when mapped
@@ -275,25 +149,36 @@ struct MappedSource : Source {
     if (m.empty() || !mapping_agrees(paths[p0.file], dataset, p0.row * rows_per_sample, rows_per_sample, dtype,
                                      m.sample(p0.file, p0.row), raw_bytes()))
       return;
+    if (m.packed)
+      log::debug("{}: '{}' decoded from its gzip-compressed chunks by the loader's threads", paths[p0.file], dataset);
     mapped_ = std::move(m);
     checked_.assign(picks.size(), needs_value_check() ? 0 : 1);
   }
-  const void* raw_ptr(int64_t local) const override {
-    if (mapped_.empty()) return nullptr;
+  const MappedSample& mapped_sample(int64_t local) const {
     const Pick& p = picks[static_cast<size_t>(local)];
     return mapped_.sample(p.file, p.row);
   }
+  const void* raw_ptr(int64_t local) const override {
+    if (mapped_.empty() || mapped_.packed) return nullptr;
+    return mapped_sample(local).p;
+  }
+  bool decodes_in_ram() const override { return !mapped_.empty() && mapped_.packed; }
   void check_ram_sample(int64_t local) override {
-    if (mapped_.empty() || checked_[static_cast<size_t>(local)]) return;
+    if (!raw_ptr(local) || checked_[static_cast<size_t>(local)]) return;
     check_values(raw_ptr(local), 1, sample_what(local));
     checked_[static_cast<size_t>(local)] = 1;
   }
   // A mapped sample into dst, checked; false when the shard is not mapped.
   bool copy_mapped(int64_t local, void* dst) {
-    const void* src = raw_ptr(local);
-    if (!src) return false;
-    check_ram_sample(local);
-    std::memcpy(dst, src, static_cast<size_t>(raw_bytes()));
+    if (mapped_.empty()) return false;
+    if (!mapped_.packed) {
+      check_ram_sample(local);
+      std::memcpy(dst, raw_ptr(local), static_cast<size_t>(raw_bytes()));
+      return true;
+    }
+    const std::string what = sample_what(local);
+    read_mapped(mapped_sample(local), raw_bytes(), dtype, dst, what);
+    check_values(dst, 1, what);
     return true;
   }
 };
@@ -329,7 +214,7 @@ struct CosmoSource : MappedSource {
         const H5File h = H5File::open_read(cf.path(f));
         file_labels[f] = h.read("unitPar", DType::F32);
         check_finite(file_labels[f], cf.path(f) + ": dataset 'unitPar'");
-        if (o.memory_map) want.push_back({f, h.unit_offsets("3Dmap", dtype, 1), raw_bytes()});
+        if (o.memory_map) want.push_back(map_request(h, f, "3Dmap", dtype, 1));
       }
       std::memcpy(labels.data<float>() + static_cast<int64_t>(i) * params,
                   file_labels[f].data<float>() + picks[i].row * params, static_cast<size_t>(params) * 4);
@@ -338,7 +223,7 @@ struct CosmoSource : MappedSource {
     if (!o.memory_map) return;
     std::vector<std::string> paths;
     for (size_t f = 0; f < cf.num_files(); ++f) paths.push_back(cf.path(f));
-    adopt(map_shard(paths, want, dataset), paths, 1);
+    adopt(map_shard(paths, want, dataset, raw_bytes()), paths, 1);
   }
   std::string sample_what(int64_t local) const override {
     const Pick& p = picks[static_cast<size_t>(local)];
@@ -386,9 +271,9 @@ struct LbannSource : MappedSource {
       check_finite(l, paths[f] + ": dataset 'unitPar'");
       std::memcpy(labels.data<float>() + static_cast<int64_t>(i) * 4, l.data<float>(), 16);
       ids.push_back(picks[i].id);
-      if (o.memory_map) want.push_back({f, h.unit_offsets("full", dtype, 4), raw_bytes()});  // a sample: 4 rows
+      if (o.memory_map) want.push_back(map_request(h, f, "full", dtype, 4));  // a sample: 4 rows
     }
-    if (o.memory_map) adopt(map_shard(paths, want, dataset), paths, 4);  // a sample: `full`'s 4 rows
+    if (o.memory_map) adopt(map_shard(paths, want, dataset, raw_bytes()), paths, 4);  // a sample: `full`'s 4 rows
   }
   std::string sample_what(int64_t local) const override {
     return paths[picks[static_cast<size_t>(local)].file] + ": dataset 'full'";

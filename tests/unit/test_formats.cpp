@@ -9,8 +9,6 @@
 
 #include <atomic>
 #include <catch2/catch.hpp>
-
-#include "support/temp_dir.h"
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -20,6 +18,8 @@
 #include "core/error.h"
 #include "data/formats.h"
 #include "data/h5file.h"
+#include "data/packed_chunks.h"
+#include "support/temp_dir.h"
 
 using namespace mrmf;
 using namespace mrmf::data;
@@ -384,11 +384,13 @@ TEST_CASE("h5 formats: a file another process holds locked for writing can still
 namespace {
 
 // A [rows, 3, 4, 2] uint16 dataset "d" (iota values) through the HDF5 C API,
-// with chunks of `chunk` (empty: contiguous) and gzip level `deflate`,
+// with chunks of `chunk` (empty: contiguous), the shuffle filter where
+// `shuffle`, gzip level `deflate` and Fletcher32 checksums where `fletcher`,
 // written in the row ranges [lo, hi) given, in that order, each flushed to
 // the file before the next: their chunks are allocated in that order.
 void write_u16_rows(const std::string& path, hsize_t rows, const std::vector<hsize_t>& chunk, unsigned deflate,
-                    const std::vector<std::pair<hsize_t, hsize_t>>& ranges) {
+                    const std::vector<std::pair<hsize_t, hsize_t>>& ranges, bool shuffle = false,
+                    bool fletcher = false) {
   const Tensor t = iota({static_cast<int64_t>(rows), 3, 4, 2}, DType::U16);
   const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   REQUIRE(f >= 0);
@@ -396,7 +398,9 @@ void write_u16_rows(const std::string& path, hsize_t rows, const std::vector<hsi
   const hid_t space = H5Screate_simple(4, dims, nullptr);
   const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
   if (!chunk.empty()) REQUIRE(H5Pset_chunk(dcpl, 4, chunk.data()) >= 0);
+  if (shuffle) REQUIRE(H5Pset_shuffle(dcpl) >= 0);
   if (deflate > 0) REQUIRE(H5Pset_deflate(dcpl, deflate) >= 0);
+  if (fletcher) REQUIRE(H5Pset_fletcher32(dcpl) >= 0);
   const hid_t d = H5Dcreate2(f, "d", H5T_STD_U16LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
   REQUIRE(d >= 0);
   for (const auto& [lo, hi] : ranges) {
@@ -463,6 +467,7 @@ TEST_CASE("h5 formats: where each sample lies in the file, contiguous or chunked
   // Rows 2 and 3 of 3-row chunks: row 3 begins chunk 1, allocated before
   // chunk 0, so the unit is not one run.
   CHECK(H5File::open_read(tmp / "rows3.h5").unit_offsets("d", DType::U16, 2).empty());
+  CHECK(H5File::open_read(tmp / "rows3.h5").packed_units("d", DType::U16, 3).units.empty());  // not compressed
   // Not mappable: chunks smaller than a row, compressed chunks, a chunk
   // never written (its rows read as the fill value).
   const std::string part = tmp / "part_row.h5", gz = tmp / "gzip.h5", hole = tmp / "hole.h5";
@@ -473,5 +478,82 @@ TEST_CASE("h5 formats: where each sample lies in the file, contiguous or chunked
     INFO(path);
     CHECK(H5File::open_read(path).unit_offsets("d", DType::U16, 1).empty());
     CHECK(H5File::open_read(path).read("d").numel() == 6 * 24);  // HDF5 still reads it
+  }
+}
+
+namespace {
+// The stored bytes of `unit` in `path`.
+std::vector<char> stored_bytes(const std::string& path, const PackedUnit& unit) {
+  std::vector<char> b(static_cast<size_t>(unit.bytes));
+  std::ifstream in(path, std::ios::binary);
+  in.seekg(unit.offset);
+  in.read(b.data(), unit.bytes);
+  REQUIRE(in);
+  return b;
+}
+}  // namespace
+
+TEST_CASE("h5 formats: gzip-compressed chunks decoded without HDF5 (packed_units, decode_chunk)", "[data][h5]") {
+  // A unit per chunk, deflate alone or after shuffle, one chunk's filters
+  // skipped (written raw through H5Dwrite_chunk): each unit's stored bytes,
+  // decoded, are the rows HDF5 reads.
+  TempDir tmp;
+  for (bool shuffle : {false, true})
+    for (hsize_t k : {1, 2}) {
+      INFO("shuffle " << shuffle << ", rows per chunk " << k);
+      const std::string path = tmp / ("gz" + std::to_string(shuffle) + std::to_string(k) + ".h5");
+      write_u16_rows(path, 6, {k, 3, 4, 2}, 6, {{0, 6}}, shuffle);
+      {  // chunk 1 rewritten unfiltered, its mask saying so
+        const Tensor rows = iota({6, 3, 4, 2}, DType::U16);
+        const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+        const hid_t d = H5Dopen2(f, "d", H5P_DEFAULT);
+        const hsize_t at[4] = {k, 0, 0, 0};
+        const uint32_t mask = shuffle ? 3u : 1u;  // every filter of the pipeline skipped
+        REQUIRE(H5Dwrite_chunk(d, H5P_DEFAULT, mask, at, k * 48, rows.data<uint16_t>() + k * 24) >= 0);
+        H5Dclose(d);
+        H5Fclose(f);
+      }
+      const H5File h = H5File::open_read(path);
+      const PackedUnits p = h.packed_units("d", DType::U16, static_cast<int64_t>(k));
+      REQUIRE(p.units.size() == 6 / k);
+      CHECK(p.shuffle == shuffle);
+      CHECK(p.units[1].skipped == (shuffle ? 3u : 1u));
+      CHECK(p.units[0].skipped == 0u);
+      for (size_t u = 0; u < p.units.size(); ++u) {
+        const std::vector<char> in = stored_bytes(path, p.units[u]);
+        const Tensor want = h.read_rows("d", static_cast<int64_t>(u * k), static_cast<int64_t>(k));
+        std::vector<char> got(want.nbytes());
+        decode_chunk(in.data(), p.units[u].bytes, p.units[u].skipped, p.shuffle, 2, got.data(),
+                     static_cast<int64_t>(got.size()), "unit");
+        REQUIRE(std::memcmp(got.data(), want.raw_data(), got.size()) == 0);
+      }
+      CHECK(h.unit_offsets("d", DType::U16, 1).empty());                    // compressed: not readable in place
+      if (k == 2) CHECK(h.packed_units("d", DType::U16, 1).units.empty());  // two units per chunk
+      CHECK(h.packed_units("d", DType::I16, static_cast<int64_t>(k)).units.empty());  // another type
+    }
+  // Corrupt or truncated bytes: a Data error naming what was decoded.
+  {
+    const std::string path = tmp / "gz01.h5";
+    const PackedUnit u = H5File::open_read(path).packed_units("d", DType::U16, 1).units[2];
+    std::vector<char> in = stored_bytes(path, u), out(48);
+    for (size_t b = 2; b < in.size(); b += 3) in[b] = static_cast<char>(in[b] ^ 0x5a);
+    CHECK_THAT(data_error([&] { decode_chunk(in.data(), u.bytes, 0, false, 2, out.data(), 48, "f.h5: sample 2"); }),
+               Contains("f.h5: sample 2") && Contains("corrupt"));
+    const std::vector<char> good = stored_bytes(path, u);
+    CHECK_THAT(data_error([&] { decode_chunk(good.data(), u.bytes - 4, 0, false, 2, out.data(), 48, "s"); }),
+               Contains("does not decode"));
+    CHECK_THAT(data_error([&] { decode_chunk(good.data(), u.bytes, 0, false, 2, out.data(), 40, "s"); }),
+               Contains("40 bytes expected"));
+  }
+  // Not decoded without HDF5: other filters in the pipeline, not
+  // compressed, chunks smaller than a row, a chunk never written.
+  const std::string fl = tmp / "fletcher.h5", plain = tmp / "plain.h5", part = tmp / "part.h5", hole = tmp / "hole.h5";
+  write_u16_rows(fl, 6, {1, 3, 4, 2}, 6, {{0, 6}}, false, true);
+  write_u16_rows(plain, 6, {1, 3, 4, 2}, 0, {{0, 6}});
+  write_u16_rows(part, 6, {1, 3, 2, 2}, 6, {{0, 6}});
+  write_u16_rows(hole, 6, {1, 3, 4, 2}, 6, {{0, 4}, {5, 6}});
+  for (const std::string& path : {fl, plain, part, hole}) {
+    INFO(path);
+    CHECK(H5File::open_read(path).packed_units("d", DType::U16, 1).units.empty());
   }
 }

@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <mutex>
@@ -580,14 +581,15 @@ TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", 
   // Mapped files are read like a preloaded shard: the first epoch's batches
   // are made in chunks from RAM (on_chunk sees them); contiguous uint16,
   // int16 and float32 files (`mrmf downsample` writes float32) are mapped,
-  // and so are chunked ones whose chunks hold whole samples; a compressed or
-  // big-endian `3Dmap` is read through HDF5 (no chunk before the cache
-  // holds the samples). Every way gives the same batches.
+  // and so are chunked ones whose chunks hold whole samples; gzip-compressed
+  // ones with a sample per chunk are mapped and decoded by the threads that
+  // make the batch (but not served in place: caching() stays false); a
+  // big-endian `3Dmap` or gzip chunks of two samples are read through HDF5
+  // (no chunk before the cache holds the samples). Every way gives the same
+  // batches.
   Tmp d;
   write_cf(d / "contig", 2, 4, 4);
-  fs::create_directories(d / "chunked");
-  fs::create_directories(d / "chunked3");
-  fs::create_directories(d / "gzip");
+  for (const char* dir : {"chunked", "chunked3", "gzip", "gzip_shuffle", "gzip2"}) fs::create_directories(d / dir);
   fs::create_directories(d / "float");
   fs::create_directories(d / "int16");
   fs::create_directories(d / "bigendian");
@@ -599,7 +601,9 @@ TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", 
     c.write("unitPar", y);
     c.close();
     for (const auto& [dir, opts] : {std::pair<const char*, WriteOptions>{"chunked3", {3, 0}},  // 4 samples: 3 + 1
-                                    {"gzip", {1, 1}}}) {
+                                    {"gzip", {1, 1}},
+                                    {"gzip_shuffle", {1, 4, true}},
+                                    {"gzip2", {2, 1}}}) {
       H5File g = H5File::create((d / dir) + "/" + name);
       g.write("3Dmap", x, opts);
       g.write("unitPar", y);
@@ -624,8 +628,8 @@ TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", 
     H5Fclose(f);
   }
   // A shard of one contiguous and one chunked file is mapped; of one
-  // contiguous and one compressed file, all of its files are read through
-  // HDF5 (raw_ptr() serves every sample or none).
+  // contiguous and one compressed file, mapped and decoded (raw_ptr()
+  // serves every sample or none).
   fs::create_directories(d / "mixed");
   fs::copy_file(d / "contig/c00.h5", d / "mixed/c00.h5");
   fs::copy_file(d / "chunked/c01.h5", d / "mixed/c01.h5");
@@ -638,13 +642,15 @@ TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", 
   CHECK(H5File::open_read(d / "chunked/c00.h5").contiguous_offset("3Dmap", DType::U16) == -1);
   CHECK(H5File::open_read(d / "chunked/c00.h5").unit_offsets("3Dmap", DType::U16, 1).size() == 4);
   CHECK(H5File::open_read(d / "gzip/c00.h5").unit_offsets("3Dmap", DType::U16, 1).empty());
+  CHECK(H5File::open_read(d / "gzip/c00.h5").packed_units("3Dmap", DType::U16, 1).units.size() == 4);
+  CHECK(H5File::open_read(d / "gzip2/c00.h5").packed_units("3Dmap", DType::U16, 1).units.empty());
   CHECK(H5File::open_read(d / "bigendian/c00.h5").contiguous_offset("3Dmap", DType::U16) == -1);
   CHECK(H5File::open_read(d / "bigendian/c00.h5").unit_offsets("3Dmap", DType::U16, 1).empty());
 
   std::vector<Tensor> want;
   std::vector<int64_t> want_ids;
-  for (const char* dir :
-       {"contig", "chunked", "chunked3", "gzip", "float", "int16", "bigendian", "mixed", "mixed_gzip"})
+  for (const char* dir : {"contig", "chunked", "chunked3", "gzip", "gzip_shuffle", "gzip2", "float", "int16",
+                          "bigendian", "mixed", "mixed_gzip"})
     for (bool map : {true, false})
       for (int io : {1, 3}) {
         INFO(dir << " memory_map " << map << " io_threads " << io);
@@ -659,10 +665,11 @@ TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", 
         auto L = open_loader({DataFormat::CosmoFlow, d / dir, Split::Train}, o);
         std::vector<Tensor> xs;
         const auto ids = epoch_ids(*L, 0, &xs);
-        const bool mappable =
-            std::string(dir) != "gzip" && std::string(dir) != "bigendian" && std::string(dir) != "mixed_gzip";
+        const std::string name = dir;
+        const bool mappable = name != "bigendian" && name != "gzip2";
+        const bool decoded = name == "gzip" || name == "gzip_shuffle" || name == "mixed_gzip";
         CHECK((chunks > 0) == (map && mappable));
-        CHECK(L->caching() == (map && mappable));
+        CHECK(L->caching() == (map && mappable && !decoded));
         if (want.empty()) {
           want = xs;
           want_ids = ids;
@@ -670,14 +677,46 @@ TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", 
         REQUIRE(ids == want_ids);
         for (size_t i = 0; i < xs.size(); ++i) REQUIRE(same(xs[i], want[i]));
       }
+  // A corrupt compressed chunk (sample 2 of c01.h5, past the first sample
+  // that the mapping is checked on): the batch that reads it fails naming
+  // the file, mapped or through HDF5, and the loader goes on.
+  {
+    const std::string path = d / "gzip/c01.h5";
+    const PackedUnit u = H5File::open_read(path).packed_units("3Dmap", DType::U16, 1).units[2];
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    for (int64_t b = 2; b < u.bytes; b += 3) {
+      char c = 0;
+      f.seekg(u.offset + b);
+      f.get(c);
+      f.seekp(u.offset + b);
+      f.put(static_cast<char>(c ^ 0x5a));
+    }
+    f.close();
+    for (bool map : {true, false})
+      for (int io : {1, 3}) {
+        INFO("memory_map " << map << " io_threads " << io);
+        LoaderOptions o;
+        o.batch_size = 2;
+        o.shuffle = false;
+        o.io_threads = io;
+        o.memory_map = map;
+        auto L = open_loader({DataFormat::CosmoFlow, d / "gzip", Split::Train}, o);
+        L->start_epoch(0);
+        LoaderBatch b;
+        for (int k = 0; k < 3; ++k) REQUIRE(L->next(b));  // c00's 4 samples, c01's first 2
+        REQUIRE_THAT(err([&] { L->next(b); }), Catch::Contains("c01.h5") && Catch::Contains("corrupt"));
+        REQUIRE(!L->next(b));
+      }
+  }
 }
 
 TEST_CASE("loader: LBANN files mapped into memory give the same batches, values checked once per sample", "[loader]") {
   // One (4, 4, 4, 4) sample per file, float32 and int16, contiguous and
-  // chunked whole (mapped unless memory_map is off), and compressed (read
-  // through HDF5 either way).
+  // chunked whole (mapped unless memory_map is off), gzip-compressed whole
+  // (mapped and decoded), and compressed a channel per chunk (read through
+  // HDF5 either way).
   Tmp d;
-  enum class Store { Contiguous, Chunked, Gzip };
+  enum class Store { Contiguous, Chunked, Gzip, GzipRows };
   const auto lbann_dir = [&](const std::string& name, DType dt, Store store, int bad_file = -1, float bad = 0) {
     const std::string dir = d / name;
     fs::create_directories(dir);
@@ -693,7 +732,8 @@ TEST_CASE("loader: LBANN files mapped into memory give the same batches, values 
         continue;
       }
       H5File c = H5File::create(path);
-      c.write("full", from_float32(full, dt), store == Store::Chunked ? WriteOptions{4, 0} : WriteOptions{1, 1});
+      c.write("full", from_float32(full, dt),
+              store == Store::Chunked ? WriteOptions{4, 0} : WriteOptions{store == Store::Gzip ? 4 : 1, 1});
       c.write("unitPar", lab);
       c.close();
     }
@@ -703,11 +743,12 @@ TEST_CASE("loader: LBANN files mapped into memory give the same batches, values 
     const std::string contig = lbann_dir(std::string("contig_") + dtype_name(dt), dt, Store::Contiguous);
     const std::string chunked = lbann_dir(std::string("chunked_") + dtype_name(dt), dt, Store::Chunked);
     const std::string gzip = lbann_dir(std::string("gzip_") + dtype_name(dt), dt, Store::Gzip);
+    const std::string gzip_rows = lbann_dir(std::string("gzip_rows_") + dtype_name(dt), dt, Store::GzipRows);
     for (auto tr : {kernels::FusedTransform::None, kernels::FusedTransform::Log1p})
       for (const std::vector<int64_t>& reduce : {std::vector<int64_t>{}, std::vector<int64_t>{2, 2, 2}}) {
         std::vector<Tensor> want;
         std::vector<int64_t> want_ids;
-        for (const std::string& dir : {contig, chunked, gzip})
+        for (const std::string& dir : {contig, chunked, gzip, gzip_rows})
           for (bool map : {true, false})
             for (int io : {1, 3})
               for (bool cache : {false, true}) {
@@ -722,7 +763,8 @@ TEST_CASE("loader: LBANN files mapped into memory give the same batches, values 
                 o.reduce = reduce;
                 o.transform.kind = tr;
                 auto L = open_loader({DataFormat::CosmoFlowLbann, dir, Split::Train}, o);
-                if (!cache) CHECK(L->caching() == (map && dir != gzip));  // mapped: read like a preloaded shard
+                if (!cache)  // mapped in place: read like a preloaded shard
+                  CHECK(L->caching() == (map && (dir == contig || dir == chunked)));
                 std::vector<Tensor> xs;
                 std::vector<int64_t> ids = epoch_ids(*L, 0, &xs);
                 const std::vector<int64_t> ids1 = epoch_ids(*L, 1, &xs);
@@ -741,12 +783,16 @@ TEST_CASE("loader: LBANN files mapped into memory give the same batches, values 
   // int16 one: the batch that reads the sample fails naming the file, the
   // dataset and the value, in every epoch that reads it (a failed check is
   // not remembered as passed), and the loader goes on.
-  const std::string nan_dir =
-      lbann_dir("nan", DType::F32, Store::Contiguous, 3, std::numeric_limits<float>::quiet_NaN());
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::string nan_dir = lbann_dir("nan", DType::F32, Store::Contiguous, 3, nan);
   const std::string neg_dir = lbann_dir("neg", DType::I16, Store::Contiguous, 3, -5.f);
+  // The same, compressed: decoded and checked every time it is read.
+  const std::string nan_gz = lbann_dir("nan_gz", DType::F32, Store::Gzip, 3, nan);
+  const std::string neg_gz = lbann_dir("neg_gz", DType::I16, Store::Gzip, 3, -5.f);
   // Also with the cache on and 1/8 (a mapped sample's reduced copy cached).
-  for (const auto& [dir, log1p, what] :
-       {std::make_tuple(nan_dir, false, "non-finite"), std::make_tuple(neg_dir, true, "value -5")})
+  for (const auto& [dir, log1p, what, decoded] :
+       {std::make_tuple(nan_dir, false, "non-finite", false), std::make_tuple(neg_dir, true, "value -5", false),
+        std::make_tuple(nan_gz, false, "non-finite", true), std::make_tuple(neg_gz, true, "value -5", true)})
     for (bool map : {true, false})
       for (int io : {1, 2, 3})
         for (bool cache : {false, true}) {
@@ -760,7 +806,7 @@ TEST_CASE("loader: LBANN files mapped into memory give the same batches, values 
           if (cache) o.reduce = {2, 2, 2};
           if (log1p) o.transform.kind = kernels::FusedTransform::Log1p;
           auto L = open_loader({DataFormat::CosmoFlowLbann, dir, Split::Train}, o);
-          if (!cache) CHECK(L->caching() == map);
+          if (!cache) CHECK(L->caching() == (map && !decoded));
           for (int64_t e = 0; e < 2; ++e) {
             L->start_epoch(e);
             LoaderBatch b;

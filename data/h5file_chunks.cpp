@@ -1,0 +1,97 @@
+// Where a dataset's samples lie in the file, for reading them without HDF5:
+// contiguous or chunked, plain or compressed (H5File::unit_offsets and
+// H5File::packed_units). Split from h5file.cpp to keep each file about one
+// thing; the loaders map what these find (data/loader_sources.cpp).
+#include <algorithm>
+
+#include "data/h5file.h"
+
+namespace mrmf::data {
+
+std::vector<H5File::ChunkPlace> H5File::row_chunks(hid_t d, hid_t dcpl, const std::vector<int64_t>& dims,
+                                                   int64_t* rows_per_chunk) const {
+  if (dims.empty() || H5Pget_layout(dcpl) != H5D_CHUNKED) return {};
+  const int rank = static_cast<int>(dims.size());
+  std::vector<hsize_t> chunk(dims.size());
+  if (H5Pget_chunk(dcpl, rank, chunk.data()) != rank) return {};
+  for (int i = 1; i < rank; ++i)
+    if (static_cast<int64_t>(chunk[static_cast<size_t>(i)]) != dims[static_cast<size_t>(i)]) return {};
+  const int64_t k = static_cast<int64_t>(chunk[0]);
+  *rows_per_chunk = k;
+  // Each chunk's place by its coordinates (an index lookup per chunk; by
+  // position, H5Dget_chunk_info walks the index from the start every time).
+  std::vector<ChunkPlace> places(static_cast<size_t>((dims[0] + k - 1) / k));
+  std::vector<hsize_t> coord(dims.size(), 0);
+  for (size_t c = 0; c < places.size(); ++c) {
+    coord[0] = static_cast<hsize_t>(c) * static_cast<hsize_t>(k);
+    unsigned mask = 0;
+    haddr_t addr = HADDR_UNDEF;
+    hsize_t bytes = 0;
+    if (H5Dget_chunk_info_by_coord(d, coord.data(), &mask, &addr, &bytes) < 0) {
+      H5Eclear2(H5E_DEFAULT);
+      return {};
+    }
+    if (addr == HADDR_UNDEF) return {};  // never written: its rows read as the fill value
+    places[c] = {static_cast<int64_t>(addr), static_cast<int64_t>(bytes), mask};
+  }
+  return places;
+}
+
+std::vector<int64_t> H5File::unit_offsets(const std::string& dataset, DType dtype, int64_t rows_per_unit) const {
+  MRMF_CHECK(rows_per_unit > 0, "unit_offsets: rows_per_unit must be positive, got ", rows_per_unit);
+  const auto dims = shape(dataset);
+  if (dims.empty() || dims[0] % rows_per_unit != 0) return {};
+  int64_t row_elems = 1;
+  for (size_t i = 1; i < dims.size(); ++i) row_elems *= dims[i];
+  const int64_t elem = static_cast<int64_t>(dtype_size(dtype)), row_bytes = row_elems * elem;
+  const int64_t units = dims[0] / rows_per_unit, unit_bytes = rows_per_unit * row_bytes;
+  std::vector<int64_t> offsets(static_cast<size_t>(units));
+  if (const int64_t off = contiguous_offset(dataset, dtype); off >= 0) {
+    for (int64_t u = 0; u < units; ++u) offsets[static_cast<size_t>(u)] = off + u * unit_bytes;
+    return offsets;
+  }
+  H5DatasetId d = open_dataset(dataset);
+  H5PlistId dcpl(MRMF_H5_CHECK(H5Dget_create_plist(d.get())));
+  if (H5Pget_nfilters(dcpl.get()) != 0 || !stored_as(d.get(), dtype)) return {};
+  int64_t k = 0;
+  const std::vector<ChunkPlace> chunks = row_chunks(d.get(), dcpl.get(), dims, &k);
+  if (chunks.empty()) return {};
+  for (const ChunkPlace& c : chunks)
+    if (c.bytes != k * row_bytes) return {};  // not stored whole
+  const auto row_at = [&](int64_t r) { return chunks[static_cast<size_t>(r / k)].addr + (r % k) * row_bytes; };
+  for (int64_t u = 0; u < units; ++u) {
+    const int64_t first = u * rows_per_unit;
+    for (int64_t r = first + 1; r < first + rows_per_unit; ++r)
+      if (row_at(r) != row_at(r - 1) + row_bytes) return {};  // the unit's chunks are not back to back
+    if (row_at(first) % elem != 0) return {};  // read in place: aligned to the element (see contiguous_offset)
+    offsets[static_cast<size_t>(u)] = row_at(first);
+  }
+  return offsets;
+}
+
+PackedUnits H5File::packed_units(const std::string& dataset, DType dtype, int64_t rows_per_unit) const {
+  MRMF_CHECK(rows_per_unit > 0, "packed_units: rows_per_unit must be positive, got ", rows_per_unit);
+  const auto dims = shape(dataset);
+  if (dims.empty() || dims[0] % rows_per_unit != 0) return {};
+  H5DatasetId d = open_dataset(dataset);
+  H5PlistId dcpl(MRMF_H5_CHECK(H5Dget_create_plist(d.get())));
+  const int nf = H5Pget_nfilters(dcpl.get());
+  if (nf < 1 || nf > 2 || !stored_as(d.get(), dtype)) return {};
+  // The pipeline, in the order the writer applied it: [shuffle,] deflate.
+  for (int i = 0; i < nf; ++i) {
+    unsigned flags = 0, config = 0;
+    size_t nvalues = 0;
+    const H5Z_filter_t id =
+        H5Pget_filter2(dcpl.get(), static_cast<unsigned>(i), &flags, &nvalues, nullptr, 0, nullptr, &config);
+    if (id != (i == nf - 1 ? H5Z_FILTER_DEFLATE : H5Z_FILTER_SHUFFLE)) return {};
+  }
+  int64_t k = 0;
+  const std::vector<ChunkPlace> chunks = row_chunks(d.get(), dcpl.get(), dims, &k);
+  if (chunks.empty() || k != rows_per_unit) return {};
+  PackedUnits p;
+  p.shuffle = nf == 2;
+  for (const ChunkPlace& c : chunks) p.units.push_back({c.addr, c.bytes, c.skipped});
+  return p;
+}
+
+}  // namespace mrmf::data

@@ -1,0 +1,114 @@
+// The mapped shard of a CosmoFlow loader (private to data/loader*.cpp): the
+// files of one rank's shard mapped into memory, each sample where it lies
+// -- in place, or a gzip-compressed chunk to decode -- and the checks that
+// decide whether a shard can be read so. Split from loader_sources.cpp to
+// keep each file about one thing.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+#include "data/h5file.h"
+#include "data/mapped_file.h"
+
+namespace mrmf::data::detail {
+
+// One mapping per file, and the kernel's count of mappings per process is
+// limited (vm.max_map_count, 65530 by default; malloc, thread stacks and
+// the CUDA driver need some too): the loaders of a process map at most
+// 16384 files in all (LBANN's one sample per file makes many), or
+// MRMF_MAX_MAPPED_FILES (a node with a raised vm.max_map_count), and read
+// what would pass it through HDF5. Read at every loader's set-up.
+int64_t max_mapped_files();
+
+// A sample where it lies in a mapped file: its bytes as they are, or its
+// chunk compressed (H5File::packed_units, data/packed_chunks.h).
+struct MappedSample {
+  const char* p = nullptr;
+  int64_t stored = 0;    // bytes at p
+  uint32_t skipped = 0;  // packed: the chunk's filter mask
+  bool packed = false, shuffle = false;
+};
+
+// The files of a shard mapped into memory (LoaderOptions::memory_map): each
+// file's samples read where they lie in the page cache, by any thread that
+// takes a chunk of a batch (data/mapped_file.h says why). All of the shard's
+// files or none: the source serves every sample from them or none. Move-only;
+// holds its share of max_mapped_files() until destroyed.
+class MappedShard {
+ public:
+  std::vector<MappedFile> maps;
+  // Per file index, its samples (empty outside the shard).
+  std::vector<std::vector<MappedSample>> samples;
+  bool packed = false;  // whether any sample is compressed
+
+  MappedShard() = default;
+  MappedShard(MappedShard&& o) noexcept
+      : maps(std::move(o.maps)),
+        samples(std::move(o.samples)),
+        packed(o.packed),
+        reserved_(std::exchange(o.reserved_, 0)) {}
+  MappedShard& operator=(MappedShard&& o) noexcept {
+    if (this != &o) {
+      maps = std::move(o.maps);  // unmaps this shard's files
+      samples = std::move(o.samples);
+      packed = o.packed;
+      release();
+      reserved_ = std::exchange(o.reserved_, 0);
+    }
+    return *this;
+  }
+  MappedShard(const MappedShard&) = delete;
+  MappedShard& operator=(const MappedShard&) = delete;
+  ~MappedShard() { release(); }
+
+  bool empty() const { return samples.empty(); }
+  const MappedSample& sample(size_t file, int64_t row) const { return samples[file][static_cast<size_t>(row)]; }
+  // Takes n of the process's `limit` mappings; false, taking none, when
+  // fewer are left.
+  bool reserve(int64_t n, int64_t limit) {
+    int64_t cur = in_use().load();
+    do {
+      if (cur + n > limit) return false;
+    } while (!in_use().compare_exchange_weak(cur, cur + n));
+    reserved_ += n;
+    return true;
+  }
+  static int64_t files_in_use() { return in_use().load(); }
+
+ private:
+  static std::atomic<int64_t>& in_use() {
+    static std::atomic<int64_t> n{0};  // trivially destructible: safe at static exit
+    return n;
+  }
+  void release() noexcept { in_use() -= std::exchange(reserved_, 0); }
+  int64_t reserved_ = 0;
+};
+struct MapRequest {
+  size_t file;                   // index into the paths
+  std::vector<int64_t> offsets;  // H5File::unit_offsets of the dataset's samples, or
+  PackedUnits packed;            // their compressed chunks; neither: not mappable
+};
+// The request for `dataset` of file index `file`, opened as `h`: its samples in
+// place, else compressed, else neither.
+MapRequest map_request(const H5File& h, size_t file, const std::string& dataset, DType dt, int64_t rows_per_sample);
+
+// Maps the requested files of `paths`; an empty shard, the reason logged,
+// when any of them cannot be mapped.
+MappedShard map_shard(const std::vector<std::string>& paths, const std::vector<MapRequest>& want,
+                      const std::string& dataset, int64_t sample_bytes);
+
+// A mapped sample of `bytes` bytes of `dt` into dst: copied, or its chunk
+// decoded. Any thread.
+void read_mapped(const MappedSample& s, int64_t bytes, DType dt, void* dst, const std::string& what);
+
+// The offset's meaning checked against HDF5 itself: `rows` rows of `dataset`
+// from `row` on, read both ways.
+bool mapping_agrees(const std::string& path, const std::string& dataset, int64_t row, int64_t rows, DType dt,
+                    const MappedSample& mapped, int64_t bytes);
+
+}  // namespace mrmf::data::detail

@@ -1,0 +1,32 @@
+// Decoding an HDF5 chunk compressed by the deflate filter, after the shuffle
+// filter where the dataset has it (h5py's compression="gzip", with or without
+// shuffle=True), from its stored bytes alone -- no HDF5 call.
+//
+// Why: serial HDF5 decompresses on the one thread that calls it (every HDF5
+// call of a process goes through one lock, data/prefetch.h), so a loader of
+// gzip-compressed CosmoFlow files ran at the speed of one inflate. With the
+// file mapped and each chunk's place known (H5File::packed_units), every
+// thread that takes a part of a batch decodes its own samples
+// (data/loader_sources.cpp, data/loader.cpp).
+//
+// The deflate filter stores a zlib stream (compress2); the shuffle filter
+// stores byte j of every element before byte j + 1 of any. The inflate is
+// zlib's; the unshuffle is that byte transpose back.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace mrmf::data {
+
+// The chunk's `src_bytes` stored bytes at `src` into exactly `out_bytes` at
+// `out`. `shuffle`: the dataset's pipeline is shuffle (filter 0) then
+// deflate (filter 1), else deflate alone (filter 0); `skipped` is the
+// chunk's filter mask (bit i set: filter i was not applied to it);
+// `elem_size` the element size the shuffle used. Thread-safe. A Data error
+// naming `what` when the bytes do not decode to out_bytes (corrupt or
+// truncated data).
+void decode_chunk(const char* src, int64_t src_bytes, uint32_t skipped, bool shuffle, int64_t elem_size, char* out,
+                  int64_t out_bytes, const std::string& what);
+
+}  // namespace mrmf::data
