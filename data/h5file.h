@@ -157,7 +157,7 @@ class H5File {
   // to back (the same type, alignment and user-block conditions); empty
   // otherwise, and when the row count is not a multiple of rows_per_unit.
   // Why: h5py and other writers often chunk a sample per chunk; such files
-  // then map like contiguous ones (data/loader_sources.cpp).
+  // then map like contiguous ones (data/mapped_shard.cpp).
   std::vector<int64_t> unit_offsets(const std::string& dataset, DType dtype, int64_t rows_per_unit) const;
   // For a dataset stored compressed a unit per chunk -- chunked, each chunk
   // exactly `rows_per_unit` rows spanning the other axes, every chunk
@@ -191,13 +191,14 @@ class H5File {
   bool stored_as(hid_t d, DType dtype) const;
   // The file addresses of a chunked dataset's chunks, when every chunk spans
   // all but the first axis and is allocated: chunk c holds rows [c k, c k + k)
-  // (k = *rows_per_chunk); empty otherwise (data/h5file_chunks.cpp).
+  // (k = *rows_per_chunk); empty otherwise, and when `want_rows` > 0 is not k
+  // (data/h5file_chunks.cpp).
   struct ChunkPlace {
     int64_t addr, bytes;
     uint32_t skipped;
   };
-  std::vector<ChunkPlace> row_chunks(hid_t d, hid_t dcpl, const std::vector<int64_t>& dims,
-                                     int64_t* rows_per_chunk) const;
+  std::vector<ChunkPlace> row_chunks(hid_t d, hid_t dcpl, const std::vector<int64_t>& dims, int64_t* rows_per_chunk,
+                                     int64_t want_rows = 0) const;
   std::string path_;
   H5FileId file_;
 };

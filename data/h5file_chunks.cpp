@@ -1,7 +1,7 @@
 // Where a dataset's samples lie in the file, for reading them without HDF5:
 // contiguous or chunked, plain or compressed (H5File::unit_offsets and
 // H5File::packed_units). Split from h5file.cpp to keep each file about one
-// thing; the loaders map what these find (data/loader_sources.cpp).
+// thing; the loaders map what these find (data/mapped_shard.cpp).
 #include <algorithm>
 
 #include "data/h5file.h"
@@ -9,7 +9,7 @@
 namespace mrmf::data {
 
 std::vector<H5File::ChunkPlace> H5File::row_chunks(hid_t d, hid_t dcpl, const std::vector<int64_t>& dims,
-                                                   int64_t* rows_per_chunk) const {
+                                                   int64_t* rows_per_chunk, int64_t want_rows) const {
   if (dims.empty() || H5Pget_layout(dcpl) != H5D_CHUNKED) return {};
   const int rank = static_cast<int>(dims.size());
   std::vector<hsize_t> chunk(dims.size());
@@ -17,6 +17,7 @@ std::vector<H5File::ChunkPlace> H5File::row_chunks(hid_t d, hid_t dcpl, const st
   for (int i = 1; i < rank; ++i)
     if (static_cast<int64_t>(chunk[static_cast<size_t>(i)]) != dims[static_cast<size_t>(i)]) return {};
   const int64_t k = static_cast<int64_t>(chunk[0]);
+  if (want_rows > 0 && k != want_rows) return {};  // before a lookup per chunk
   *rows_per_chunk = k;
   // Each chunk's place by its coordinates (an index lookup per chunk; by
   // position, H5Dget_chunk_info walks the index from the start every time).
@@ -86,8 +87,8 @@ PackedUnits H5File::packed_units(const std::string& dataset, DType dtype, int64_
     if (id != (i == nf - 1 ? H5Z_FILTER_DEFLATE : H5Z_FILTER_SHUFFLE)) return {};
   }
   int64_t k = 0;
-  const std::vector<ChunkPlace> chunks = row_chunks(d.get(), dcpl.get(), dims, &k);
-  if (chunks.empty() || k != rows_per_unit) return {};
+  const std::vector<ChunkPlace> chunks = row_chunks(d.get(), dcpl.get(), dims, &k, rows_per_unit);
+  if (chunks.empty()) return {};
   PackedUnits p;
   p.shuffle = nf == 2;
   for (const ChunkPlace& c : chunks) p.units.push_back({c.addr, c.bytes, c.skipped});

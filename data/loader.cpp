@@ -504,7 +504,7 @@ class LoaderImpl final : public Loader {
     // claim (from_ram()): this one, the converters, and the caller's OpenMP
     // team once it waits for the batch in next() (synchronous: it makes it).
     std::vector<int64_t> in_ram;
-    if (!preloaded && raw_cache_host_)
+    if (!preloaded && !s.decodes_in_ram() && raw_cache_host_)
       for (int64_t j = 0; j < B; ++j)
         if (cached_[static_cast<size_t>(sample(j))]) in_ram.push_back(j);
     bool all_in_ram = preloaded || s.decodes_in_ram() || static_cast<int64_t>(in_ram.size()) == B;
@@ -596,6 +596,7 @@ class LoaderImpl final : public Loader {
     auto work = std::make_shared<ChunkedWork>(chunks, [&, per](int64_t c) {
       if (o_.on_chunk) o_.on_chunk(b, c);
       const int64_t lo = c * per, hi = std::min(B, lo + per);
+      std::vector<char> scratch;  // a sample to be decoded, when there is one: freed with the chunk
       for (int64_t j = lo; j < hi; ++j) {
         const int64_t i = sample(j);
         if (j + 1 < hi) prefetch_sample(sample(j + 1));  // while this one is copied
@@ -606,7 +607,7 @@ class LoaderImpl final : public Loader {
           src_->check_ram_sample(i);  // a mapped sample on its first read; others were checked when read
           convert(raw, i, dst);
         } else {
-          convert(decoded(i), i, dst);
+          convert(decoded(i, scratch), i, dst);
         }
       }
     });
@@ -677,16 +678,16 @@ class LoaderImpl final : public Loader {
   }
   // Sample i of a source that decodes it (Source::decodes_in_ram), by the
   // calling thread: into its slot of the raw cache where that keeps it
-  // (later epochs skip the decoding), else into the thread's own buffer (a
-  // sample's size, kept for its next sample).
-  const char* decoded(int64_t i) {
-    thread_local std::vector<char> own;
+  // (later epochs skip the decoding), else into `scratch` (a sample's size;
+  // the caller's chunk frees it: per-thread buffers kept for the threads'
+  // lives would hold a sample per helper thread of every rank).
+  const char* decoded(int64_t i, std::vector<char>& scratch) {
     char* raw = nullptr;
     if (raw_cache_host_) {
       raw = cache_.get() + i * cache_sample_bytes_;
     } else {
-      own.resize(static_cast<size_t>(src_->raw_bytes()));
-      raw = own.data();
+      scratch.resize(static_cast<size_t>(src_->raw_bytes()));
+      raw = scratch.data();
     }
     src_->read_raw(i, raw);
     if (raw_cache_host_) cached_[static_cast<size_t>(i)] = 1;  // this thread's sample alone

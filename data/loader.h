@@ -108,13 +108,15 @@ struct LoaderOptions {
   // (data/mapped_file.h) and read like a preloaded shard: every batch from
   // the page cache, in chunks any thread may take, with no staging copy by
   // the I/O thread. Samples that need a value check (float types; int16
-  // under log1p) are checked the first time they are read. So are chunked,
-  // unfiltered files whose chunks hold whole samples (H5File::unit_offsets).
-  // Files gzip-compressed a sample per chunk (with or without shuffle) are
-  // mapped and each sample decoded by whichever thread makes it
-  // (H5File::packed_units, data/packed_chunks.h), and checked every time.
-  // Other files, and files past the process's MRMF_MAX_MAPPED_FILES
-  // (default 16384), are read through HDF5.
+  // under log1p) are checked the first time they are read. Chunked,
+  // unfiltered files whose chunks hold whole samples are mapped the same
+  // way (H5File::unit_offsets). Files gzip-compressed a sample per chunk
+  // (with or without shuffle) are mapped and each sample decoded where the
+  // batch is made on the host, by whichever thread makes it (on a GPU that
+  // reduces on the device: by the I/O thread; H5File::packed_units,
+  // data/packed_chunks.h), and checked each time it is decoded (once where
+  // the raw cache keeps it). Other files, and files past the process's
+  // MRMF_MAX_MAPPED_FILES (default 16384), are read through HDF5.
   bool memory_map = true;
   // The cache draws on the process-wide budget (data/cache_budget.h); this
   // caps one loader's share on top of it (0: no cap of its own).

@@ -142,15 +142,21 @@ struct MappedSource : Source {
   std::vector<uint8_t> checked_;  // per sample, mapped only: its values were checked
   // "<file>: dataset '<name>' ..." for sample `local`'s messages.
   virtual std::string sample_what(int64_t local) const = 0;
-  // Keeps the mapping `m` if the shard's first sample reads the same
-  // through it as through HDF5 (the offsets' meaning checked once).
+  // Keeps the mapping `m` if the shard's first sample in place and its
+  // first compressed one read the same through it as through HDF5 (the
+  // offsets' and the decoding's meaning checked once).
   void adopt(MappedShard m, const std::vector<std::string>& paths, int64_t rows_per_sample) {
-    const Pick& p0 = picks.front();
-    if (m.empty() || !mapping_agrees(paths[p0.file], dataset, p0.row * rows_per_sample, rows_per_sample, dtype,
-                                     m.sample(p0.file, p0.row), raw_bytes()))
-      return;
+    if (m.empty()) return;
+    for (bool packed : {false, true}) {
+      const auto p = std::find_if(picks.begin(), picks.end(),
+                                  [&](const Pick& q) { return m.sample(q.file, q.row).packed == packed; });
+      if (p != picks.end() && !mapping_agrees(paths[p->file], dataset, p->row * rows_per_sample, rows_per_sample, dtype,
+                                              m.sample(p->file, p->row), raw_bytes()))
+        return;
+    }
     if (m.packed)
-      log::debug("{}: '{}' decoded from its gzip-compressed chunks by the loader's threads", paths[p0.file], dataset);
+      log::debug("{}: '{}' decoded from its gzip-compressed chunks by the loader's threads", paths[picks[0].file],
+                 dataset);
     mapped_ = std::move(m);
     checked_.assign(picks.size(), needs_value_check() ? 0 : 1);
   }

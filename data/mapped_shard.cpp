@@ -57,16 +57,17 @@ MappedShard map_shard(const std::vector<std::string>& paths, const std::vector<M
       log::warn("{}; reading the shard through HDF5", e.message());
       return {};
     }
+    // Each sample's bytes inside the file (checked before a pointer is formed).
+    const auto place = [&](int64_t off, int64_t bytes) {
+      MRMF_CHECK_KIND(Data, off >= 0 && f.size() >= off + bytes, path, ": file of ", f.size(), " bytes, but dataset '",
+                      dataset, "' needs ", off + bytes, " (truncated?)");
+      return f.data() + off;
+    };
     std::vector<MappedSample>& at = m.samples[r.file];
-    for (int64_t off : r.offsets) at.push_back({f.data() + off, sample_bytes});
+    for (int64_t off : r.offsets) at.push_back({place(off, sample_bytes), sample_bytes});
     for (const PackedUnit& u : r.packed.units)
-      at.push_back({f.data() + u.offset, u.bytes, u.skipped, true, r.packed.shuffle});
+      at.push_back({place(u.offset, u.bytes), u.bytes, u.skipped, true, r.packed.shuffle});
     m.packed = m.packed || !r.packed.units.empty();
-    for (const MappedSample& s : at) {
-      const int64_t end = (s.p - f.data()) + s.stored;
-      MRMF_CHECK_KIND(Data, f.size() >= end, path, ": file of ", f.size(), " bytes, but dataset '", dataset, "' needs ",
-                      end, " (truncated?)");
-    }
     m.maps.push_back(std::move(f));
   }
   return m;

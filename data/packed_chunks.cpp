@@ -47,10 +47,8 @@ void decode_chunk(const char* src, int64_t src_bytes, uint32_t skipped, bool shu
     std::memcpy(dst, src, static_cast<size_t>(out_bytes));
   };
   if (!shuffled) return undeflate(out);
-  // Into a thread's own buffer, then unshuffled: a sample's size, kept for
-  // the thread's next chunk.
-  thread_local std::vector<char> staged;
-  staged.resize(static_cast<size_t>(out_bytes));
+  // Into a buffer of the call's own, then unshuffled.
+  std::vector<char> staged(static_cast<size_t>(out_bytes));
   undeflate(staged.data());
   unshuffle(staged.data(), out_bytes, elem_size, out);
 }

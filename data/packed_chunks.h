@@ -7,7 +7,7 @@
 // gzip-compressed CosmoFlow files ran at the speed of one inflate. With the
 // file mapped and each chunk's place known (H5File::packed_units), every
 // thread that takes a part of a batch decodes its own samples
-// (data/loader_sources.cpp, data/loader.cpp).
+// (data/mapped_shard.cpp, data/loader.cpp).
 //
 // The deflate filter stores a zlib stream (compress2); the shuffle filter
 // stores byte j of every element before byte j + 1 of any. The inflate is

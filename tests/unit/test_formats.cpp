@@ -6,6 +6,7 @@
 #include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <atomic>
 #include <catch2/catch.hpp>
@@ -391,7 +392,7 @@ namespace {
 void write_u16_rows(const std::string& path, hsize_t rows, const std::vector<hsize_t>& chunk, unsigned deflate,
                     const std::vector<std::pair<hsize_t, hsize_t>>& ranges, bool shuffle = false,
                     bool fletcher = false) {
-  const Tensor t = iota({static_cast<int64_t>(rows), 3, 4, 2}, DType::U16);
+  const Tensor t = iota({static_cast<int64_t>(rows), 3, 4, 2}, DType::U16, 61.f);  // both bytes of each value used
   const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   REQUIRE(f >= 0);
   const hsize_t dims[4] = {rows, 3, 4, 2};
@@ -445,6 +446,7 @@ TEST_CASE("h5 formats: where each sample lies in the file, contiguous or chunked
   for (int64_t per : {1, 2, 3, 6}) {
     INFO("contiguous, rows per unit " << per);
     const auto off = H5File::open_read(contig).unit_offsets("d", DType::U16, per);
+    REQUIRE(!off.empty());
     CHECK(units_at(contig, off, per));
     CHECK(off[0] == H5File::open_read(contig).contiguous_offset("d", DType::U16));
   }
@@ -463,6 +465,16 @@ TEST_CASE("h5 formats: where each sample lies in the file, contiguous or chunked
       INFO(k << " rows per chunk, rows per unit " << per);
       CHECK(units_at(path, h.unit_offsets("d", DType::U16, per), per));
     }
+  }
+  // One-row chunks allocated in row order lie back to back: units of 2, 3
+  // and 6 rows across them are each one run.
+  const std::string in_order = tmp / "in_order.h5";
+  write_u16_rows(in_order, 6, {1, 3, 4, 2}, 0, {{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 5}, {5, 6}});
+  for (int64_t per : {2, 3, 6}) {
+    INFO("chunks in row order, rows per unit " << per);
+    const auto off = H5File::open_read(in_order).unit_offsets("d", DType::U16, per);
+    REQUIRE(!off.empty());
+    CHECK(units_at(in_order, off, per));
   }
   // Rows 2 and 3 of 3-row chunks: row 3 begins chunk 1, allocated before
   // chunk 0, so the unit is not one run.
@@ -503,15 +515,34 @@ TEST_CASE("h5 formats: gzip-compressed chunks decoded without HDF5 (packed_units
       INFO("shuffle " << shuffle << ", rows per chunk " << k);
       const std::string path = tmp / ("gz" + std::to_string(shuffle) + std::to_string(k) + ".h5");
       write_u16_rows(path, 6, {k, 3, 4, 2}, 6, {{0, 6}}, shuffle);
-      {  // chunk 1 rewritten unfiltered, its mask saying so
-        const Tensor rows = iota({6, 3, 4, 2}, DType::U16);
+      {
+        // Chunks rewritten with filters skipped, their masks saying so:
+        // chunk 1 unfiltered; with shuffle and one-row chunks also chunk 2
+        // shuffled only (mask 2) and chunk 3 deflated only (mask 1).
+        const Tensor rows = iota({6, 3, 4, 2}, DType::U16, 7.f);  // other values than the dataset's
+        const auto raw = [&](hsize_t c) { return reinterpret_cast<const char*>(rows.data<uint16_t>() + c * k * 24); };
+        const hsize_t bytes = k * 48;
+        std::vector<char> shuffled(bytes), deflated(compressBound(bytes));
+        for (hsize_t i = 0; i < bytes / 2; ++i)
+          for (hsize_t j = 0; j < 2; ++j) shuffled[j * (bytes / 2) + i] = raw(2)[i * 2 + j];
+        uLongf zbytes = deflated.size();
+        REQUIRE(compress2(reinterpret_cast<Bytef*>(deflated.data()), &zbytes, reinterpret_cast<const Bytef*>(raw(3)),
+                          bytes, 6) == Z_OK);
         const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
         const hid_t d = H5Dopen2(f, "d", H5P_DEFAULT);
-        const hsize_t at[4] = {k, 0, 0, 0};
-        const uint32_t mask = shuffle ? 3u : 1u;  // every filter of the pipeline skipped
-        REQUIRE(H5Dwrite_chunk(d, H5P_DEFAULT, mask, at, k * 48, rows.data<uint16_t>() + k * 24) >= 0);
+        const auto put = [&](hsize_t c, uint32_t mask, const char* data, size_t n) {
+          const hsize_t at[4] = {c * k, 0, 0, 0};
+          REQUIRE(H5Dwrite_chunk(d, H5P_DEFAULT, mask, at, n, data) >= 0);
+        };
+        put(1, shuffle ? 3u : 1u, raw(1), bytes);  // every filter of the pipeline skipped
+        if (shuffle && k == 1) {
+          put(2, 2u, shuffled.data(), bytes);
+          put(3, 1u, deflated.data(), zbytes);
+        }
         H5Dclose(d);
         H5Fclose(f);
+        const Tensor back = H5File::open_read(path).read_rows("d", static_cast<int64_t>(k), static_cast<int64_t>(k));
+        REQUIRE(std::memcmp(back.raw_data(), raw(1), bytes) == 0);  // HDF5 reads what was put there
       }
       const H5File h = H5File::open_read(path);
       const PackedUnits p = h.packed_units("d", DType::U16, static_cast<int64_t>(k));
@@ -519,6 +550,7 @@ TEST_CASE("h5 formats: gzip-compressed chunks decoded without HDF5 (packed_units
       CHECK(p.shuffle == shuffle);
       CHECK(p.units[1].skipped == (shuffle ? 3u : 1u));
       CHECK(p.units[0].skipped == 0u);
+      if (shuffle && k == 1) CHECK((p.units[2].skipped == 2u && p.units[3].skipped == 1u));
       for (size_t u = 0; u < p.units.size(); ++u) {
         const std::vector<char> in = stored_bytes(path, p.units[u]);
         const Tensor want = h.read_rows("d", static_cast<int64_t>(u * k), static_cast<int64_t>(k));
@@ -534,7 +566,9 @@ TEST_CASE("h5 formats: gzip-compressed chunks decoded without HDF5 (packed_units
   // Corrupt or truncated bytes: a Data error naming what was decoded.
   {
     const std::string path = tmp / "gz01.h5";
-    const PackedUnit u = H5File::open_read(path).packed_units("d", DType::U16, 1).units[2];
+    const auto units = H5File::open_read(path).packed_units("d", DType::U16, 1).units;
+    REQUIRE(units.size() == 6);
+    const PackedUnit u = units[2];
     std::vector<char> in = stored_bytes(path, u), out(48);
     for (size_t b = 2; b < in.size(); b += 3) in[b] = static_cast<char>(in[b] ^ 0x5a);
     CHECK_THAT(data_error([&] { decode_chunk(in.data(), u.bytes, 0, false, 2, out.data(), 48, "f.h5: sample 2"); }),
