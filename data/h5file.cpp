@@ -350,15 +350,26 @@ void H5File::create_dataset(const std::string& dataset, const std::vector<int64_
   std::vector<hsize_t> dims(shape.begin(), shape.end());
   H5SpaceId space(MRMF_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)));
   H5PlistId dcpl(MRMF_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
-  if (opts.chunk_rows > 0 && !dims.empty() && dims[0] > 0) {
+  if (!opts.chunk.empty() || (opts.chunk_rows > 0 && !dims.empty() && dims[0] > 0)) {
     std::vector<hsize_t> chunk = dims;
-    chunk[0] = std::min<hsize_t>(static_cast<hsize_t>(opts.chunk_rows), dims[0]);
+    if (opts.chunk.empty()) {
+      chunk[0] = std::min<hsize_t>(static_cast<hsize_t>(opts.chunk_rows), dims[0]);
+    } else {
+      MRMF_CHECK_KIND(Usage, opts.chunk.size() == dims.size(), "chunk shape ", shape_str(opts.chunk), " for dataset '",
+                      dataset, "' ", shape_str(shape), ": one entry per axis expected");
+      for (size_t i = 0; i < dims.size(); ++i) {
+        MRMF_CHECK_KIND(Usage, opts.chunk[i] > 0 && static_cast<hsize_t>(opts.chunk[i]) <= dims[i], "chunk shape ",
+                        shape_str(opts.chunk), " for dataset '", dataset, "' ", shape_str(shape),
+                        ": each entry from 1 to its axis' size expected");
+        chunk[i] = static_cast<hsize_t>(opts.chunk[i]);
+      }
+    }
     MRMF_H5_CHECK(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()));
     if (opts.shuffle) MRMF_H5_CHECK(H5Pset_shuffle(dcpl.get()));
     if (opts.deflate > 0) MRMF_H5_CHECK(H5Pset_deflate(dcpl.get(), static_cast<unsigned>(opts.deflate)));
   } else {
     MRMF_CHECK_KIND(Usage, opts.deflate == 0 && !opts.shuffle,
-                    "compression and shuffling need a chunked dataset (chunk_rows > 0)");
+                    "compression and shuffling need a chunked dataset (chunk_rows > 0 or a chunk shape)");
   }
   const hid_t id = H5Dcreate2(file_.get(), dataset.c_str(), file_type(dt), space.get(), H5P_DEFAULT, dcpl.get(),
                               H5P_DEFAULT);

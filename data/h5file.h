@@ -103,6 +103,9 @@ struct WriteOptions {
   int64_t chunk_rows = 0;  // > 0: chunked layout with this many rows per chunk
   int deflate = 0;         // 1..9: gzip level (requires chunk_rows > 0); 0 = off
   bool shuffle = false;    // the shuffle filter before deflate (h5py's shuffle=True; requires chunk_rows > 0)
+  // The whole chunk shape, one entry per axis (h5py's chunks=), in place of
+  // chunk_rows' rows spanning the other axes.
+  std::vector<int64_t> chunk;
 };
 
 class H5File {
@@ -167,6 +170,18 @@ class H5File {
   // unit's chunk lies and which filters it skipped, for decoding it without
   // HDF5 on any thread (data/packed_chunks.h). Empty units otherwise.
   PackedUnits packed_units(const std::string& dataset, DType dtype, int64_t rows_per_unit) const;
+  // How a dataset is stored: its chunk shape (empty where it is not
+  // chunked) and its filters in pipeline order. For telling a user why the
+  // loaders read a file as they do (data/mapped_shard.cpp).
+  struct Filter {
+    int id;            // H5Z_filter_t
+    std::string name;  // as the file names it ("deflate", "shuffle", ...)
+  };
+  struct Storage {
+    std::vector<int64_t> chunk;
+    std::vector<Filter> filters;
+  };
+  Storage storage(const std::string& dataset) const;
 
   // Creates a dataset of `shape` and `dtype` (contents written later with write_rows).
   void create_dataset(const std::string& dataset, const std::vector<int64_t>& shape, DType dtype,
@@ -189,6 +204,9 @@ class H5File {
   // Whether dataset `d` holds exactly `dtype`'s little-endian file type in
   // a file without a user block (filters and layout are the caller's).
   bool stored_as(hid_t d, DType dtype) const;
+  // `dataset`'s dimensions when its first is a multiple of rows_per_unit
+  // (> 0, else an error naming `who`); empty otherwise.
+  std::vector<int64_t> unit_dims(const std::string& dataset, int64_t rows_per_unit, const char* who) const;
   // The file addresses of a chunked dataset's chunks, when every chunk spans
   // all but the first axis and is allocated: chunk c holds rows [c k, c k + k)
   // (k = *rows_per_chunk); empty otherwise, and when `want_rows` > 0 is not k

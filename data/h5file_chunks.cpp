@@ -2,11 +2,16 @@
 // contiguous or chunked, plain or compressed (H5File::unit_offsets and
 // H5File::packed_units). Split from h5file.cpp to keep each file about one
 // thing; the loaders map what these find (data/mapped_shard.cpp).
-#include <algorithm>
-
 #include "data/h5file.h"
 
 namespace mrmf::data {
+
+std::vector<int64_t> H5File::unit_dims(const std::string& dataset, int64_t rows_per_unit, const char* who) const {
+  MRMF_CHECK(rows_per_unit > 0, who, ": rows_per_unit must be positive, got ", rows_per_unit);
+  auto dims = shape(dataset);
+  if (dims.empty() || dims[0] % rows_per_unit != 0) return {};
+  return dims;
+}
 
 std::vector<H5File::ChunkPlace> H5File::row_chunks(hid_t d, hid_t dcpl, const std::vector<int64_t>& dims,
                                                    int64_t* rows_per_chunk, int64_t want_rows) const {
@@ -39,9 +44,8 @@ std::vector<H5File::ChunkPlace> H5File::row_chunks(hid_t d, hid_t dcpl, const st
 }
 
 std::vector<int64_t> H5File::unit_offsets(const std::string& dataset, DType dtype, int64_t rows_per_unit) const {
-  MRMF_CHECK(rows_per_unit > 0, "unit_offsets: rows_per_unit must be positive, got ", rows_per_unit);
-  const auto dims = shape(dataset);
-  if (dims.empty() || dims[0] % rows_per_unit != 0) return {};
+  const auto dims = unit_dims(dataset, rows_per_unit, "unit_offsets");
+  if (dims.empty()) return {};
   int64_t row_elems = 1;
   for (size_t i = 1; i < dims.size(); ++i) row_elems *= dims[i];
   const int64_t elem = static_cast<int64_t>(dtype_size(dtype)), row_bytes = row_elems * elem;
@@ -71,9 +75,8 @@ std::vector<int64_t> H5File::unit_offsets(const std::string& dataset, DType dtyp
 }
 
 PackedUnits H5File::packed_units(const std::string& dataset, DType dtype, int64_t rows_per_unit) const {
-  MRMF_CHECK(rows_per_unit > 0, "packed_units: rows_per_unit must be positive, got ", rows_per_unit);
-  const auto dims = shape(dataset);
-  if (dims.empty() || dims[0] % rows_per_unit != 0) return {};
+  const auto dims = unit_dims(dataset, rows_per_unit, "packed_units");
+  if (dims.empty()) return {};
   H5DatasetId d = open_dataset(dataset);
   H5PlistId dcpl(MRMF_H5_CHECK(H5Dget_create_plist(d.get())));
   const int nf = H5Pget_nfilters(dcpl.get());
@@ -93,6 +96,27 @@ PackedUnits H5File::packed_units(const std::string& dataset, DType dtype, int64_
   p.shuffle = nf == 2;
   for (const ChunkPlace& c : chunks) p.units.push_back({c.addr, c.bytes, c.skipped});
   return p;
+}
+
+H5File::Storage H5File::storage(const std::string& dataset) const {
+  H5DatasetId d = open_dataset(dataset);
+  H5PlistId dcpl(MRMF_H5_CHECK(H5Dget_create_plist(d.get())));
+  Storage s;
+  if (H5Pget_layout(dcpl.get()) == H5D_CHUNKED) {
+    const int rank = static_cast<int>(shape(dataset).size());
+    std::vector<hsize_t> chunk(static_cast<size_t>(rank));
+    if (rank > 0 && H5Pget_chunk(dcpl.get(), rank, chunk.data()) == rank) s.chunk.assign(chunk.begin(), chunk.end());
+  }
+  const int nf = H5Pget_nfilters(dcpl.get());
+  for (int i = 0; i < nf; ++i) {
+    unsigned flags = 0, config = 0;
+    size_t nvalues = 0;
+    char name[64] = {};
+    const H5Z_filter_t id =
+        H5Pget_filter2(dcpl.get(), static_cast<unsigned>(i), &flags, &nvalues, nullptr, sizeof(name), name, &config);
+    s.filters.push_back({static_cast<int>(id), *name ? std::string(name) : "filter " + std::to_string(id)});
+  }
+  return s;
 }
 
 }  // namespace mrmf::data

@@ -22,9 +22,56 @@ int64_t max_mapped_files() {
 }
 
 MapRequest map_request(const H5File& h, size_t file, const std::string& dataset, DType dt, int64_t rows_per_sample) {
-  MapRequest r{file, h.unit_offsets(dataset, dt, rows_per_sample), {}};
+  MapRequest r{file, h.unit_offsets(dataset, dt, rows_per_sample), {}, {}};
   if (r.offsets.empty()) r.packed = h.packed_units(dataset, dt, rows_per_sample);
+  if (r.offsets.empty() && r.packed.units.empty()) r.advice = layout_advice(h, dataset, rows_per_sample);
   return r;
+}
+
+namespace {
+std::string joined(const std::vector<int64_t>& v, const char* sep) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + std::to_string(v[i]);
+  return s;
+}
+}  // namespace
+
+std::string layout_advice(const H5File& h, const std::string& dataset, int64_t rows_per_sample) {
+  const H5File::Storage st = h.storage(dataset);
+  const std::vector<int64_t> dims = h.shape(dataset);
+  if (st.chunk.empty() || st.chunk.size() != dims.size() || rows_per_sample <= 0) return {};
+  // What the loaders decode themselves: deflate alone, or shuffle then
+  // deflate (H5File::packed_units).
+  const auto& f = st.filters;
+  const bool ours = f.empty() || (f.size() <= 2 && f.back().id == H5Z_FILTER_DEFLATE &&
+                                  (f.size() == 1 || f.front().id == H5Z_FILTER_SHUFFLE));
+  const int64_t c0 = st.chunk[0];
+  int64_t spans = c0 < rows_per_sample ? (rows_per_sample + c0 - 1) / c0 : 1;  // chunks per sample
+  for (size_t i = 1; i < dims.size(); ++i) spans *= (dims[i] + st.chunk[i] - 1) / st.chunk[i];
+  const int64_t holds = c0 > rows_per_sample ? (c0 + rows_per_sample - 1) / rows_per_sample : 1;  // samples per chunk
+  std::vector<std::string> why;
+  if (spans > 1) why.push_back("a sample spans " + std::to_string(spans) + " chunks");
+  if (holds > 1 && !f.empty())
+    why.push_back("a chunk holds " + std::to_string(holds) + " samples, all of which HDF5 decodes to read one");
+  if (!ours) {
+    std::string names;
+    for (const H5File::Filter& x : f) names += (names.empty() ? "" : ", ") + x.name;
+    why.push_back("its filters (" + names + ") are decoded by HDF5 alone");
+  }
+  if (why.empty()) return {};  // stored as the loaders take it: not the layout's fault
+  std::string reasons;
+  for (const std::string& w : why) reasons += (reasons.empty() ? "" : "; ") + w;
+  std::vector<int64_t> per_sample = dims;
+  per_sample[0] = rows_per_sample;
+  const std::string fix =
+      f.empty() ? "-l " + dataset + ":CONTI"
+                : "-l " + dataset + ":CHUNK=" + joined(per_sample, "x") + (ours ? "" : " -f " + dataset + ":GZIP=4");
+  return h.path() + ": '" + dataset + "' is stored in chunks of " + joined(st.chunk, "x") +
+         (f.empty() ? "" : " (" + std::string(ours ? "compressed" : "filtered") + ")") + ": " + reasons +
+         ". The loader reads such files through HDF5, one sample at a time on the process's one I/O thread. "
+         "`h5repack " +
+         fix + " IN.h5 OUT.h5` rewrites a file so that every thread making a batch " +
+         (f.empty() ? "reads its samples in place" : "decodes its own samples") + ".";
 }
 
 MappedShard map_shard(const std::vector<std::string>& paths, const std::vector<MapRequest>& want,
@@ -43,6 +90,10 @@ MappedShard map_shard(const std::vector<std::string>& paths, const std::vector<M
   for (const MapRequest& r : want) {
     const std::string& path = paths[r.file];
     if (r.offsets.empty() && r.packed.units.empty()) {
+      if (!r.advice.empty()) {
+        log::info("{}", r.advice);
+        return {};
+      }
       log::debug(
           "{}: '{}' does not lie in the file itself as one unbroken run of little-endian data of its type per "
           "sample, nor as one gzip-compressed chunk per sample (other filters, chunks across samples, external, "

@@ -91,11 +91,25 @@ class MappedShard {
 struct MapRequest {
   size_t file;                   // index into the paths
   std::vector<int64_t> offsets;  // H5File::unit_offsets of the dataset's samples, or
-  PackedUnits packed;            // their compressed chunks; neither: not mappable
+  PackedUnits packed;            // their compressed chunks; neither: not mappable,
+  std::string advice;            // and layout_advice() says why when its chunks or filters are the reason
 };
 // The request for `dataset` of file index `file`, opened as `h`: its samples in
 // place, else compressed, else neither.
 MapRequest map_request(const H5File& h, size_t file, const std::string& dataset, DType dt, int64_t rows_per_sample);
+
+// For a dataset read in samples of `rows_per_sample` rows that the loaders
+// can neither map nor decode themselves: whether its chunk shape or its
+// filters are the reason -- a sample split over several chunks, several
+// samples in one compressed chunk, a filter only HDF5 decodes -- and the
+// h5repack command (hdf5-tools) that rewrites such a file so that they can.
+// Empty where the storage is not the reason (not chunked; chunked as the
+// loaders take it, so a chunk never written, another type or byte order).
+// Why: such files stay correct through HDF5 but are read on one thread, and
+// a user with compressed files from h5py's automatic chunking (chunks that
+// split a sample and hold several) would not otherwise learn why the loader
+// is slow or how to fix it.
+std::string layout_advice(const H5File& h, const std::string& dataset, int64_t rows_per_sample);
 
 // Maps the requested files of `paths`; an empty shard, the reason logged,
 // when any of them cannot be mapped.

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +20,7 @@
 #include "core/error.h"
 #include "data/formats.h"
 #include "data/h5file.h"
+#include "data/mapped_shard.h"
 #include "data/packed_chunks.h"
 #include "support/temp_dir.h"
 
@@ -590,4 +592,83 @@ TEST_CASE("h5 formats: gzip-compressed chunks decoded without HDF5 (packed_units
     INFO(path);
     CHECK(H5File::open_read(path).packed_units("d", DType::U16, 1).units.empty());
   }
+}
+
+TEST_CASE("h5 formats: chunks or filters that keep the loaders on HDF5 are named, with the h5repack fix",
+          "[data][h5]") {
+  // layout_advice(): why a file's samples can be neither read in place nor
+  // decoded by the loader's threads when its storage is the reason, and the
+  // command that rewrites it. The command is run here: the rewritten file
+  // maps (or decodes) and holds the same rows.
+  TempDir tmp;
+  struct Case {
+    std::string name;
+    std::vector<hsize_t> chunk;
+    unsigned deflate;
+    bool fletcher;
+    int64_t rows_per_sample;
+    std::vector<std::string> says;  // empty: no advice
+  };
+  const std::vector<Case> cases = {
+      {"contig", {}, 0, false, 1, {}},
+      {"whole", {1, 3, 4, 2}, 0, false, 1, {}},     // a sample per chunk: mapped
+      {"whole_gz", {1, 3, 4, 2}, 6, false, 1, {}},  // decoded
+      {"rows2", {2, 3, 4, 2}, 0, false, 1, {}},     // unfiltered, two samples a chunk: mapped
+      {"split", {1, 3, 2, 2}, 0, false, 1, {"in chunks of 1x3x2x2:", "a sample spans 2 chunks", "-l d:CONTI"}},
+      {"split_gz",
+       {1, 2, 2, 1},
+       6,
+       false,
+       1,
+       {"(compressed)", "a sample spans 8 chunks", "-l d:CHUNK=1x3x4x2 IN.h5", "decodes its own samples"}},
+      {"two_gz", {2, 3, 4, 2}, 6, false, 1, {"a chunk holds 2 samples", "-l d:CHUNK=1x3x4x2 IN.h5"}},
+      {"two_rows_gz", {1, 3, 4, 2}, 6, false, 2, {"a sample spans 2 chunks", "-l d:CHUNK=2x3x4x2 IN.h5"}},
+      {"fletcher",
+       {1, 3, 4, 2},
+       6,
+       true,
+       1,
+       {"(filtered)", "its filters (deflate, fletcher32) are decoded by HDF5 alone",
+        "-l d:CHUNK=1x3x4x2 -f d:GZIP=4 IN.h5"}},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    const std::string path = tmp / (c.name + ".h5");
+    write_u16_rows(path, 6, c.chunk, c.deflate, {{0, 6}}, false, c.fletcher);
+    const H5File h = H5File::open_read(path);
+    const H5File::Storage st = h.storage("d");
+    CHECK(st.chunk == std::vector<int64_t>(c.chunk.begin(), c.chunk.end()));
+    CHECK(st.filters.size() == (c.deflate ? 1u : 0u) + (c.fletcher ? 1u : 0u));
+    if (c.deflate) CHECK((st.filters[0].id == H5Z_FILTER_DEFLATE && st.filters[0].name == "deflate"));
+    const std::string advice = data::detail::layout_advice(h, "d", c.rows_per_sample);
+    if (c.says.empty()) {
+      CHECK(advice.empty());
+      continue;
+    }
+    CHECK_THAT(advice, Contains(path + ": 'd' is stored"));
+    for (const std::string& s : c.says) CHECK_THAT(advice, Contains(s));
+    // The advice's own command, run: the rewritten file is read by the
+    // loaders' own paths, with HDF5's rows.
+    const size_t at = advice.find("`h5repack "), end = advice.find('`', at + 1);
+    REQUIRE((at != std::string::npos && end != std::string::npos));
+    std::string cmd = advice.substr(at + 1, end - at - 1);
+    const std::string out = tmp / (c.name + "_fixed.h5");
+    cmd.replace(cmd.find("IN.h5"), 5, path);
+    cmd.replace(cmd.find("OUT.h5"), 6, out);
+    INFO(cmd);
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    const H5File fixed = H5File::open_read(out);
+    CHECK(data::detail::layout_advice(fixed, "d", c.rows_per_sample).empty());
+    const bool in_place = !fixed.unit_offsets("d", DType::U16, c.rows_per_sample).empty();
+    const bool decoded = !fixed.packed_units("d", DType::U16, c.rows_per_sample).units.empty();
+    CHECK((in_place || decoded));
+    CHECK(decoded == (c.deflate > 0));
+    const Tensor a = h.read("d"), b = fixed.read("d");
+    CHECK(std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0);
+  }
+  // Not the storage's fault: a chunk never written.
+  const std::string hole = tmp / "hole.h5";
+  write_u16_rows(hole, 6, {1, 3, 4, 2}, 6, {{0, 4}, {5, 6}});
+  CHECK(H5File::open_read(hole).packed_units("d", DType::U16, 1).units.empty());
+  CHECK(data::detail::layout_advice(H5File::open_read(hole), "d", 1).empty());
 }

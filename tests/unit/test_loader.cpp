@@ -26,6 +26,7 @@
 #include "data/loader.h"
 #include "data/shuffle.h"
 #include "kernels/fused_downsample_ops.h"
+#include "support/log_lines.h"
 #include "support/temp_dir.h"
 
 using namespace mrmf;
@@ -67,6 +68,20 @@ void write_cf(const std::string& dir, int files, int per, int side) {
     std::snprintf(name, sizeof name, "/c%02d.h5", f);
     write_cosmoflow_file(dir + name, from_float32(x, DType::U16), l);
   }
+}
+
+// Batches of 2 in chunks of `chunk_bytes`, each chunk counted in `chunks`.
+LoaderOptions counting_options(uint64_t seed, int io_threads, bool map, bool cache, int64_t chunk_bytes,
+                               std::atomic<int>& chunks) {
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.seed = seed;
+  o.io_threads = io_threads;
+  o.memory_map = map;
+  o.cache_in_memory = cache;
+  o.chunk_bytes = chunk_bytes;
+  o.on_chunk = [&chunks](int64_t, int64_t) { ++chunks; };
+  return o;
 }
 
 std::vector<int64_t> epoch_ids(Loader& L, int64_t epoch, std::vector<Tensor>* xs = nullptr) {
@@ -589,7 +604,8 @@ TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", 
   // batches.
   Tmp d;
   write_cf(d / "contig", 2, 4, 4);
-  for (const char* dir : {"chunked", "chunked3", "gzip", "gzip_shuffle", "gzip2"}) fs::create_directories(d / dir);
+  for (const char* dir : {"chunked", "chunked3", "gzip", "gzip_shuffle", "gzip2", "gzip_split"})
+    fs::create_directories(d / dir);
   fs::create_directories(d / "float");
   fs::create_directories(d / "int16");
   fs::create_directories(d / "bigendian");
@@ -603,7 +619,8 @@ TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", 
     for (const auto& [dir, opts] : {std::pair<const char*, WriteOptions>{"chunked3", {3, 0}},  // 4 samples: 3 + 1
                                     {"gzip", {1, 1}},
                                     {"gzip_shuffle", {1, 4, true}},
-                                    {"gzip2", {2, 1}}}) {
+                                    {"gzip2", {2, 1}},
+                                    {"gzip_split", {0, 1, false, {1, 2, 4, 4, 4}}}}) {  // two chunks a sample
       H5File g = H5File::create((d / dir) + "/" + name);
       g.write("3Dmap", x, opts);
       g.write("unitPar", y);
@@ -649,26 +666,26 @@ TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", 
 
   std::vector<Tensor> want;
   std::vector<int64_t> want_ids;
-  for (const char* dir : {"contig", "chunked", "chunked3", "gzip", "gzip_shuffle", "gzip2", "float", "int16",
-                          "bigendian", "mixed", "mixed_gzip"})
+  for (const char* dir : {"contig", "chunked", "chunked3", "gzip", "gzip_shuffle", "gzip2", "gzip_split", "float",
+                          "int16", "bigendian", "mixed", "mixed_gzip"})
     for (bool map : {true, false})
       for (int io : {1, 3})
         for (int64_t chunk_bytes : {int64_t{1}, int64_t{1} << 30}) {  // a sample per chunk: threads decode at once
           INFO(dir << " memory_map " << map << " io_threads " << io << " chunk_bytes " << chunk_bytes);
-          LoaderOptions o;
-          o.batch_size = 2;
-          o.seed = 7;
-          o.io_threads = io;
-          o.memory_map = map;
-          o.cache_in_memory = false;
-          o.chunk_bytes = chunk_bytes;
           std::atomic<int> chunks{0};
-          o.on_chunk = [&](int64_t, int64_t) { ++chunks; };
+          LoaderOptions o = counting_options(7, io, map, false, chunk_bytes, chunks);
+          test::LogLines log;
           auto L = open_loader({DataFormat::CosmoFlow, d / dir, Split::Train}, o);
           std::vector<Tensor> xs;
           const auto ids = epoch_ids(*L, 0, &xs);
           const std::string name = dir;
-          const bool mappable = name != "bigendian" && name != "gzip2";
+          const bool mappable = name != "bigendian" && name != "gzip2" && name != "gzip_split";
+          // Where the chunks are the reason, the loader says so once, with
+          // the h5repack command that makes the files mappable.
+          const bool advised = map && (name == "gzip2" || name == "gzip_split");
+          CHECK(log.count("h5repack -l 3Dmap:CHUNK=1x4x4x4x4 IN.h5 OUT.h5") == (advised ? 1 : 0));
+          CHECK(log.count(name == "gzip2" ? "a chunk holds 2 samples" : "a sample spans 2 chunks") ==
+                (advised ? 1 : 0));
           const bool decoded = name == "gzip" || name == "gzip_shuffle" || name == "mixed_gzip";
           CHECK((chunks > 0) == (map && mappable));
           CHECK(L->caching() == (map && mappable && !decoded));
@@ -758,17 +775,10 @@ TEST_CASE("loader: LBANN files mapped into memory give the same batches, values 
               for (bool cache : {false, true}) {
                 INFO(dir << " log1p " << (tr == kernels::FusedTransform::Log1p) << " reduce " << reduce.size()
                          << " memory_map " << map << " io_threads " << io << " cache " << cache);
-                LoaderOptions o;
-                o.batch_size = 2;
-                o.seed = 3;
-                o.io_threads = io;
-                o.memory_map = map;
-                o.cache_in_memory = cache;
+                std::atomic<int> chunks{0};
+                LoaderOptions o = counting_options(3, io, map, cache, 1, chunks);  // a sample per chunk
                 o.reduce = reduce;
                 o.transform.kind = tr;
-                o.chunk_bytes = 1;  // a sample per chunk
-                std::atomic<int> chunks{0};
-                o.on_chunk = [&](int64_t, int64_t) { ++chunks; };
                 auto L = open_loader({DataFormat::CosmoFlowLbann, dir, Split::Train}, o);
                 if (!cache)  // mapped in place: read like a preloaded shard
                   CHECK(L->caching() == (map && (dir == contig || dir == chunked)));
