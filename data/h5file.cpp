@@ -350,6 +350,8 @@ void H5File::create_dataset(const std::string& dataset, const std::vector<int64_
   std::vector<hsize_t> dims(shape.begin(), shape.end());
   H5SpaceId space(MRMF_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)));
   H5PlistId dcpl(MRMF_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
+  MRMF_CHECK_KIND(Usage, opts.chunk.empty() || opts.chunk_rows == 0, "dataset '", dataset,
+                  "': a chunk shape and chunk_rows given together (one or the other)");
   if (!opts.chunk.empty() || (opts.chunk_rows > 0 && !dims.empty() && dims[0] > 0)) {
     std::vector<hsize_t> chunk = dims;
     if (opts.chunk.empty()) {

@@ -88,24 +88,28 @@ using H5AttrId = H5Handle<H5Aclose>;
 hid_t h5_native_type(DType dtype);  // borrowed id (float16: a library-owned copy, do not close)
 bool is_supported_h5_dtype(DType dtype);
 
-// A unit of rows stored compressed in one chunk (H5File::packed_units).
+// A compressed chunk of a unit of rows (H5File::packed_units).
 struct PackedUnit {
   int64_t offset = 0;    // of the chunk in the file
   int64_t bytes = 0;     // its stored (compressed) size
   uint32_t skipped = 0;  // HDF5's filter mask: bit i set = filter i of the pipeline was not applied
 };
 struct PackedUnits {
-  std::vector<PackedUnit> units;  // empty: not stored so
-  bool shuffle = false;           // the pipeline: shuffle (filter 0) before deflate, or deflate alone
+  // Each unit's chunks, per_unit of them per unit in row-major order of
+  // their place in it (one: the unit is its chunk); empty: not stored so.
+  std::vector<PackedUnit> units;
+  bool shuffle = false;  // the pipeline: shuffle (filter 0) before deflate, or deflate alone
+  int64_t per_unit = 1;
+  std::vector<int64_t> unit_shape, chunk_shape;  // where per_unit > 1 (data/packed_chunks.h, ChunkGrid)
 };
 
 struct WriteOptions {
   int64_t chunk_rows = 0;  // > 0: chunked layout with this many rows per chunk
-  int deflate = 0;         // 1..9: gzip level (requires chunk_rows > 0); 0 = off
-  bool shuffle = false;    // the shuffle filter before deflate (h5py's shuffle=True; requires chunk_rows > 0)
-  // The whole chunk shape, one entry per axis (h5py's chunks=), in place of
-  // chunk_rows' rows spanning the other axes.
-  std::vector<int64_t> chunk;
+  int deflate = 0;         // 1..9: gzip level (requires a chunked layout); 0 = off
+  bool shuffle = false;    // the shuffle filter before deflate (h5py's shuffle=True; requires a chunked layout)
+  // The whole chunk shape, one entry per axis (h5py's chunks=), instead of
+  // chunk_rows' rows spanning the other axes (not both).
+  std::vector<int64_t> chunk = {};  // (an initializer: no -Wmissing-field-initializers for WriteOptions{k, z})
 };
 
 class H5File {
@@ -162,13 +166,18 @@ class H5File {
   // Why: h5py and other writers often chunk a sample per chunk; such files
   // then map like contiguous ones (data/mapped_shard.cpp).
   std::vector<int64_t> unit_offsets(const std::string& dataset, DType dtype, int64_t rows_per_unit) const;
-  // For a dataset stored compressed a unit per chunk -- chunked, each chunk
-  // exactly `rows_per_unit` rows spanning the other axes, every chunk
-  // allocated, filtered by deflate alone or by shuffle then deflate (h5py's
-  // compression="gzip", with or without shuffle=True), as exactly `dtype`'s
-  // little-endian file type, in a file without a user block: where each
-  // unit's chunk lies and which filters it skipped, for decoding it without
-  // HDF5 on any thread (data/packed_chunks.h). Empty units otherwise.
+  // For a dataset stored compressed -- chunked, filtered by deflate alone
+  // or by shuffle then deflate (h5py's compression="gzip", with or without
+  // shuffle=True), as exactly `dtype`'s little-endian file type, in a file
+  // without a user block -- where no chunk holds rows of two units (the
+  // chunk's row count divides rows_per_unit), a unit lies in at most
+  // kMaxChunksPerUnit chunks, and every chunk is allocated: where each
+  // unit's chunks lie and which filters each skipped, for decoding them
+  // without HDF5 on any thread (data/packed_chunks.h). Empty units
+  // otherwise. Why: serial HDF5 inflates on the one thread that calls it;
+  // h5py writes a sample per chunk given chunks=(1, D, H, W, 4), and other
+  // writers split a sample by channel or into sub-cubes.
+  static constexpr int64_t kMaxChunksPerUnit = 64;  // more: a lookup per chunk at set-up, for every file
   PackedUnits packed_units(const std::string& dataset, DType dtype, int64_t rows_per_unit) const;
   // How a dataset is stored: its chunk shape (empty where it is not
   // chunked) and its filters in pipeline order. For telling a user why the
@@ -182,6 +191,13 @@ class H5File {
     std::vector<Filter> filters;
   };
   Storage storage(const std::string& dataset) const;
+  // Whether `filters` are what packed_units() decodes: deflate alone, or
+  // shuffle then deflate.
+  static bool deflate_pipeline(const std::vector<Filter>& filters);
+  // Whether `dataset` holds exactly `dtype`'s little-endian file type in a
+  // file without a user block: the conditions of reading it without HDF5
+  // that its layout and filters do not decide.
+  bool stored_as(const std::string& dataset, DType dtype) const;
 
   // Creates a dataset of `shape` and `dtype` (contents written later with write_rows).
   void create_dataset(const std::string& dataset, const std::vector<int64_t>& shape, DType dtype,
@@ -209,14 +225,13 @@ class H5File {
   std::vector<int64_t> unit_dims(const std::string& dataset, int64_t rows_per_unit, const char* who) const;
   // The file addresses of a chunked dataset's chunks, when every chunk spans
   // all but the first axis and is allocated: chunk c holds rows [c k, c k + k)
-  // (k = *rows_per_chunk); empty otherwise, and when `want_rows` > 0 is not k
-  // (data/h5file_chunks.cpp).
+  // (k = *rows_per_chunk); empty otherwise (data/h5file_chunks.cpp).
   struct ChunkPlace {
     int64_t addr, bytes;
     uint32_t skipped;
   };
-  std::vector<ChunkPlace> row_chunks(hid_t d, hid_t dcpl, const std::vector<int64_t>& dims, int64_t* rows_per_chunk,
-                                     int64_t want_rows = 0) const;
+  std::vector<ChunkPlace> row_chunks(hid_t d, hid_t dcpl, const std::vector<int64_t>& dims,
+                                     int64_t* rows_per_chunk) const;
   std::string path_;
   H5FileId file_;
 };

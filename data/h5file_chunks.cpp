@@ -3,6 +3,7 @@
 // H5File::packed_units). Split from h5file.cpp to keep each file about one
 // thing; the loaders map what these find (data/mapped_shard.cpp).
 #include "data/h5file.h"
+#include "data/packed_chunks.h"
 
 namespace mrmf::data {
 
@@ -14,7 +15,7 @@ std::vector<int64_t> H5File::unit_dims(const std::string& dataset, int64_t rows_
 }
 
 std::vector<H5File::ChunkPlace> H5File::row_chunks(hid_t d, hid_t dcpl, const std::vector<int64_t>& dims,
-                                                   int64_t* rows_per_chunk, int64_t want_rows) const {
+                                                   int64_t* rows_per_chunk) const {
   if (dims.empty() || H5Pget_layout(dcpl) != H5D_CHUNKED) return {};
   const int rank = static_cast<int>(dims.size());
   std::vector<hsize_t> chunk(dims.size());
@@ -22,7 +23,6 @@ std::vector<H5File::ChunkPlace> H5File::row_chunks(hid_t d, hid_t dcpl, const st
   for (int i = 1; i < rank; ++i)
     if (static_cast<int64_t>(chunk[static_cast<size_t>(i)]) != dims[static_cast<size_t>(i)]) return {};
   const int64_t k = static_cast<int64_t>(chunk[0]);
-  if (want_rows > 0 && k != want_rows) return {};  // before a lookup per chunk
   *rows_per_chunk = k;
   // Each chunk's place by its coordinates (an index lookup per chunk; by
   // position, H5Dget_chunk_info walks the index from the start every time).
@@ -77,25 +77,60 @@ std::vector<int64_t> H5File::unit_offsets(const std::string& dataset, DType dtyp
 PackedUnits H5File::packed_units(const std::string& dataset, DType dtype, int64_t rows_per_unit) const {
   const auto dims = unit_dims(dataset, rows_per_unit, "packed_units");
   if (dims.empty()) return {};
-  H5DatasetId d = open_dataset(dataset);
-  H5PlistId dcpl(MRMF_H5_CHECK(H5Dget_create_plist(d.get())));
-  const int nf = H5Pget_nfilters(dcpl.get());
-  if (nf < 1 || nf > 2 || !stored_as(d.get(), dtype)) return {};
-  // The pipeline, in the order the writer applied it: [shuffle,] deflate.
-  for (int i = 0; i < nf; ++i) {
-    unsigned flags = 0, config = 0;
-    size_t nvalues = 0;
-    const H5Z_filter_t id =
-        H5Pget_filter2(dcpl.get(), static_cast<unsigned>(i), &flags, &nvalues, nullptr, 0, nullptr, &config);
-    if (id != (i == nf - 1 ? H5Z_FILTER_DEFLATE : H5Z_FILTER_SHUFFLE)) return {};
-  }
-  int64_t k = 0;
-  const std::vector<ChunkPlace> chunks = row_chunks(d.get(), dcpl.get(), dims, &k, rows_per_unit);
-  if (chunks.empty()) return {};
+  const Storage st = storage(dataset);
+  const size_t rank = dims.size();
+  if (st.chunk.size() != rank || !deflate_pipeline(st.filters) || !stored_as(dataset, dtype)) return {};
   PackedUnits p;
-  p.shuffle = nf == 2;
-  for (const ChunkPlace& c : chunks) p.units.push_back({c.addr, c.bytes, c.skipped});
+  p.shuffle = st.filters.size() == 2;
+  p.chunk_shape = st.chunk;
+  p.unit_shape = dims;
+  p.unit_shape[0] = rows_per_unit;
+  // No chunk may hold rows of two units (one unit: LBANN's `full`).
+  if (dims[0] != rows_per_unit && rows_per_unit % p.chunk_shape[0] != 0) return {};
+  std::vector<int64_t> count(rank);  // chunks per unit along each axis
+  p.per_unit = 1;
+  for (size_t i = 0; i < rank; ++i) {
+    count[i] = (p.unit_shape[i] + p.chunk_shape[i] - 1) / p.chunk_shape[i];
+    p.per_unit *= count[i];
+  }
+  if (p.per_unit > kMaxChunksPerUnit) return {};  // before a lookup per chunk
+  // Each chunk's place by its coordinates (an index lookup per chunk; by
+  // position, H5Dget_chunk_info walks the index from the start every time).
+  const int64_t units = dims[0] / rows_per_unit;
+  H5DatasetId d = open_dataset(dataset);
+  std::vector<int64_t> at(rank, 0);
+  std::vector<hsize_t> coord(rank);
+  for (int64_t u = 0; u < units; ++u)
+    for (int64_t k = 0; k < p.per_unit; ++k) {
+      for (size_t i = 0; i < rank; ++i) coord[i] = static_cast<hsize_t>(at[i] * p.chunk_shape[i]);
+      coord[0] += static_cast<hsize_t>(u * rows_per_unit);
+      unsigned mask = 0;
+      haddr_t addr = HADDR_UNDEF;
+      hsize_t bytes = 0;
+      if (H5Dget_chunk_info_by_coord(d.get(), coord.data(), &mask, &addr, &bytes) < 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return {};
+      }
+      if (addr == HADDR_UNDEF) return {};  // never written: its rows read as the fill value
+      p.units.push_back({static_cast<int64_t>(addr), static_cast<int64_t>(bytes), mask});
+      next_in_grid(at, count);  // the unit's next chunk
+    }
+  if (p.chunk_shape == p.unit_shape) {  // the unit is its chunk (an extendible dataset's may be larger)
+    p.unit_shape.clear();
+    p.chunk_shape.clear();
+  }
   return p;
+}
+
+bool H5File::deflate_pipeline(const std::vector<Filter>& f) {
+  // In the order the writer applied them: [shuffle,] deflate.
+  return (f.size() == 1 || f.size() == 2) && f.back().id == H5Z_FILTER_DEFLATE &&
+         (f.size() == 1 || f.front().id == H5Z_FILTER_SHUFFLE);
+}
+
+bool H5File::stored_as(const std::string& dataset, DType dtype) const {
+  H5DatasetId d = open_dataset(dataset);
+  return stored_as(d.get(), dtype);
 }
 
 H5File::Storage H5File::storage(const std::string& dataset) const {

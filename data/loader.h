@@ -110,13 +110,16 @@ struct LoaderOptions {
   // the I/O thread. Samples that need a value check (float types; int16
   // under log1p) are checked the first time they are read. Chunked,
   // unfiltered files whose chunks hold whole samples are mapped the same
-  // way (H5File::unit_offsets). Files gzip-compressed a sample per chunk
-  // (with or without shuffle) are mapped and each sample decoded where the
+  // way (H5File::unit_offsets). Files gzip-compressed (with or without
+  // shuffle) a sample per chunk, or a sample over up to 64 chunks none of
+  // which holds rows of another, are mapped and each sample decoded where the
   // batch is made on the host, by whichever thread makes it (on a GPU that
   // reduces on the device: by the I/O thread; H5File::packed_units,
   // data/packed_chunks.h), and checked each time it is decoded (once where
   // the raw cache keeps it). Other files, and files past the process's
-  // MRMF_MAX_MAPPED_FILES (default 16384), are read through HDF5.
+  // MRMF_MAX_MAPPED_FILES (default 16384), are read through HDF5; where
+  // the chunks or filters are the reason, the loader logs why and the
+  // h5repack command that rewrites such a file (data/mapped_shard.h).
   bool memory_map = true;
   // The cache draws on the process-wide budget (data/cache_budget.h); this
   // caps one loader's share on top of it (0: no cap of its own).

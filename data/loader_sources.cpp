@@ -150,8 +150,8 @@ struct MappedSource : Source {
     for (bool packed : {false, true}) {
       const auto p = std::find_if(picks.begin(), picks.end(),
                                   [&](const Pick& q) { return m.sample(q.file, q.row).packed == packed; });
-      if (p != picks.end() && !mapping_agrees(paths[p->file], dataset, p->row * rows_per_sample, rows_per_sample, dtype,
-                                              m.sample(p->file, p->row), raw_bytes()))
+      if (p != picks.end() &&
+          !mapping_agrees(paths[p->file], dataset, m, p->file, p->row, rows_per_sample, dtype, raw_bytes()))
         return;
     }
     if (m.packed)
@@ -183,7 +183,8 @@ struct MappedSource : Source {
       return true;
     }
     const std::string what = sample_what(local);
-    read_mapped(mapped_sample(local), raw_bytes(), dtype, dst, what);
+    const Pick& p = picks[static_cast<size_t>(local)];
+    read_mapped(mapped_, p.file, p.row, raw_bytes(), dtype, dst, what);
     check_values(dst, 1, what);
     return true;
   }

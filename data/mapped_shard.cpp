@@ -22,9 +22,8 @@ int64_t max_mapped_files() {
 }
 
 MapRequest map_request(const H5File& h, size_t file, const std::string& dataset, DType dt, int64_t rows_per_sample) {
-  MapRequest r{file, h.unit_offsets(dataset, dt, rows_per_sample), {}, {}};
+  MapRequest r{file, h.unit_offsets(dataset, dt, rows_per_sample), {}, dt, rows_per_sample};
   if (r.offsets.empty()) r.packed = h.packed_units(dataset, dt, rows_per_sample);
-  if (r.offsets.empty() && r.packed.units.empty()) r.advice = layout_advice(h, dataset, rows_per_sample);
   return r;
 }
 
@@ -36,43 +35,77 @@ std::string joined(const std::vector<int64_t>& v, const char* sep) {
 }
 }  // namespace
 
-std::string layout_advice(const H5File& h, const std::string& dataset, int64_t rows_per_sample) {
-  const H5File::Storage st = h.storage(dataset);
+std::string layout_advice(const H5File& h, const std::string& dataset, DType dtype, int64_t rows_per_sample) {
   const std::vector<int64_t> dims = h.shape(dataset);
-  if (st.chunk.empty() || st.chunk.size() != dims.size() || rows_per_sample <= 0) return {};
-  // What the loaders decode themselves: deflate alone, or shuffle then
-  // deflate (H5File::packed_units).
+  const int64_t r = rows_per_sample;
+  if (dims.empty() || r <= 0 || dims[0] % r != 0 || !h.stored_as(dataset, dtype)) return {};
+  const H5File::Storage st = h.storage(dataset);
+  if (st.chunk.size() != dims.size()) return {};  // not chunked
   const auto& f = st.filters;
-  const bool ours = f.empty() || (f.size() <= 2 && f.back().id == H5Z_FILTER_DEFLATE &&
-                                  (f.size() == 1 || f.front().id == H5Z_FILTER_SHUFFLE));
+  const bool ours = f.empty() || H5File::deflate_pipeline(f);  // read in place, or decoded by the loaders
   const int64_t c0 = st.chunk[0];
-  int64_t spans = c0 < rows_per_sample ? (rows_per_sample + c0 - 1) / c0 : 1;  // chunks per sample
-  for (size_t i = 1; i < dims.size(); ++i) spans *= (dims[i] + st.chunk[i] - 1) / st.chunk[i];
-  const int64_t holds = c0 > rows_per_sample ? (c0 + rows_per_sample - 1) / rows_per_sample : 1;  // samples per chunk
+  const bool shared = dims[0] != r && r % c0 != 0;  // a chunk holds rows of two samples
+  bool inner = false;                               // a sample split along its own axes
+  int64_t spans = c0 < r ? (r + c0 - 1) / c0 : 1;   // chunks per sample (at least, where shared)
+  for (size_t i = 1; i < dims.size(); ++i) {
+    inner = inner || st.chunk[i] < dims[i];
+    spans *= (dims[i] + st.chunk[i] - 1) / st.chunk[i];
+  }
   std::vector<std::string> why;
-  if (spans > 1) why.push_back("a sample spans " + std::to_string(spans) + " chunks");
-  if (holds > 1 && !f.empty())
-    why.push_back("a chunk holds " + std::to_string(holds) + " samples, all of which HDF5 decodes to read one");
+  if (f.empty()) {  // unfiltered: read in place where a sample is one run of bytes (H5File::unit_offsets)
+    if (inner)
+      why.push_back("a sample spans " + std::string(shared ? "at least " : "") + std::to_string(spans) + " chunks");
+  } else {  // compressed: decoded by the loader's threads (H5File::packed_units)
+    if (shared)
+      why.push_back("a chunk holds rows of several samples (" + std::to_string(c0) + " rows a chunk, " +
+                    std::to_string(r) + " a sample), all of which HDF5 decodes to read one");
+    if (!shared && spans > H5File::kMaxChunksPerUnit)
+      why.push_back("a sample spans " + std::to_string(spans) + " chunks, more than the " +
+                    std::to_string(H5File::kMaxChunksPerUnit) + " the loader decodes itself");
+  }
+  bool shuffled = false;
   if (!ours) {
     std::string names;
-    for (const H5File::Filter& x : f) names += (names.empty() ? "" : ", ") + x.name;
+    for (const H5File::Filter& x : f) {
+      names += (names.empty() ? "" : ", ") + x.name;
+      shuffled = shuffled || x.id == H5Z_FILTER_SHUFFLE;
+    }
     why.push_back("its filters (" + names + ") are decoded by HDF5 alone");
   }
-  if (why.empty()) return {};  // stored as the loaders take it: not the layout's fault
+  if (why.empty()) return {};  // not the layout's doing
   std::string reasons;
   for (const std::string& w : why) reasons += (reasons.empty() ? "" : "; ") + w;
   std::vector<int64_t> per_sample = dims;
-  per_sample[0] = rows_per_sample;
-  const std::string fix =
-      f.empty() ? "-l " + dataset + ":CONTI"
-                : "-l " + dataset + ":CHUNK=" + joined(per_sample, "x") + (ours ? "" : " -f " + dataset + ":GZIP=4");
+  per_sample[0] = r;
+  std::string fix = "-l " + dataset + (f.empty() ? ":CONTI" : ":CHUNK=" + joined(per_sample, "x"));
+  if (!ours) fix += (shuffled ? " -f " + dataset + ":SHUF" : "") + " -f " + dataset + ":GZIP=4";
   return h.path() + ": '" + dataset + "' is stored in chunks of " + joined(st.chunk, "x") +
-         (f.empty() ? "" : " (" + std::string(ours ? "compressed" : "filtered") + ")") + ": " + reasons +
-         ". The loader reads such files through HDF5, one sample at a time on the process's one I/O thread. "
-         "`h5repack " +
-         fix + " IN.h5 OUT.h5` rewrites a file so that every thread making a batch " +
-         (f.empty() ? "reads its samples in place" : "decodes its own samples") + ".";
+         (f.empty() ? ""
+          : ours    ? " (compressed)"
+                    : " (filtered)") +
+         ": " + reasons +
+         ". The loader reads such files through HDF5 on the process's one I/O thread, a sample at a time (in "
+         "every epoch whose samples its cache does not hold). `h5repack " +
+         fix + " IN.h5 OUT.h5` rewrites a file so that the threads making a batch on the host " +
+         (f.empty() ? "read its samples in place"
+                    : std::string("decode its samples") + (ours       ? ""
+                                                           : shuffled ? " (its filters replaced by shuffle and gzip)"
+                                                                      : " (its filters replaced by gzip)")) +
+         ".";
 }
+
+namespace {
+// layout_advice() for a request that cannot be mapped, or empty (also
+// where finding out fails: advice must not stop a loader).
+std::string advice_for(const std::string& path, const std::string& dataset, const MapRequest& r) {
+  try {
+    return layout_advice(H5File::open_read(path), dataset, r.dtype, r.rows_per_sample);
+  } catch (const Error& e) {
+    log::debug("{}: no layout advice ({})", path, e.message());
+    return {};
+  }
+}
+}  // namespace
 
 MappedShard map_shard(const std::vector<std::string>& paths, const std::vector<MapRequest>& want,
                       const std::string& dataset, int64_t sample_bytes) {
@@ -87,11 +120,12 @@ MappedShard map_shard(const std::vector<std::string>& paths, const std::vector<M
     return {};
   }
   m.samples.resize(paths.size());
+  m.grids.resize(paths.size());
   for (const MapRequest& r : want) {
     const std::string& path = paths[r.file];
     if (r.offsets.empty() && r.packed.units.empty()) {
-      if (!r.advice.empty()) {
-        log::info("{}", r.advice);
+      if (const std::string advice = advice_for(path, dataset, r); !advice.empty()) {
+        log::info("{}", advice);
         return {};
       }
       log::debug(
@@ -118,27 +152,39 @@ MappedShard map_shard(const std::vector<std::string>& paths, const std::vector<M
     for (int64_t off : r.offsets) at.push_back({place(off, sample_bytes), sample_bytes});
     for (const PackedUnit& u : r.packed.units)
       at.push_back({place(u.offset, u.bytes), u.bytes, u.skipped, true, r.packed.shuffle});
+    if (!r.packed.unit_shape.empty()) m.grids[r.file] = {r.packed.unit_shape, r.packed.chunk_shape};
     m.packed = m.packed || !r.packed.units.empty();
     m.maps.push_back(std::move(f));
   }
   return m;
 }
 
-void read_mapped(const MappedSample& s, int64_t bytes, DType dt, void* dst, const std::string& what) {
+void read_mapped(const MappedShard& m, size_t file, int64_t row, int64_t bytes, DType dt, void* dst,
+                 const std::string& what) {
+  const MappedSample& s = m.sample(file, row);
   if (!s.packed) {
     std::memcpy(dst, s.p, static_cast<size_t>(bytes));
     return;
   }
-  decode_chunk(s.p, s.stored, s.skipped, s.shuffle, static_cast<int64_t>(dtype_size(dt)), static_cast<char*>(dst),
-               bytes, what);
+  const int64_t elem = static_cast<int64_t>(dtype_size(dt));
+  const ChunkGrid& g = m.grids[file];
+  if (g.unit.empty())
+    return decode_chunk(s.p, s.stored, s.skipped, s.shuffle, elem, static_cast<char*>(dst), bytes, what);
+  const MappedSample* chunks = &s;  // the sample's chunks follow its first
+  decode_unit(
+      g,
+      [chunks](int64_t k) {
+        return StoredChunk{chunks[k].p, chunks[k].stored, chunks[k].skipped};
+      },
+      s.shuffle, elem, static_cast<char*>(dst), bytes, what);
 }
 
-bool mapping_agrees(const std::string& path, const std::string& dataset, int64_t row, int64_t rows, DType dt,
-                    const MappedSample& mapped, int64_t bytes) {
+bool mapping_agrees(const std::string& path, const std::string& dataset, const MappedShard& m, size_t file,
+                    int64_t sample, int64_t rows, DType dt, int64_t bytes) {
   std::vector<char> via_hdf5(static_cast<size_t>(bytes)), via_map(static_cast<size_t>(bytes));
-  H5File::open_read(path).read_rows_into(dataset, row, rows, dt, via_hdf5.data());
+  H5File::open_read(path).read_rows_into(dataset, sample * rows, rows, dt, via_hdf5.data());
   try {
-    read_mapped(mapped, bytes, dt, via_map.data(), path + ": dataset '" + dataset + "'");
+    read_mapped(m, file, sample, bytes, dt, via_map.data(), path + ": dataset '" + dataset + "'");
   } catch (const Error& e) {
     log::warn("{}; reading through HDF5", e.message());
     return false;

@@ -14,6 +14,7 @@
 #include "core/tensor.h"
 #include "data/h5file.h"
 #include "data/mapped_file.h"
+#include "data/packed_chunks.h"
 
 namespace mrmf::data::detail {
 
@@ -26,7 +27,8 @@ namespace mrmf::data::detail {
 int64_t max_mapped_files();
 
 // A sample where it lies in a mapped file: its bytes as they are, or its
-// chunk compressed (H5File::packed_units, data/packed_chunks.h).
+// chunk compressed (H5File::packed_units, data/packed_chunks.h) -- or the
+// first of its chunks, the others following it in MappedShard::samples.
 struct MappedSample {
   const char* p = nullptr;
   int64_t stored = 0;    // bytes at p
@@ -42,20 +44,25 @@ struct MappedSample {
 class MappedShard {
  public:
   std::vector<MappedFile> maps;
-  // Per file index, its samples (empty outside the shard).
+  // Per file index, its samples (empty outside the shard): a sample in
+  // several compressed chunks takes grids[file].chunks_per_unit() entries,
+  // its chunks in the grid's order.
   std::vector<std::vector<MappedSample>> samples;
-  bool packed = false;  // whether any sample is compressed
+  std::vector<ChunkGrid> grids;  // per file index; empty: a sample is one entry
+  bool packed = false;           // whether any sample is compressed
 
   MappedShard() = default;
   MappedShard(MappedShard&& o) noexcept
       : maps(std::move(o.maps)),
         samples(std::move(o.samples)),
+        grids(std::move(o.grids)),
         packed(o.packed),
         reserved_(std::exchange(o.reserved_, 0)) {}
   MappedShard& operator=(MappedShard&& o) noexcept {
     if (this != &o) {
       maps = std::move(o.maps);  // unmaps this shard's files
       samples = std::move(o.samples);
+      grids = std::move(o.grids);
       packed = o.packed;
       release();
       reserved_ = std::exchange(o.reserved_, 0);
@@ -67,7 +74,10 @@ class MappedShard {
   ~MappedShard() { release(); }
 
   bool empty() const { return samples.empty(); }
-  const MappedSample& sample(size_t file, int64_t row) const { return samples[file][static_cast<size_t>(row)]; }
+  const MappedSample& sample(size_t file, int64_t row) const {
+    return samples[file][static_cast<size_t>(row * per_sample(file))];
+  }
+  int64_t per_sample(size_t file) const { return grids[file].unit.empty() ? 1 : grids[file].chunks_per_unit(); }
   // Takes n of the process's `limit` mappings; false, taking none, when
   // fewer are left.
   bool reserve(int64_t n, int64_t limit) {
@@ -91,38 +101,48 @@ class MappedShard {
 struct MapRequest {
   size_t file;                   // index into the paths
   std::vector<int64_t> offsets;  // H5File::unit_offsets of the dataset's samples, or
-  PackedUnits packed;            // their compressed chunks; neither: not mappable,
-  std::string advice;            // and layout_advice() says why when its chunks or filters are the reason
+  PackedUnits packed;            // their compressed chunks; neither: not mappable
+  DType dtype;                   // as read, and
+  int64_t rows_per_sample;       // for layout_advice() where it is not
 };
 // The request for `dataset` of file index `file`, opened as `h`: its samples in
 // place, else compressed, else neither.
 MapRequest map_request(const H5File& h, size_t file, const std::string& dataset, DType dt, int64_t rows_per_sample);
 
-// For a dataset read in samples of `rows_per_sample` rows that the loaders
-// can neither map nor decode themselves: whether its chunk shape or its
-// filters are the reason -- a sample split over several chunks, several
-// samples in one compressed chunk, a filter only HDF5 decodes -- and the
+// For a dataset read as `dtype` in samples of `rows_per_sample` rows that
+// the loaders can neither map nor decode themselves: whether its chunk
+// shape or its
+// filters are the reason -- an unfiltered sample split over several
+// chunks, a compressed chunk holding rows of several samples, a sample in
+// more compressed chunks than the loaders decode, a filter only HDF5
+// decodes -- and the
 // h5repack command (hdf5-tools) that rewrites such a file so that they can.
-// Empty where the storage is not the reason (not chunked; chunked as the
-// loaders take it, so a chunk never written, another type or byte order).
-// Why: such files stay correct through HDF5 but are read on one thread, and
-// a user with compressed files from h5py's automatic chunking (chunks that
-// split a sample and hold several) would not otherwise learn why the loader
-// is slow or how to fix it.
-std::string layout_advice(const H5File& h, const std::string& dataset, int64_t rows_per_sample);
+// Empty where rewriting the chunks would not help: not chunked; chunked as
+// the loaders take it (so a chunk never written); another type, byte
+// order or a user block (h5repack keeps them); a row count that is not a
+// multiple of rows_per_sample; unfiltered rows split only along the first
+// axis (chunks not stored back to back). Why: such files stay correct
+// through HDF5 but are read on one thread, and a user with compressed
+// files from h5py's automatic chunking (chunks that split a sample, often
+// holding rows of several) would not otherwise learn why the loader is
+// slow or how to fix it.
+std::string layout_advice(const H5File& h, const std::string& dataset, DType dtype, int64_t rows_per_sample);
 
-// Maps the requested files of `paths`; an empty shard, the reason logged,
-// when any of them cannot be mapped.
+// Maps the requested files of `paths`; an empty shard, the reason logged
+// (layout_advice() at info where it has one), when any of them cannot be
+// mapped.
 MappedShard map_shard(const std::vector<std::string>& paths, const std::vector<MapRequest>& want,
                       const std::string& dataset, int64_t sample_bytes);
 
-// A mapped sample of `bytes` bytes of `dt` into dst: copied, or its chunk
-// decoded. Any thread.
-void read_mapped(const MappedSample& s, int64_t bytes, DType dt, void* dst, const std::string& what);
+// Sample `row` of file index `file` of the mapped shard, `bytes` bytes of
+// `dt`, into dst: copied, or its chunk or chunks decoded. Any thread.
+void read_mapped(const MappedShard& m, size_t file, int64_t row, int64_t bytes, DType dt, void* dst,
+                 const std::string& what);
 
-// The offset's meaning checked against HDF5 itself: `rows` rows of `dataset`
-// from `row` on, read both ways.
-bool mapping_agrees(const std::string& path, const std::string& dataset, int64_t row, int64_t rows, DType dt,
-                    const MappedSample& mapped, int64_t bytes);
+// The mapping's meaning checked against HDF5 itself: sample `sample` of
+// file index `file`, `rows` rows of `dataset` from row `sample * rows` on,
+// read both ways.
+bool mapping_agrees(const std::string& path, const std::string& dataset, const MappedShard& m, size_t file,
+                    int64_t sample, int64_t rows, DType dt, int64_t bytes);
 
 }  // namespace mrmf::data::detail

@@ -15,7 +15,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 namespace mrmf::data {
 
@@ -28,5 +30,36 @@ namespace mrmf::data {
 // truncated data).
 void decode_chunk(const char* src, int64_t src_bytes, uint32_t skipped, bool shuffle, int64_t elem_size, char* out,
                   int64_t out_bytes, const std::string& what);
+
+// A unit (a sample) stored in several compressed chunks: the unit's shape,
+// the chunk shape (its first entry divides the unit's; chunks at the far
+// edges of the other axes are stored whole, as HDF5 does), and the count
+// of chunks per unit that follows from them.
+struct ChunkGrid {
+  std::vector<int64_t> unit, chunk;
+  int64_t chunks_per_unit() const;
+};
+// The next index of a row-major walk over a grid of `count` per axis, in
+// place; false, back at all zeros, after the last.
+inline bool next_in_grid(std::vector<int64_t>& at, const std::vector<int64_t>& count) {
+  for (size_t i = at.size(); i-- > 0;) {
+    if (++at[i] < count[i]) return true;
+    at[i] = 0;
+  }
+  return false;
+}
+
+// One stored chunk: its bytes and filter mask.
+struct StoredChunk {
+  const char* p;
+  int64_t bytes;
+  uint32_t skipped;
+};
+// The unit's chunks -- `chunk_at(k)` for k in row-major order of their
+// place in the unit -- each decoded (decode_chunk) and its part inside the
+// unit copied to where it lies in `out`, the unit's row-major `out_bytes`.
+// Thread-safe; a Data error naming `what` and the chunk as decode_chunk's.
+void decode_unit(const ChunkGrid& g, const std::function<StoredChunk(int64_t)>& chunk_at, bool shuffle,
+                 int64_t elem_size, char* out, int64_t out_bytes, const std::string& what);
 
 }  // namespace mrmf::data

@@ -392,8 +392,8 @@ namespace {
 // written in the row ranges [lo, hi) given, in that order, each flushed to
 // the file before the next: their chunks are allocated in that order.
 void write_u16_rows(const std::string& path, hsize_t rows, const std::vector<hsize_t>& chunk, unsigned deflate,
-                    const std::vector<std::pair<hsize_t, hsize_t>>& ranges, bool shuffle = false,
-                    bool fletcher = false) {
+                    const std::vector<std::pair<hsize_t, hsize_t>>& ranges, bool shuffle = false, bool fletcher = false,
+                    hid_t file_type = H5T_STD_U16LE) {
   const Tensor t = iota({static_cast<int64_t>(rows), 3, 4, 2}, DType::U16, 61.f);  // both bytes of each value used
   const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   REQUIRE(f >= 0);
@@ -404,7 +404,7 @@ void write_u16_rows(const std::string& path, hsize_t rows, const std::vector<hsi
   if (shuffle) REQUIRE(H5Pset_shuffle(dcpl) >= 0);
   if (deflate > 0) REQUIRE(H5Pset_deflate(dcpl, deflate) >= 0);
   if (fletcher) REQUIRE(H5Pset_fletcher32(dcpl) >= 0);
-  const hid_t d = H5Dcreate2(f, "d", H5T_STD_U16LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  const hid_t d = H5Dcreate2(f, "d", file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
   REQUIRE(d >= 0);
   for (const auto& [lo, hi] : ranges) {
     const hsize_t start[4] = {lo, 0, 0, 0}, count[4] = {hi - lo, 3, 4, 2};
@@ -582,25 +582,112 @@ TEST_CASE("h5 formats: gzip-compressed chunks decoded without HDF5 (packed_units
                Contains("40 bytes expected"));
   }
   // Not decoded without HDF5: other filters in the pipeline, not
-  // compressed, chunks smaller than a row, a chunk never written.
-  const std::string fl = tmp / "fletcher.h5", plain = tmp / "plain.h5", part = tmp / "part.h5", hole = tmp / "hole.h5";
+  // compressed, a chunk never written. (Chunks smaller than a row are,
+  // each sample from its chunks: the next test case.)
+  const std::string fl = tmp / "fletcher.h5", plain = tmp / "plain.h5", hole = tmp / "hole.h5";
   write_u16_rows(fl, 6, {1, 3, 4, 2}, 6, {{0, 6}}, false, true);
   write_u16_rows(plain, 6, {1, 3, 4, 2}, 0, {{0, 6}});
-  write_u16_rows(part, 6, {1, 3, 2, 2}, 6, {{0, 6}});
   write_u16_rows(hole, 6, {1, 3, 4, 2}, 6, {{0, 4}, {5, 6}});
-  for (const std::string& path : {fl, plain, part, hole}) {
+  for (const std::string& path : {fl, plain, hole}) {
     INFO(path);
     CHECK(H5File::open_read(path).packed_units("d", DType::U16, 1).units.empty());
   }
+}
+
+TEST_CASE("h5 formats: gzip-compressed samples split over several chunks decoded without HDF5 (decode_unit)",
+          "[data][h5]") {
+  // Chunks that split a sample along any axis, partial ones at the far
+  // edges (stored whole), one or two rows a sample, shuffle or not: each
+  // sample's chunks, decoded and placed, are the rows HDF5 reads.
+  TempDir tmp;
+  struct Split {
+    std::vector<hsize_t> chunk;
+    int64_t rows;  // per sample
+    int64_t per_unit;
+    int64_t total = 6;  // rows in the dataset
+  };
+  for (const Split& c : std::vector<Split>{{{1, 2, 2, 1}, 1, 8},     // every axis, partial along the second
+                                           {{1, 3, 4, 1}, 1, 2},     // the last axis (a channel a chunk)
+                                           {{1, 1, 4, 2}, 2, 6},     // two rows a sample, one a chunk
+                                           {{2, 2, 3, 2}, 2, 4},     // partial along two axes
+                                           {{1, 3, 4, 2}, 2, 2},     // whole rows: a sample in two chunks
+                                           {{2, 3, 4, 2}, 2, 1},     // a sample per chunk
+                                           {{3, 3, 4, 2}, 4, 2, 4},  // LBANN-like, one sample: 3 rows + 1
+                                           {{4, 2, 4, 2}, 4, 2, 4}})
+    for (bool shuffle : {false, true}) {
+      INFO("chunk " << c.chunk[0] << "x" << c.chunk[1] << "x" << c.chunk[2] << "x" << c.chunk[3] << ", rows " << c.rows
+                    << ", shuffle " << shuffle);
+      const std::string path = tmp / "split.h5";
+      const hsize_t total = static_cast<hsize_t>(c.total);
+      write_u16_rows(path, total, c.chunk, 6, {{0, total}}, shuffle);
+      const H5File h = H5File::open_read(path);
+      const PackedUnits p = h.packed_units("d", DType::U16, c.rows);
+      REQUIRE(p.per_unit == c.per_unit);
+      REQUIRE(static_cast<int64_t>(p.units.size()) == c.total / c.rows * c.per_unit);
+      CHECK(p.shuffle == shuffle);
+      CHECK(p.unit_shape == (c.per_unit > 1 ? std::vector<int64_t>{c.rows, 3, 4, 2} : std::vector<int64_t>{}));
+      const ChunkGrid g{p.unit_shape, p.chunk_shape};
+      if (c.per_unit > 1) CHECK(g.chunks_per_unit() == c.per_unit);
+      std::vector<std::vector<char>> stored;
+      for (const PackedUnit& u : p.units) stored.push_back(stored_bytes(path, u));
+      for (int64_t s = 0; s < c.total / c.rows; ++s) {
+        const Tensor want = h.read_rows("d", s * c.rows, c.rows);
+        std::vector<char> got(want.nbytes(), 0x7f);
+        const size_t first = static_cast<size_t>(s * c.per_unit);
+        if (c.per_unit == 1) {
+          decode_chunk(stored[first].data(), p.units[first].bytes, p.units[first].skipped, shuffle, 2, got.data(),
+                       static_cast<int64_t>(got.size()), "unit");
+        } else {
+          decode_unit(
+              g,
+              [&](int64_t k) {
+                const size_t i = first + static_cast<size_t>(k);
+                return StoredChunk{stored[i].data(), p.units[i].bytes, p.units[i].skipped};
+              },
+              shuffle, 2, got.data(), static_cast<int64_t>(got.size()), "f.h5: sample");
+        }
+        REQUIRE(std::memcmp(got.data(), want.raw_data(), got.size()) == 0);
+      }
+      if (c.rows == 1) CHECK(h.packed_units("d", DType::U16, 2).units.size() == p.units.size());  // 2-row samples
+      CHECK(h.packed_units("d", DType::I16, c.rows).units.empty());                               // another type
+    }
+  // A chunk of rows of two samples, or more chunks a sample than decoded
+  // here, stays on HDF5.
+  const std::string three = tmp / "three.h5";
+  write_u16_rows(three, 6, {3, 3, 4, 2}, 6, {{0, 6}});
+  CHECK(H5File::open_read(three).packed_units("d", DType::U16, 2).units.empty());
+  CHECK(H5File::open_read(three).packed_units("d", DType::U16, 3).units.size() == 2);
+  // A corrupt chunk of a split sample: a Data error naming the sample and
+  // which of its chunks.
+  const std::string split = tmp / "corrupt.h5";
+  write_u16_rows(split, 6, {1, 2, 2, 1}, 6, {{0, 6}});
+  const PackedUnits p = H5File::open_read(split).packed_units("d", DType::U16, 1);
+  REQUIRE(p.per_unit == 8);
+  std::vector<std::vector<char>> stored;
+  for (const PackedUnit& u : p.units) stored.push_back(stored_bytes(split, u));
+  for (size_t b = 2; b < stored[3].size(); b += 3) stored[3][b] = static_cast<char>(stored[3][b] ^ 0x5a);
+  std::vector<char> out(48);
+  CHECK_THAT(data_error([&] {
+               decode_unit(
+                   {p.unit_shape, p.chunk_shape},
+                   [&](int64_t k) {
+                     return StoredChunk{stored[static_cast<size_t>(k)].data(), p.units[static_cast<size_t>(k)].bytes,
+                                        p.units[static_cast<size_t>(k)].skipped};
+                   },
+                   false, 2, out.data(), 48, "f.h5: sample 0");
+             }),
+             Contains("f.h5: sample 0 (chunk 4 of 8)") && Contains("corrupt"));
 }
 
 TEST_CASE("h5 formats: chunks or filters that keep the loaders on HDF5 are named, with the h5repack fix",
           "[data][h5]") {
   // layout_advice(): why a file's samples can be neither read in place nor
   // decoded by the loader's threads when its storage is the reason, and the
-  // command that rewrites it. The command is run here: the rewritten file
-  // maps (or decodes) and holds the same rows.
+  // command that rewrites it.
   TempDir tmp;
+  const bool have_h5repack = std::system("command -v h5repack > /dev/null 2>&1") == 0;
+  if (!have_h5repack)
+    WARN("h5repack (hdf5-tools, scripts/install_deps.sh) not found: the advice's commands are not run");
   struct Case {
     std::string name;
     std::vector<hsize_t> chunk;
@@ -611,25 +698,65 @@ TEST_CASE("h5 formats: chunks or filters that keep the loaders on HDF5 are named
   };
   const std::vector<Case> cases = {
       {"contig", {}, 0, false, 1, {}},
-      {"whole", {1, 3, 4, 2}, 0, false, 1, {}},     // a sample per chunk: mapped
-      {"whole_gz", {1, 3, 4, 2}, 6, false, 1, {}},  // decoded
-      {"rows2", {2, 3, 4, 2}, 0, false, 1, {}},     // unfiltered, two samples a chunk: mapped
+      {"whole", {1, 3, 4, 2}, 0, false, 1, {}},        // a sample per chunk: mapped
+      {"whole_gz", {1, 3, 4, 2}, 6, false, 1, {}},     // decoded
+      {"rows2", {2, 3, 4, 2}, 0, false, 1, {}},        // unfiltered, two samples a chunk: mapped
+      {"split_gz", {1, 2, 2, 1}, 6, false, 1, {}},     // 8 chunks a sample: decoded
+      {"two_rows_gz", {1, 3, 4, 2}, 6, false, 2, {}},  // 2 chunks a sample: decoded
       {"split", {1, 3, 2, 2}, 0, false, 1, {"in chunks of 1x3x2x2:", "a sample spans 2 chunks", "-l d:CONTI"}},
-      {"split_gz",
-       {1, 2, 2, 1},
+      {"two_gz",
+       {2, 3, 4, 2},
        6,
        false,
        1,
-       {"(compressed)", "a sample spans 8 chunks", "-l d:CHUNK=1x3x4x2 IN.h5", "decodes its own samples"}},
-      {"two_gz", {2, 3, 4, 2}, 6, false, 1, {"a chunk holds 2 samples", "-l d:CHUNK=1x3x4x2 IN.h5"}},
-      {"two_rows_gz", {1, 3, 4, 2}, 6, false, 2, {"a sample spans 2 chunks", "-l d:CHUNK=2x3x4x2 IN.h5"}},
+       {"(compressed)", "a chunk holds rows of several samples (2 rows a chunk, 1 a sample)",
+        "-l d:CHUNK=1x3x4x2 IN.h5", "the threads making a batch on the host decode its samples."}},
+      {"two_rows_in_3",
+       {3, 3, 4, 2},
+       6,
+       false,
+       2,
+       {"a chunk holds rows of several samples (3 rows a chunk, 2 a sample)", "-l d:CHUNK=2x3x4x2 IN.h5"}},
       {"fletcher",
        {1, 3, 4, 2},
        6,
        true,
        1,
        {"(filtered)", "its filters (deflate, fletcher32) are decoded by HDF5 alone",
+        "-l d:CHUNK=1x3x4x2 -f d:GZIP=4 IN.h5", "(its filters replaced by gzip)"}},
+      {"both",  // h5py's automatic chunks split samples and hold several; and another filter
+       {2, 3, 2, 2},
+       6,
+       true,
+       1,
+       {"a chunk holds rows of several samples (2 rows a chunk, 1 a sample), all of which HDF5 decodes to read one; "
+        "its filters (deflate, fletcher32) are decoded by HDF5 alone",
         "-l d:CHUNK=1x3x4x2 -f d:GZIP=4 IN.h5"}},
+  };
+  // The advice's own command, run: the rewritten file is read by the
+  // loaders' own paths (decoded a sample per chunk where compressed), with
+  // HDF5's rows.
+  const auto check_fix = [&](const std::string& path, const std::string& advice, int64_t rows_per_sample,
+                             bool compressed) {
+    const size_t at = advice.find("`h5repack "), end = advice.find('`', at + 1);
+    REQUIRE((at != std::string::npos && end != std::string::npos));
+    std::string cmd = advice.substr(at + 1, end - at - 1);
+    const size_t in = cmd.find(" IN.h5 OUT.h5");
+    REQUIRE(in != std::string::npos);
+    const std::string out = path.substr(0, path.size() - 3) + "_fixed.h5";
+    cmd.replace(in, 13, " '" + path + "' '" + out + "'");
+    INFO(cmd);
+    if (!have_h5repack) return;
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    const H5File h = H5File::open_read(path), fixed = H5File::open_read(out);
+    CHECK(data::detail::layout_advice(fixed, "d", DType::U16, rows_per_sample).empty());
+    const bool in_place = !fixed.unit_offsets("d", DType::U16, rows_per_sample).empty();
+    const PackedUnits packed = fixed.packed_units("d", DType::U16, rows_per_sample);
+    CHECK((in_place || !packed.units.empty()));
+    CHECK(packed.units.empty() == !compressed);
+    if (compressed) CHECK(packed.per_unit == 1);
+    const Tensor a = h.read("d"), b = fixed.read("d");
+    CHECK(std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0);
   };
   for (const Case& c : cases) {
     INFO(c.name);
@@ -640,35 +767,38 @@ TEST_CASE("h5 formats: chunks or filters that keep the loaders on HDF5 are named
     CHECK(st.chunk == std::vector<int64_t>(c.chunk.begin(), c.chunk.end()));
     CHECK(st.filters.size() == (c.deflate ? 1u : 0u) + (c.fletcher ? 1u : 0u));
     if (c.deflate) CHECK((st.filters[0].id == H5Z_FILTER_DEFLATE && st.filters[0].name == "deflate"));
-    const std::string advice = data::detail::layout_advice(h, "d", c.rows_per_sample);
+    const std::string advice = data::detail::layout_advice(h, "d", DType::U16, c.rows_per_sample);
     if (c.says.empty()) {
       CHECK(advice.empty());
       continue;
     }
     CHECK_THAT(advice, Contains(path + ": 'd' is stored"));
     for (const std::string& s : c.says) CHECK_THAT(advice, Contains(s));
-    // The advice's own command, run: the rewritten file is read by the
-    // loaders' own paths, with HDF5's rows.
-    const size_t at = advice.find("`h5repack "), end = advice.find('`', at + 1);
-    REQUIRE((at != std::string::npos && end != std::string::npos));
-    std::string cmd = advice.substr(at + 1, end - at - 1);
-    const std::string out = tmp / (c.name + "_fixed.h5");
-    cmd.replace(cmd.find("IN.h5"), 5, path);
-    cmd.replace(cmd.find("OUT.h5"), 6, out);
-    INFO(cmd);
-    REQUIRE(std::system(cmd.c_str()) == 0);
-    const H5File fixed = H5File::open_read(out);
-    CHECK(data::detail::layout_advice(fixed, "d", c.rows_per_sample).empty());
-    const bool in_place = !fixed.unit_offsets("d", DType::U16, c.rows_per_sample).empty();
-    const bool decoded = !fixed.packed_units("d", DType::U16, c.rows_per_sample).units.empty();
-    CHECK((in_place || decoded));
-    CHECK(decoded == (c.deflate > 0));
-    const Tensor a = h.read("d"), b = fixed.read("d");
-    CHECK(std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0);
+    check_fix(path, advice, c.rows_per_sample, c.deflate > 0);
   }
-  // Not the storage's fault: a chunk never written.
-  const std::string hole = tmp / "hole.h5";
+  // More chunks a sample than the loaders decode themselves.
+  {
+    const std::string path = tmp / "many.h5";
+    H5File f = H5File::create(path);
+    f.write("d", iota({2, 5, 5, 3, 1}, DType::U16, 3.f), WriteOptions{0, 1, false, {1, 1, 1, 1, 1}});  // 75 a sample
+    f.close();
+    const H5File h = H5File::open_read(path);
+    CHECK(h.packed_units("d", DType::U16, 1).units.empty());
+    const std::string advice = data::detail::layout_advice(h, "d", DType::U16, 1);
+    CHECK_THAT(advice, Contains("a sample spans 75 chunks, more than the 64 the loader decodes itself") &&
+                           Contains("-l d:CHUNK=1x5x5x3x1 IN.h5"));
+    check_fix(path, advice, 1, true);
+  }
+  // Not what rewriting the chunks would change: a chunk never written;
+  // another byte order (h5repack keeps it), or another type; a row count
+  // that is not a multiple of the sample's.
+  const std::string hole = tmp / "hole.h5", be = tmp / "be.h5";
   write_u16_rows(hole, 6, {1, 3, 4, 2}, 6, {{0, 4}, {5, 6}});
   CHECK(H5File::open_read(hole).packed_units("d", DType::U16, 1).units.empty());
-  CHECK(data::detail::layout_advice(H5File::open_read(hole), "d", 1).empty());
+  CHECK(data::detail::layout_advice(H5File::open_read(hole), "d", DType::U16, 1).empty());
+  write_u16_rows(be, 6, {2, 3, 2, 2}, 6, {{0, 6}}, false, false, H5T_STD_U16BE);
+  CHECK(data::detail::layout_advice(H5File::open_read(be), "d", DType::U16, 1).empty());
+  const std::string two = tmp / "two_gz.h5";  // advised above as uint16
+  CHECK(data::detail::layout_advice(H5File::open_read(two), "d", DType::I16, 1).empty());
+  CHECK(data::detail::layout_advice(H5File::open_read(two), "d", DType::U16, 4).empty());
 }
