@@ -170,8 +170,10 @@ class H5File {
   // or by shuffle then deflate (h5py's compression="gzip", with or without
   // shuffle=True), as exactly `dtype`'s little-endian file type, in a file
   // without a user block -- where no chunk holds rows of two units (the
-  // chunk's row count divides rows_per_unit), a unit lies in at most
-  // kMaxChunksPerUnit chunks, and every chunk is allocated: where each
+  // chunk's row count divides rows_per_unit, or the dataset is one unit),
+  // a unit lies in at most kMaxChunksPerUnit chunks, every chunk is
+  // allocated, and partial edge chunks are filtered too (HDF5's default):
+  // where each
   // unit's chunks lie and which filters each skipped, for decoding them
   // without HDF5 on any thread (data/packed_chunks.h). Empty units
   // otherwise. Why: serial HDF5 inflates on the one thread that calls it;

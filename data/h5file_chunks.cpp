@@ -80,6 +80,17 @@ PackedUnits H5File::packed_units(const std::string& dataset, DType dtype, int64_
   const Storage st = storage(dataset);
   const size_t rank = dims.size();
   if (st.chunk.size() != rank || !deflate_pipeline(st.filters) || !stored_as(dataset, dtype)) return {};
+  {
+    // Partial edge chunks stored unfiltered while their filter mask says
+    // nothing: HDF5 decides by the layout's option; not decoded here.
+    H5DatasetId d = open_dataset(dataset);
+    H5PlistId dcpl(MRMF_H5_CHECK(H5Dget_create_plist(d.get())));
+    unsigned opts = 0;
+    if (H5Pget_chunk_opts(dcpl.get(), &opts) < 0 || (opts & H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS)) {
+      H5Eclear2(H5E_DEFAULT);
+      return {};
+    }
+  }
   PackedUnits p;
   p.shuffle = st.filters.size() == 2;
   p.chunk_shape = st.chunk;
@@ -91,9 +102,9 @@ PackedUnits H5File::packed_units(const std::string& dataset, DType dtype, int64_
   p.per_unit = 1;
   for (size_t i = 0; i < rank; ++i) {
     count[i] = (p.unit_shape[i] + p.chunk_shape[i] - 1) / p.chunk_shape[i];
+    if (count[i] > kMaxChunksPerUnit / p.per_unit) return {};  // before a lookup per chunk (and an overflow)
     p.per_unit *= count[i];
   }
-  if (p.per_unit > kMaxChunksPerUnit) return {};  // before a lookup per chunk
   // Each chunk's place by its coordinates (an index lookup per chunk; by
   // position, H5Dget_chunk_info walks the index from the start every time).
   const int64_t units = dims[0] / rows_per_unit;

@@ -47,9 +47,11 @@ std::string layout_advice(const H5File& h, const std::string& dataset, DType dty
   const bool shared = dims[0] != r && r % c0 != 0;  // a chunk holds rows of two samples
   bool inner = false;                               // a sample split along its own axes
   int64_t spans = c0 < r ? (r + c0 - 1) / c0 : 1;   // chunks per sample (at least, where shared)
+  constexpr int64_t kMany = int64_t{1} << 40;       // kept from overflowing (a sparse dataspace's count)
   for (size_t i = 1; i < dims.size(); ++i) {
     inner = inner || st.chunk[i] < dims[i];
-    spans *= (dims[i] + st.chunk[i] - 1) / st.chunk[i];
+    const int64_t c = (dims[i] + st.chunk[i] - 1) / st.chunk[i];
+    spans = c > kMany / spans ? kMany : spans * c;
   }
   std::vector<std::string> why;
   if (f.empty()) {  // unfiltered: read in place where a sample is one run of bytes (H5File::unit_offsets)
@@ -130,8 +132,8 @@ MappedShard map_shard(const std::vector<std::string>& paths, const std::vector<M
       }
       log::debug(
           "{}: '{}' does not lie in the file itself as one unbroken run of little-endian data of its type per "
-          "sample, nor as one gzip-compressed chunk per sample (other filters, chunks across samples, external, "
-          "never written, or behind a user block): read through HDF5",
+          "sample, nor in gzip-compressed chunks of whole samples or of parts of one, up to 64 a sample (other "
+          "filters, chunks across samples, external, never written, or behind a user block): read through HDF5",
           path, dataset);
       return {};
     }
@@ -144,8 +146,9 @@ MappedShard map_shard(const std::vector<std::string>& paths, const std::vector<M
     }
     // Each sample's bytes inside the file (checked before a pointer is formed).
     const auto place = [&](int64_t off, int64_t bytes) {
-      MRMF_CHECK_KIND(Data, off >= 0 && f.size() >= off + bytes, path, ": file of ", f.size(), " bytes, but dataset '",
-                      dataset, "' needs ", off + bytes, " (truncated?)");
+      MRMF_CHECK_KIND(Data, off >= 0 && bytes >= 0 && off <= f.size() && bytes <= f.size() - off, path, ": file of ",
+                      f.size(), " bytes, but dataset '", dataset, "' needs ", bytes, " at offset ", off,
+                      " (truncated?)");
       return f.data() + off;
     };
     std::vector<MappedSample>& at = m.samples[r.file];

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "core/error.h"
@@ -34,6 +35,15 @@ void unshuffle(const char* in, int64_t bytes, int64_t elem_size, char* out) {
   std::memcpy(out + n * elem_size, in + n * elem_size, static_cast<size_t>(bytes - n * elem_size));
 }
 
+// n runs of `Run` bytes (0: `run` bytes), run k from src + k * sstep to
+// dst + k * dstep. A run may be a single element (a channels-last sample
+// chunked by channel): copies of a compile-time size, not a memcpy call each.
+template <size_t Run>
+void copy_runs(char* dst, const char* src, int64_t n, int64_t dstep, int64_t sstep, size_t run) {
+  const size_t bytes = Run > 0 ? Run : run;
+  for (int64_t k = 0; k < n; ++k) std::memcpy(dst + k * dstep, src + k * sstep, bytes);
+}
+
 }  // namespace
 
 void decode_chunk(const char* src, int64_t src_bytes, uint32_t skipped, bool shuffle, int64_t elem_size, char* out,
@@ -48,10 +58,11 @@ void decode_chunk(const char* src, int64_t src_bytes, uint32_t skipped, bool shu
     std::memcpy(dst, src, static_cast<size_t>(out_bytes));
   };
   if (!shuffled) return undeflate(out);
-  // Into a buffer of the call's own, then unshuffled.
-  std::vector<char> staged(static_cast<size_t>(out_bytes));
-  undeflate(staged.data());
-  unshuffle(staged.data(), out_bytes, elem_size, out);
+  // Into a buffer of the call's own (not zeroed: every byte is written),
+  // then unshuffled.
+  const std::unique_ptr<char[]> staged(new char[static_cast<size_t>(out_bytes)]);
+  undeflate(staged.get());
+  unshuffle(staged.get(), out_bytes, elem_size, out);
 }
 
 int64_t ChunkGrid::chunks_per_unit() const {
@@ -84,29 +95,48 @@ void decode_unit(const ChunkGrid& g, const std::function<StoredChunk(int64_t)>& 
   while (j > 0 && g.chunk[j] == g.unit[j]) --j;
   int64_t tail = 1;  // elements per step of axis j
   for (size_t i = j + 1; i < n; ++i) tail *= g.unit[i];
-  std::vector<char> buf(static_cast<size_t>(chunk_elems * elem_size));
+  const int64_t chunk_bytes = chunk_elems * elem_size;
+  std::unique_ptr<char[]> buf;  // a chunk decoded (not zeroed: every byte is written), when one is not decoded in place
   std::vector<int64_t> at(n, 0), origin(n), extent(n);
   const int64_t chunks = g.chunks_per_unit();
   for (int64_t k = 0; k < chunks; ++k) {
-    const StoredChunk c = chunk_at(k);
-    decode_chunk(c.p, c.bytes, c.skipped, shuffle, elem_size, buf.data(), static_cast<int64_t>(buf.size()),
-                 what + " (chunk " + std::to_string(k + 1) + " of " + std::to_string(chunks) + ")");
     for (size_t i = 0; i < n; ++i) {
       origin[i] = at[i] * g.chunk[i];
       extent[i] = std::min(g.chunk[i], g.unit[i] - origin[i]);
     }
-    const size_t run = static_cast<size_t>(extent[j] * tail * elem_size);
-    const std::vector<int64_t> box(extent.begin(), extent.begin() + static_cast<std::ptrdiff_t>(j));
-    std::vector<int64_t> idx(j, 0);
-    do {  // every position of axes [0, j) inside the chunk's part of the unit
-      int64_t src = 0, dst = origin[j] * ustride[j];
-      for (size_t i = 0; i < j; ++i) {
+    next_in_grid(at, count);
+    const StoredChunk c = chunk_at(k);
+    const std::string which = what + " (chunk " + std::to_string(k + 1) + " of " + std::to_string(chunks) + ")";
+    if (j == 0 && extent[0] == g.chunk[0]) {  // the whole chunk is one run of the unit (LBANN's channel per chunk)
+      decode_chunk(c.p, c.bytes, c.skipped, shuffle, elem_size, out + origin[0] * ustride[0] * elem_size, chunk_bytes,
+                   which);
+      continue;
+    }
+    if (!buf) buf.reset(new char[static_cast<size_t>(chunk_bytes)]);
+    decode_chunk(c.p, c.bytes, c.skipped, shuffle, elem_size, buf.get(), chunk_bytes, which);
+    // Runs over axis j and after; axis j - 1 a loop of fixed steps; the
+    // axes before it a walk.
+    const size_t run = static_cast<size_t>(extent[j] * tail * elem_size), walk = j > 0 ? j - 1 : 0;
+    const int64_t steps = j > 0 ? extent[j - 1] : 1, sstep = j > 0 ? cstride[j - 1] * elem_size : 0,
+                  dstep = j > 0 ? ustride[j - 1] * elem_size : 0;
+    const std::vector<int64_t> box(extent.begin(), extent.begin() + static_cast<std::ptrdiff_t>(walk));
+    std::vector<int64_t> idx(walk, 0);
+    do {  // every position of axes [0, j - 1) inside the chunk's part of the unit
+      int64_t src = 0, dst = origin[j] * ustride[j] + (j > 0 ? origin[j - 1] * ustride[j - 1] : 0);
+      for (size_t i = 0; i < walk; ++i) {
         src += idx[i] * cstride[i];
         dst += (origin[i] + idx[i]) * ustride[i];
       }
-      std::memcpy(out + dst * elem_size, buf.data() + src * elem_size, run);
+      char* const d = out + dst * elem_size;
+      const char* const s = buf.get() + src * elem_size;
+      switch (run) {
+        case 1: copy_runs<1>(d, s, steps, dstep, sstep, run); break;
+        case 2: copy_runs<2>(d, s, steps, dstep, sstep, run); break;
+        case 4: copy_runs<4>(d, s, steps, dstep, sstep, run); break;
+        case 8: copy_runs<8>(d, s, steps, dstep, sstep, run); break;
+        default: copy_runs<0>(d, s, steps, dstep, sstep, run);
+      }
     } while (next_in_grid(idx, box));
-    next_in_grid(at, count);
   }
 }
 

@@ -31,10 +31,10 @@ namespace mrmf::data {
 void decode_chunk(const char* src, int64_t src_bytes, uint32_t skipped, bool shuffle, int64_t elem_size, char* out,
                   int64_t out_bytes, const std::string& what);
 
-// A unit (a sample) stored in several compressed chunks: the unit's shape,
-// the chunk shape (its first entry divides the unit's; chunks at the far
-// edges of the other axes are stored whole, as HDF5 does), and the count
-// of chunks per unit that follows from them.
+// A unit (a sample) stored in compressed chunks other than itself: the
+// unit's shape, the chunk shape (no chunk holds rows of another unit;
+// chunks at the far edges are stored whole, as HDF5 does, and may be
+// larger than the unit), and the count of chunks per unit that follows.
 struct ChunkGrid {
   std::vector<int64_t> unit, chunk;
   int64_t chunks_per_unit() const;

@@ -393,12 +393,13 @@ namespace {
 // the file before the next: their chunks are allocated in that order.
 void write_u16_rows(const std::string& path, hsize_t rows, const std::vector<hsize_t>& chunk, unsigned deflate,
                     const std::vector<std::pair<hsize_t, hsize_t>>& ranges, bool shuffle = false, bool fletcher = false,
-                    hid_t file_type = H5T_STD_U16LE) {
+                    hid_t file_type = H5T_STD_U16LE, bool extendible = false) {
   const Tensor t = iota({static_cast<int64_t>(rows), 3, 4, 2}, DType::U16, 61.f);  // both bytes of each value used
   const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   REQUIRE(f >= 0);
   const hsize_t dims[4] = {rows, 3, 4, 2};
-  const hid_t space = H5Screate_simple(4, dims, nullptr);
+  const hsize_t unlimited[4] = {H5S_UNLIMITED, H5S_UNLIMITED, H5S_UNLIMITED, H5S_UNLIMITED};
+  const hid_t space = H5Screate_simple(4, dims, extendible ? unlimited : nullptr);  // extendible: chunks may pass dims
   const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
   if (!chunk.empty()) REQUIRE(H5Pset_chunk(dcpl, 4, chunk.data()) >= 0);
   if (shuffle) REQUIRE(H5Pset_shuffle(dcpl) >= 0);
@@ -605,6 +606,7 @@ TEST_CASE("h5 formats: gzip-compressed samples split over several chunks decoded
     int64_t rows;  // per sample
     int64_t per_unit;
     int64_t total = 6;  // rows in the dataset
+    bool extendible = false;
   };
   for (const Split& c : std::vector<Split>{{{1, 2, 2, 1}, 1, 8},     // every axis, partial along the second
                                            {{1, 3, 4, 1}, 1, 2},     // the last axis (a channel a chunk)
@@ -613,28 +615,31 @@ TEST_CASE("h5 formats: gzip-compressed samples split over several chunks decoded
                                            {{1, 3, 4, 2}, 2, 2},     // whole rows: a sample in two chunks
                                            {{2, 3, 4, 2}, 2, 1},     // a sample per chunk
                                            {{3, 3, 4, 2}, 4, 2, 4},  // LBANN-like, one sample: 3 rows + 1
-                                           {{4, 2, 4, 2}, 4, 2, 4}})
+                                           {{4, 2, 4, 2}, 4, 2, 4},
+                                           {{1, 3, 8, 2}, 1, 1, 6, true},   // one chunk, larger than the sample
+                                           {{8, 2, 4, 2}, 4, 2, 4, true}})  // one sample, chunks of 8 rows
     for (bool shuffle : {false, true}) {
       INFO("chunk " << c.chunk[0] << "x" << c.chunk[1] << "x" << c.chunk[2] << "x" << c.chunk[3] << ", rows " << c.rows
                     << ", shuffle " << shuffle);
       const std::string path = tmp / "split.h5";
       const hsize_t total = static_cast<hsize_t>(c.total);
-      write_u16_rows(path, total, c.chunk, 6, {{0, total}}, shuffle);
+      write_u16_rows(path, total, c.chunk, 6, {{0, total}}, shuffle, false, H5T_STD_U16LE, c.extendible);
       const H5File h = H5File::open_read(path);
       const PackedUnits p = h.packed_units("d", DType::U16, c.rows);
       REQUIRE(p.per_unit == c.per_unit);
       REQUIRE(static_cast<int64_t>(p.units.size()) == c.total / c.rows * c.per_unit);
       CHECK(p.shuffle == shuffle);
-      CHECK(p.unit_shape == (c.per_unit > 1 ? std::vector<int64_t>{c.rows, 3, 4, 2} : std::vector<int64_t>{}));
+      const std::vector<int64_t> unit{c.rows, 3, 4, 2}, chunk(c.chunk.begin(), c.chunk.end());
+      CHECK(p.unit_shape == (chunk == unit ? std::vector<int64_t>{} : unit));  // a grid unless the unit is its chunk
       const ChunkGrid g{p.unit_shape, p.chunk_shape};
-      if (c.per_unit > 1) CHECK(g.chunks_per_unit() == c.per_unit);
+      if (!g.unit.empty()) CHECK(g.chunks_per_unit() == c.per_unit);
       std::vector<std::vector<char>> stored;
       for (const PackedUnit& u : p.units) stored.push_back(stored_bytes(path, u));
       for (int64_t s = 0; s < c.total / c.rows; ++s) {
         const Tensor want = h.read_rows("d", s * c.rows, c.rows);
         std::vector<char> got(want.nbytes(), 0x7f);
         const size_t first = static_cast<size_t>(s * c.per_unit);
-        if (c.per_unit == 1) {
+        if (g.unit.empty()) {
           decode_chunk(stored[first].data(), p.units[first].bytes, p.units[first].skipped, shuffle, 2, got.data(),
                        static_cast<int64_t>(got.size()), "unit");
         } else {
@@ -651,6 +656,27 @@ TEST_CASE("h5 formats: gzip-compressed samples split over several chunks decoded
       if (c.rows == 1) CHECK(h.packed_units("d", DType::U16, 2).units.size() == p.units.size());  // 2-row samples
       CHECK(h.packed_units("d", DType::I16, c.rows).units.empty());                               // another type
     }
+  // Partial edge chunks stored unfiltered (HDF5's layout option, which the
+  // chunks' filter masks do not show): left to HDF5.
+  {
+    const std::string path = tmp / "dont_filter_partial.h5";
+    const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    const hsize_t dims[4] = {6, 3, 4, 2}, chunk[4] = {1, 2, 3, 2};
+    const hid_t space = H5Screate_simple(4, dims, nullptr), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    REQUIRE(H5Pset_chunk(dcpl, 4, chunk) >= 0);
+    REQUIRE(H5Pset_deflate(dcpl, 6) >= 0);
+    REQUIRE(H5Pset_chunk_opts(dcpl, H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS) >= 0);
+    const hid_t d = H5Dcreate2(f, "d", H5T_STD_U16LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    const Tensor t = iota({6, 3, 4, 2}, DType::U16, 61.f);
+    REQUIRE(H5Dwrite(d, H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data<uint16_t>()) >= 0);
+    H5Dclose(d);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    H5Fclose(f);
+    CHECK(H5File::open_read(path).packed_units("d", DType::U16, 1).units.empty());
+    const Tensor back = H5File::open_read(path).read("d");  // HDF5 reads it
+    CHECK(std::memcmp(back.raw_data(), t.raw_data(), t.nbytes()) == 0);
+  }
   // A chunk of rows of two samples, or more chunks a sample than decoded
   // here, stays on HDF5.
   const std::string three = tmp / "three.h5";

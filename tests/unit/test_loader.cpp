@@ -654,6 +654,9 @@ TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", 
   fs::create_directories(d / "mixed_gzip");
   fs::copy_file(d / "contig/c00.h5", d / "mixed_gzip/c00.h5");
   fs::copy_file(d / "gzip/c01.h5", d / "mixed_gzip/c01.h5");
+  fs::create_directories(d / "mixed_split");  // a sample an entry, and four entries a sample
+  fs::copy_file(d / "contig/c00.h5", d / "mixed_split/c00.h5");
+  fs::copy_file(d / "gzip_split/c01.h5", d / "mixed_split/c01.h5");
   const H5File contig = H5File::open_read(d / "contig/c00.h5");
   CHECK(contig.contiguous_offset("3Dmap", DType::U16) > 0);
   CHECK(contig.contiguous_offset("3Dmap", DType::I16) == -1);  // another type
@@ -668,7 +671,7 @@ TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", 
   std::vector<Tensor> want;
   std::vector<int64_t> want_ids;
   for (const char* dir : {"contig", "chunked", "chunked3", "gzip", "gzip_shuffle", "gzip2", "gzip_split", "float",
-                          "int16", "bigendian", "mixed", "mixed_gzip"})
+                          "int16", "bigendian", "mixed", "mixed_gzip", "mixed_split"})
     for (bool map : {true, false})
       for (int io : {1, 3})
         for (int64_t chunk_bytes : {int64_t{1}, int64_t{1} << 30}) {  // a sample per chunk: threads decode at once
@@ -686,7 +689,8 @@ TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", 
           const bool advised = map && name == "gzip2";
           CHECK(log.count("h5repack -l 3Dmap:CHUNK=1x4x4x4x4 IN.h5 OUT.h5") == (advised ? 1 : 0));
           CHECK(log.count("a chunk holds rows of several samples") == (advised ? 1 : 0));
-          const bool decoded = name == "gzip" || name == "gzip_shuffle" || name == "gzip_split" || name == "mixed_gzip";
+          const bool decoded = name == "gzip" || name == "gzip_shuffle" || name == "gzip_split" ||
+                               name == "mixed_gzip" || name == "mixed_split";
           CHECK((chunks > 0) == (map && mappable));
           CHECK(L->caching() == (map && mappable && !decoded));
           if (want.empty()) {
