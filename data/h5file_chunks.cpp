@@ -80,10 +80,10 @@ PackedUnits H5File::packed_units(const std::string& dataset, DType dtype, int64_
   const Storage st = storage(dataset);
   const size_t rank = dims.size();
   if (st.chunk.size() != rank || !deflate_pipeline(st.filters) || !stored_as(dataset, dtype)) return {};
+  H5DatasetId d = open_dataset(dataset);
   {
     // Partial edge chunks stored unfiltered while their filter mask says
     // nothing: HDF5 decides by the layout's option; not decoded here.
-    H5DatasetId d = open_dataset(dataset);
     H5PlistId dcpl(MRMF_H5_CHECK(H5Dget_create_plist(d.get())));
     unsigned opts = 0;
     if (H5Pget_chunk_opts(dcpl.get(), &opts) < 0 || (opts & H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS)) {
@@ -108,7 +108,6 @@ PackedUnits H5File::packed_units(const std::string& dataset, DType dtype, int64_
   // Each chunk's place by its coordinates (an index lookup per chunk; by
   // position, H5Dget_chunk_info walks the index from the start every time).
   const int64_t units = dims[0] / rows_per_unit;
-  H5DatasetId d = open_dataset(dataset);
   std::vector<int64_t> at(rank, 0);
   std::vector<hsize_t> coord(rank);
   for (int64_t u = 0; u < units; ++u)
