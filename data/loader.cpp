@@ -182,8 +182,7 @@ class LoaderImpl final : public Loader {
     const auto t0 = Clock::now();
     Produced p;
     if (o_.prefetch_depth <= 0) {
-      std::lock_guard<std::recursive_mutex> h(hdf5_mutex());
-      p = produce(*order_, next_batch_);
+      p = produce(*order_, next_batch_);  // the sources lock HDF5 for their reads
     } else {
       MRMF_CHECK(!inflight_.empty() && inflight_.front().key == key_ && inflight_.front().batch == next_batch_,
                  "loader: prefetch queue out of step with batch ", next_batch_);

@@ -28,9 +28,12 @@
 // loader's own stream and reduces them there (reduce_on device) -- or, with
 // reduce_on host, reduces them on the CPU as above and ships float32 batches.
 // A batch whose samples are all in RAM (a preloaded shard, a cached shard's
-// later epochs) is made in chunks that the thread waiting for it in next()
-// joins (data/chunked_work.h): a loader that is the bottleneck then uses the
-// caller's cores instead of letting them wait.
+// later epochs, a mapped file) is made in chunks that the thread waiting for
+// it in next() joins (data/chunked_work.h): a loader that is the bottleneck
+// then uses the caller's cores instead of letting them wait. Such a batch
+// calls no HDF5, so it neither waits for nor delays another thread's HDF5
+// calls (a checkpoint being written); reads through HDF5 hold the process's
+// HDF5 lock (data/prefetch.h) one sample at a time.
 // With cache_in_memory a streamed shard's samples are kept after their first
 // use when they fit the process's cache budget (data/cache_budget.h) and
 // cache_max_bytes, so later epochs skip the I/O: as the kernel's float32

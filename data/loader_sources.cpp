@@ -12,6 +12,7 @@
 #include "data/formats.h"
 #include "data/h5file.h"
 #include "data/mapped_shard.h"
+#include "data/prefetch.h"
 
 namespace fs = std::filesystem;
 
@@ -194,7 +195,7 @@ struct MappedSource : Source {
 // at a time, or mapped.
 struct CosmoSource : MappedSource {
   CosmoFlowFiles cf;
-  std::map<size_t, H5File> open_;  // I/O thread only
+  std::map<size_t, H5File> open_;  // read_raw()'s, under hdf5_mutex
   CosmoSource(const DataSpec& spec, const LoaderOptions& o) : cf(CosmoFlowFiles::open(cosmo_paths(spec))) {
     log1p = o.transform.kind == kernels::FusedTransform::Log1p;
     file = cf.path(0);
@@ -238,13 +239,16 @@ struct CosmoSource : MappedSource {
   }
   void read_raw(int64_t local, void* dst) override {
     if (copy_mapped(local, dst)) return;
-    const Pick& p = picks[static_cast<size_t>(local)];
-    auto it = open_.find(p.file);
-    if (it == open_.end()) {
-      if (open_.size() >= 32) open_.clear();  // bound the open handles
-      it = open_.emplace(p.file, H5File::open_read(cf.path(p.file))).first;
+    {
+      std::lock_guard<std::recursive_mutex> h(hdf5_mutex());
+      const Pick& p = picks[static_cast<size_t>(local)];
+      auto it = open_.find(p.file);
+      if (it == open_.end()) {
+        if (open_.size() >= 32) open_.clear();  // bound the open handles
+        it = open_.emplace(p.file, H5File::open_read(cf.path(p.file))).first;
+      }
+      it->second.read_rows_into("3Dmap", p.row, 1, dtype, dst);
     }
-    it->second.read_rows_into("3Dmap", p.row, 1, dtype, dst);
     check_values(dst, 1, sample_what(local));
   }
 };
@@ -287,7 +291,10 @@ struct LbannSource : MappedSource {
   }
   void read_raw(int64_t local, void* dst) override {
     if (copy_mapped(local, dst)) return;
-    H5File::open_read(paths[picks[static_cast<size_t>(local)].file]).read_rows_into("full", 0, 4, dtype, dst);
+    {
+      std::lock_guard<std::recursive_mutex> h(hdf5_mutex());
+      H5File::open_read(paths[picks[static_cast<size_t>(local)].file]).read_rows_into("full", 0, 4, dtype, dst);
+    }
     check_values(dst, 1, sample_what(local));
   }
 };

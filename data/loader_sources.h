@@ -13,8 +13,9 @@
 
 namespace mrmf::data::detail {
 
-// One rank's shard of a split: per-sample raw reads (I/O thread, hdf5_mutex
-// held), labels in RAM, and the geometry the fused kernel needs.
+// One rank's shard of a split: per-sample raw reads (the I/O thread, or the
+// caller when synchronous; read_raw() holds hdf5_mutex around its HDF5
+// calls, data/prefetch.h), labels in RAM, and the geometry the fused kernel needs.
 struct Source {
   virtual ~Source() = default;
   std::string file, dataset;        // for messages

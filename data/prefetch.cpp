@@ -10,11 +10,13 @@ std::recursive_mutex& hdf5_mutex() {
 }
 
 Worker& IoThread::instance() {
-  static Worker t(true);  // joined at exit, after the loaders (which wait for their jobs) are gone
+  static Worker t;  // joined at exit, after the loaders (which wait for their jobs) are gone
   return t;
 }
 
-Worker::Worker(bool hold_hdf5_lock) : hdf5_(hold_hdf5_lock) { thread_ = std::thread([this] { loop(); }); }
+Worker::Worker() {
+  thread_ = std::thread([this] { loop(); });
+}
 
 Worker::~Worker() {
   {
@@ -44,8 +46,6 @@ void Worker::loop() {
       job = std::move(jobs_.front());
       jobs_.pop_front();
     }
-    std::unique_lock<std::recursive_mutex> h(hdf5_mutex(), std::defer_lock);
-    if (hdf5_) h.lock();
     job();  // a packaged_task: exceptions go to its future
   }
 }

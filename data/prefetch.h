@@ -4,11 +4,15 @@
 // results (or exceptions) come back through futures. Destroying a worker runs
 // the jobs still queued, then joins.
 //
-// IoThread: the process's one I/O worker. Serial HDF5 is not thread-safe, so
-// every loader of the process (train and validation, coarse and dense) hands
-// its reads to this single thread instead of owning one; each job runs holding
-// hdf5_mutex(). Code that calls HDF5 from another thread while loaders may be
-// running (opening files, writing checkpoints) holds hdf5_mutex() too.
+// IoThread: the process's one I/O worker: every loader of the process (train
+// and validation, coarse and dense) hands its batches to this single thread
+// instead of owning one.
+//
+// hdf5_mutex(): serial HDF5 is not thread-safe, so every HDF5 call of the
+// process is made holding it -- the loaders' reads (each read, not each
+// job: a batch made from RAM or from a mapped file calls no HDF5 and does
+// not wait for a checkpoint being written meanwhile, nor makes it wait),
+// files being opened, checkpoints.
 // It starts on first use and is joined at process exit; it never talks to MPI
 // (MPI is initialised FUNNELED). Workers run OpenMP regions with one thread
 // unless a job asks for more, so that background conversions do not
@@ -29,7 +33,7 @@ std::recursive_mutex& hdf5_mutex();
 
 class Worker {
  public:
-  explicit Worker(bool hold_hdf5_lock = false);
+  Worker();
   ~Worker();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
@@ -47,7 +51,6 @@ class Worker {
  private:
   void push(std::function<void()> job);
   void loop();
-  const bool hdf5_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> jobs_;

@@ -12,6 +12,12 @@
 # other report (std::thread code), and the report is printed. A race between
 # an OpenMP region and another thread would be set aside too: the ASan/UBSan
 # preset (debug) and the repeated-run tests cover those paths as well.
+# Also set aside: an exception object freed by the thread that drops the
+# last exception_ptr to it, where another thread read its message before
+# (a failed batch: the loader's thread keeps the error, next() rethrows it).
+# The reference count that orders the two lives in libstdc++.so, which is
+# not instrumented either. Only reports whose freeing stack goes through
+# exception_ptr's release are set aside, counted as such.
 #
 # Environment the run needs here: UCX (MPICH's transport) hooks madvise(),
 # which crashes TSan at thread exit -- UCX_MEM_EVENTS=no turns the hooks off.
@@ -37,8 +43,13 @@ import sys
 text = open(sys.argv[1], errors="replace").read()
 reports = [r.split("==================")[0] for r in text.split("WARNING: ThreadSanitizer")[1:]]
 omp = [r for r in reports if "_omp_fn" in r or "GOMP_" in r or "libgomp" in r]
-rest = [r for r in reports if r not in omp]
+# The first stack (the access reported) frees through exception_ptr's release.
+first = lambda r: r.split("Previous")[0]
+eptr = [r for r in reports if r not in omp and "exception_ptr::_M_release" in first(r)
+        and ("operator delete" in first(r) or "#0 free " in first(r))]
+rest = [r for r in reports if r not in omp and r not in eptr]
 print(f"tsan: {len(reports)} report(s); {len(omp)} inside OpenMP regions (libgomp is not instrumented; set aside); "
+      f"{len(eptr)} an exception freed through exception_ptr's count (libstdc++.so, not instrumented; set aside); "
       f"{len(rest)} other")
 for r in rest:
     print("WARNING: ThreadSanitizer" + r[:4000])

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <limits>
 #include <mutex>
 #include <set>
@@ -24,6 +25,7 @@
 #include "data/formats.h"
 #include "data/h5file.h"
 #include "data/loader.h"
+#include "data/prefetch.h"
 #include "data/shuffle.h"
 #include "kernels/fused_downsample_ops.h"
 #include "support/log_lines.h"
@@ -889,6 +891,78 @@ TEST_CASE("loader: the process's loaders map at most MRMF_MAX_MAPPED_FILES files
   }
   ::setenv("MRMF_MAX_MAPPED_FILES", "0", 1);
   CHECK(!open()->caching());
+}
+
+TEST_CASE("loader: batches from RAM or mapped files are made while another thread holds the HDF5 lock", "[loader]") {
+  // A checkpoint written on the training thread holds the process's HDF5
+  // lock. Batches that call no HDF5 -- a preloaded Neuron Inverter shard,
+  // mapped CosmoFlow files, contiguous or gzip-compressed -- are made
+  // meanwhile, synchronous or prefetched; a shard read through HDF5 waits
+  // for the lock, and then gives the same batches as the mapped one.
+  Tmp d;
+  write_cf(d / "cf", 2, 4, 4);
+  write_ni(d / "ni.h5", 8, 16);
+  fs::create_directories(d / "gzip");
+  for (const char* name : {"/c00.h5", "/c01.h5"}) {
+    const H5File in = H5File::open_read((d / "cf") + name);
+    H5File g = H5File::create((d / "gzip") + name);
+    g.write("3Dmap", in.read("3Dmap"), WriteOptions{1, 1});
+    g.write("unitPar", in.read("unitPar"));
+  }
+  // Holds hdf5_mutex() on its own thread until release() (or destruction).
+  struct LockHolder {
+    std::promise<void> held, let_go;
+    bool released = false;
+    std::thread t;
+    LockHolder() {
+      t = std::thread([this, go = let_go.get_future()] {
+        std::lock_guard<std::recursive_mutex> l(hdf5_mutex());
+        held.set_value();
+        go.wait();
+      });
+      held.get_future().wait();
+    }
+    void release() {
+      if (!released) let_go.set_value();
+      released = true;
+    }
+    ~LockHolder() {
+      release();
+      t.join();
+    }
+  };
+  for (int depth : {0, 2}) {
+    CAPTURE(depth);
+    LoaderOptions o;
+    o.batch_size = 2;
+    o.seed = 5;
+    o.prefetch_depth = depth;
+    o.cache_in_memory = false;
+    auto ni = open_loader({DataFormat::NeuronInverter, d / "ni.h5", Split::Train}, o);
+    auto mapped = open_loader({DataFormat::CosmoFlow, d / "cf", Split::Train}, o);
+    auto gzip = open_loader({DataFormat::CosmoFlow, d / "gzip", Split::Train}, o);
+    o.memory_map = false;
+    auto through_hdf5 = open_loader({DataFormat::CosmoFlow, d / "cf", Split::Train}, o);
+    REQUIRE(mapped->caching());
+    REQUIRE(!through_hdf5->caching());
+    LockHolder lock;  // after the loaders: let go before they close their files
+    // An epoch on another thread, waited for at most `limit`.
+    const auto epoch = [](Loader& L) { return std::async(std::launch::async, [&L] { return epoch_ids(L, 0); }); };
+    std::vector<int64_t> mapped_ids;
+    for (Loader* L : {ni.get(), mapped.get(), gzip.get()}) {
+      auto f = epoch(*L);
+      const bool done = f.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+      if (!done) lock.release();  // to fail, not hang
+      REQUIRE(done);
+      const auto ids = f.get();
+      REQUIRE(ids.size() == 8);
+      if (L == mapped.get()) mapped_ids = ids;
+    }
+    auto f = epoch(*through_hdf5);
+    CHECK(f.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout);
+    lock.release();
+    CHECK(f.get() == mapped_ids);
+  }
 }
 
 TEST_CASE("loader: CosmoFlow file shards and the LBANN layout", "[loader]") {
