@@ -352,12 +352,15 @@ int main(int argc, char** argv) {
   // level 4, shuffle off), mapped and decoded by the threads that make a
   // batch (H5File::packed_units, data/packed_chunks.h); and gzip in
   // quarters of a sample ("gzip split": chunks of (1, D/2, H/2, W, 4)), decoded and put
-  // in place by the same threads since session 41 (decode_unit). Each paired
-  // with a plain HDF5 read of the same files (which inflates on one thread).
+  // in place by the same threads since session 41 (decode_unit); and the
+  // same quarters unfiltered ("split"), put together by those threads since
+  // session 42. Each paired with a plain HDF5 read of the same files (which
+  // inflates and gathers on one thread).
   if (section("cf"))
     for (const auto& [what, opts] : {std::pair<const char*, data::WriteOptions>{"chunked", {1, 0}},
                                      {"gzip", {1, 4}},
-                                     {"gzip split", {0, 4, false, {1, side / 2, side / 2, side, 4}}}}) {
+                                     {"gzip split", {0, 4, false, {1, side / 2, side / 2, side, 4}}},
+                                     {"split", {0, 0, false, {1, side / 2, side / 2, side, 4}}}}) {
       std::string folder = what;
       std::replace(folder.begin(), folder.end(), ' ', '_');
       const fs::path ch = dir / folder;

@@ -88,17 +88,20 @@ using H5AttrId = H5Handle<H5Aclose>;
 hid_t h5_native_type(DType dtype);  // borrowed id (float16: a library-owned copy, do not close)
 bool is_supported_h5_dtype(DType dtype);
 
-// A compressed chunk of a unit of rows (H5File::packed_units).
+// A chunk of a unit of rows (H5File::packed_units).
 struct PackedUnit {
   int64_t offset = 0;    // of the chunk in the file
-  int64_t bytes = 0;     // its stored (compressed) size
+  int64_t bytes = 0;     // its stored (maybe compressed) size
   uint32_t skipped = 0;  // HDF5's filter mask: bit i set = filter i of the pipeline was not applied
 };
 struct PackedUnits {
   // Each unit's chunks, per_unit of them per unit in row-major order of
   // their place in it (one: the unit is its chunk); empty: not stored so.
   std::vector<PackedUnit> units;
-  bool shuffle = false;  // the pipeline: shuffle (filter 0) before deflate, or deflate alone
+  // The pipeline: shuffle (filter 0) before deflate, or deflate alone, or
+  // none -- an unfiltered dataset, whose chunks' masks are then recorded as
+  // kNoFilterApplied (data/packed_chunks.h).
+  bool shuffle = false;
   int64_t per_unit = 1;
   std::vector<int64_t> unit_shape, chunk_shape;  // where per_unit > 1 (data/packed_chunks.h, ChunkGrid)
 };
@@ -166,8 +169,8 @@ class H5File {
   // Why: h5py and other writers often chunk a sample per chunk; such files
   // then map like contiguous ones (data/mapped_shard.cpp).
   std::vector<int64_t> unit_offsets(const std::string& dataset, DType dtype, int64_t rows_per_unit) const;
-  // For a dataset stored compressed -- chunked, filtered by deflate alone
-  // or by shuffle then deflate (h5py's compression="gzip", with or without
+  // For a chunked dataset -- unfiltered, or filtered by deflate alone or by
+  // shuffle then deflate (h5py's compression="gzip", with or without
   // shuffle=True), as exactly `dtype`'s little-endian file type, in a file
   // without a user block -- where no chunk holds rows of two units (the
   // chunk's row count divides rows_per_unit, or the dataset is one unit),
@@ -175,10 +178,12 @@ class H5File {
   // allocated, and partial edge chunks are filtered too (HDF5's default):
   // where each
   // unit's chunks lie and which filters each skipped, for decoding them
-  // without HDF5 on any thread (data/packed_chunks.h). Empty units
-  // otherwise. Why: serial HDF5 inflates on the one thread that calls it;
-  // h5py writes a sample per chunk given chunks=(1, D, H, W, 4), and other
-  // writers split a sample by channel or into sub-cubes.
+  // (or, unfiltered, putting them together) without HDF5 on any thread
+  // (data/packed_chunks.h). Empty units otherwise. Why: serial HDF5 inflates
+  // and gathers on the one thread that calls it; h5py writes a sample per
+  // chunk given chunks=(1, D, H, W, 4), and other writers split a sample by
+  // channel or into sub-cubes (unfiltered too: unit_offsets() takes only
+  // samples that are one run of bytes).
   static constexpr int64_t kMaxChunksPerUnit = 64;  // more: a lookup per chunk at set-up, for every file
   PackedUnits packed_units(const std::string& dataset, DType dtype, int64_t rows_per_unit) const;
   // How a dataset is stored: its chunk shape (empty where it is not

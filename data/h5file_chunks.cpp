@@ -79,7 +79,8 @@ PackedUnits H5File::packed_units(const std::string& dataset, DType dtype, int64_
   if (dims.empty()) return {};
   const Storage st = storage(dataset);
   const size_t rank = dims.size();
-  if (st.chunk.size() != rank || !deflate_pipeline(st.filters) || !stored_as(dataset, dtype)) return {};
+  const bool unfiltered = st.filters.empty();
+  if (st.chunk.size() != rank || !(unfiltered || deflate_pipeline(st.filters)) || !stored_as(dataset, dtype)) return {};
   H5DatasetId d = open_dataset(dataset);
   {
     // Partial edge chunks stored unfiltered while their filter mask says
@@ -122,7 +123,8 @@ PackedUnits H5File::packed_units(const std::string& dataset, DType dtype, int64_
         return {};
       }
       if (addr == HADDR_UNDEF) return {};  // never written: its rows read as the fill value
-      p.units.push_back({static_cast<int64_t>(addr), static_cast<int64_t>(bytes), mask});
+      p.units.push_back(
+          {static_cast<int64_t>(addr), static_cast<int64_t>(bytes), unfiltered ? kNoFilterApplied : mask});
       next_in_grid(at, count);  // the unit's next chunk
     }
   if (p.chunk_shape == p.unit_shape) {  // the unit is its chunk (an extendible dataset's may be larger)

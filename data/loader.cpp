@@ -498,7 +498,7 @@ class LoaderImpl final : public Loader {
     }
     const bool preloaded = s.raw_ptr(0) != nullptr;
     // A batch whose samples are all in RAM -- a preloaded shard, a mapped
-    // one (compressed chunks included: each thread decodes its own), or a
+    // one (chunks to decode or put together included: each thread does its own), or a
     // cached one's later epochs -- is made in chunks that any thread may
     // claim (from_ram()): this one, the converters, and the caller's OpenMP
     // team once it waits for the batch in next() (synchronous: it makes it).

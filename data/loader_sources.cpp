@@ -134,9 +134,10 @@ std::vector<Pick> cosmo_shard(const std::vector<int64_t>& per_file, const Loader
 // serves every sample from the mapping, and a sample whose type needs a
 // value check (check_values: float types; signed ones under log1p) is
 // checked the first time a batch reads it (check_ram_sample), not every
-// epoch: the files do not change while mapped. Mapped with compressed
-// chunks (MappedShard::packed), raw_ptr() serves none: read_raw() decodes a
-// sample, on any thread (decodes_in_ram()), and checks it every time.
+// epoch: the files do not change while mapped. Mapped in chunks to decode
+// or put together (MappedShard::packed: compressed, or split), raw_ptr()
+// serves none: read_raw() decodes a sample, on any thread
+// (decodes_in_ram()), and checks it every time.
 struct MappedSource : Source {
   std::vector<Pick> picks;
   MappedShard mapped_;            // the shard's files, when mapped
@@ -156,7 +157,7 @@ struct MappedSource : Source {
         return;
     }
     if (m.packed)
-      log::debug("{}: '{}' decoded from its gzip-compressed chunks by the loader's threads", paths[picks[0].file],
+      log::debug("{}: '{}' decoded or put together from its chunks by the loader's threads", paths[picks[0].file],
                  dataset);
     mapped_ = std::move(m);
     checked_.assign(picks.size(), needs_value_check() ? 0 : 1);

@@ -41,8 +41,8 @@ struct Source {
   // Writable bytes of a preloaded sample (the loader may convert them in place).
   virtual void* mutable_raw_ptr(int64_t /*local*/) { return nullptr; }
   virtual void read_raw(int64_t local, void* dst) = 0;
-  // Whether every sample is in RAM but must be decoded (compressed chunks
-  // of a mapped file, data/packed_chunks.h): read_raw() then calls no HDF5
+  // Whether every sample is in RAM but must be decoded (chunks of a mapped
+  // file, compressed or splitting a sample, data/packed_chunks.h): read_raw() then calls no HDF5
   // and may run on any thread, for distinct samples at once.
   virtual bool decodes_in_ram() const { return false; }
   // Called before a batch converts sample `local` from raw_ptr(), by the

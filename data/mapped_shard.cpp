@@ -42,7 +42,8 @@ std::string layout_advice(const H5File& h, const std::string& dataset, DType dty
   const H5File::Storage st = h.storage(dataset);
   if (st.chunk.size() != dims.size()) return {};  // not chunked
   const auto& f = st.filters;
-  const bool ours = f.empty() || H5File::deflate_pipeline(f);  // read in place, or decoded by the loaders
+  const bool ours =
+      f.empty() || H5File::deflate_pipeline(f);  // read in place, or decoded or put together by the loaders
   const int64_t c0 = st.chunk[0];
   const bool shared = dims[0] != r && r % c0 != 0;  // a chunk holds rows of two samples
   bool inner = false;                               // a sample split along its own axes
@@ -53,18 +54,17 @@ std::string layout_advice(const H5File& h, const std::string& dataset, DType dty
     const int64_t c = (dims[i] + st.chunk[i] - 1) / st.chunk[i];
     spans = c > kMany / spans ? kMany : spans * c;
   }
+  // The loaders take a sample that is one run of bytes in place
+  // (H5File::unit_offsets: unfiltered, whole rows, so also from chunks of
+  // several samples), else from its own chunks, up to kMaxChunksPerUnit of
+  // them, each decoded or (unfiltered) copied (H5File::packed_units).
   std::vector<std::string> why;
-  if (f.empty()) {  // unfiltered: read in place where a sample is one run of bytes (H5File::unit_offsets)
-    if (inner)
-      why.push_back("a sample spans " + std::string(shared ? "at least " : "") + std::to_string(spans) + " chunks");
-  } else {  // compressed: decoded by the loader's threads (H5File::packed_units)
-    if (shared)
-      why.push_back("a chunk holds rows of several samples (" + std::to_string(c0) + " rows a chunk, " +
-                    std::to_string(r) + " a sample), all of which HDF5 decodes to read one");
-    if (!shared && spans > H5File::kMaxChunksPerUnit)
-      why.push_back("a sample spans " + std::to_string(spans) + " chunks, more than the " +
-                    std::to_string(H5File::kMaxChunksPerUnit) + " the loader decodes itself");
-  }
+  if (shared && (!f.empty() || inner))
+    why.push_back("a chunk holds rows of several samples (" + std::to_string(c0) + " rows a chunk, " +
+                  std::to_string(r) + " a sample)" + (f.empty() ? "" : ", all of which HDF5 decodes to read one"));
+  if (!shared && spans > H5File::kMaxChunksPerUnit)
+    why.push_back("a sample spans " + std::to_string(spans) + " chunks, more than the " +
+                  std::to_string(H5File::kMaxChunksPerUnit) + " the loader reads itself");
   bool shuffled = false;
   if (!ours) {
     std::string names;
@@ -132,8 +132,9 @@ MappedShard map_shard(const std::vector<std::string>& paths, const std::vector<M
       }
       log::debug(
           "{}: '{}' does not lie in the file itself as one unbroken run of little-endian data of its type per "
-          "sample, nor in gzip-compressed chunks of whole samples or of parts of one, up to 64 a sample (other "
-          "filters, chunks across samples, external, never written, or behind a user block): read through HDF5",
+          "sample, nor in chunks (unfiltered or gzip-compressed) of whole samples or of parts of one, up to 64 a "
+          "sample (other filters, chunks across samples, external, never written, or behind a user block): read "
+          "through HDF5",
           path, dataset);
       return {};
     }

@@ -1,6 +1,6 @@
 // The mapped shard of a CosmoFlow loader (private to data/loader*.cpp): the
 // files of one rank's shard mapped into memory, each sample where it lies
-// -- in place, or a gzip-compressed chunk to decode -- and the checks that
+// -- in place, or in chunks to decode or put together -- and the checks that
 // decide whether a shard can be read so. Split from loader_sources.cpp to
 // keep each file about one thing.
 #pragma once
@@ -27,8 +27,9 @@ namespace mrmf::data::detail {
 int64_t max_mapped_files();
 
 // A sample where it lies in a mapped file: its bytes as they are, or its
-// chunk compressed (H5File::packed_units, data/packed_chunks.h) -- or the
-// first of its chunks, the others following it in MappedShard::samples.
+// chunk (H5File::packed_units, data/packed_chunks.h: compressed, or one of
+// several that split it) -- the first of its chunks, the others following
+// it in MappedShard::samples.
 struct MappedSample {
   const char* p = nullptr;
   int64_t stored = 0;    // bytes at p
@@ -45,11 +46,11 @@ class MappedShard {
  public:
   std::vector<MappedFile> maps;
   // Per file index, its samples (empty outside the shard): a sample in
-  // several compressed chunks takes grids[file].chunks_per_unit() entries,
-  // its chunks in the grid's order.
+  // several chunks takes grids[file].chunks_per_unit() entries, its chunks
+  // in the grid's order.
   std::vector<std::vector<MappedSample>> samples;
   std::vector<ChunkGrid> grids;  // per file index; empty: a sample is one entry
-  bool packed = false;           // whether any sample is compressed
+  bool packed = false;           // whether any sample is in chunks to decode or put together
 
   MappedShard() = default;
   MappedShard(MappedShard&& o) noexcept
@@ -101,22 +102,21 @@ class MappedShard {
 struct MapRequest {
   size_t file;                   // index into the paths
   std::vector<int64_t> offsets;  // H5File::unit_offsets of the dataset's samples, or
-  PackedUnits packed;            // their compressed chunks; neither: not mappable
+  PackedUnits packed;            // their chunks (compressed, or splitting them); neither: not mappable
   DType dtype;                   // as read, and
   int64_t rows_per_sample;       // for layout_advice() where it is not
 };
 // The request for `dataset` of file index `file`, opened as `h`: its samples in
-// place, else compressed, else neither.
+// place, else in chunks (H5File::packed_units), else neither.
 MapRequest map_request(const H5File& h, size_t file, const std::string& dataset, DType dt, int64_t rows_per_sample);
 
 // For a dataset read as `dtype` in samples of `rows_per_sample` rows that
 // the loaders can neither map nor decode themselves: whether its chunk
-// shape or its
-// filters are the reason -- an unfiltered sample split over several
-// chunks, a compressed chunk holding rows of several samples, a sample in
-// more compressed chunks than the loaders decode, a filter only HDF5
-// decodes -- and the
-// h5repack command (hdf5-tools) that rewrites such a file so that they can.
+// shape or its filters are the reason -- a compressed chunk holding rows of
+// several samples (or an unfiltered one that also splits them), a sample in
+// more chunks than the loaders put together, a filter only HDF5 decodes --
+// and the h5repack command (hdf5-tools) that rewrites such a file so that
+// they can.
 // Empty where rewriting the chunks would not help: not chunked; chunked as
 // the loaders take it (so a chunk never written); another type, byte
 // order or a user block (h5repack keeps them); a row count that is not a

@@ -44,20 +44,28 @@ void copy_runs(char* dst, const char* src, int64_t n, int64_t dstep, int64_t sst
   for (int64_t k = 0; k < n; ++k) std::memcpy(dst + k * dstep, src + k * sstep, bytes);
 }
 
+// Which of the pipeline's filters (shuffle: shuffle then deflate, else
+// deflate alone) the chunk with filter mask `skipped` went through.
+bool was_shuffled(uint32_t skipped, bool shuffle) { return shuffle && !(skipped & 1u); }
+bool was_deflated(uint32_t skipped, bool shuffle) { return !(skipped & (shuffle ? 2u : 1u)); }
+
+// A chunk stored unfiltered must hold exactly the bytes it stands for.
+void check_unfiltered(int64_t src_bytes, int64_t out_bytes, const std::string& what) {
+  MRMF_CHECK_KIND(Data, src_bytes == out_bytes, what, ": its chunk is stored unfiltered in ", src_bytes,
+                  " bytes, expected ", out_bytes, "; the file may be corrupt");
+}
+
 }  // namespace
 
 void decode_chunk(const char* src, int64_t src_bytes, uint32_t skipped, bool shuffle, int64_t elem_size, char* out,
                   int64_t out_bytes, const std::string& what) {
-  const bool shuffled = shuffle && !(skipped & 1u);
-  const bool deflated = !(skipped & (shuffle ? 2u : 1u));
   // The deflate step undone into `dst`: inflated, or copied where skipped.
   const auto undeflate = [&](char* dst) {
-    if (deflated) return inflate_exactly(src, src_bytes, dst, out_bytes, what);
-    MRMF_CHECK_KIND(Data, src_bytes == out_bytes, what, ": its chunk is stored unfiltered in ", src_bytes,
-                    " bytes, expected ", out_bytes, "; the file may be corrupt");
+    if (was_deflated(skipped, shuffle)) return inflate_exactly(src, src_bytes, dst, out_bytes, what);
+    check_unfiltered(src_bytes, out_bytes, what);
     std::memcpy(dst, src, static_cast<size_t>(out_bytes));
   };
-  if (!shuffled) return undeflate(out);
+  if (!was_shuffled(skipped, shuffle)) return undeflate(out);
   // Into a buffer of the call's own (not zeroed: every byte is written),
   // then unshuffled.
   const std::unique_ptr<char[]> staged(new char[static_cast<size_t>(out_bytes)]);
@@ -112,8 +120,16 @@ void decode_unit(const ChunkGrid& g, const std::function<StoredChunk(int64_t)>& 
                    which);
       continue;
     }
-    if (!buf) buf.reset(new char[static_cast<size_t>(chunk_bytes)]);
-    decode_chunk(c.p, c.bytes, c.skipped, shuffle, elem_size, buf.get(), chunk_bytes, which);
+    // The chunk's elements: where it lies when stored unfiltered (an
+    // unfiltered dataset's chunks), else decoded into buf.
+    const char* decoded = c.p;
+    if (!was_shuffled(c.skipped, shuffle) && !was_deflated(c.skipped, shuffle)) {
+      check_unfiltered(c.bytes, chunk_bytes, which);
+    } else {
+      if (!buf) buf.reset(new char[static_cast<size_t>(chunk_bytes)]);
+      decode_chunk(c.p, c.bytes, c.skipped, shuffle, elem_size, buf.get(), chunk_bytes, which);
+      decoded = buf.get();
+    }
     // Runs over axis j and after; axis j - 1 a loop of fixed steps; the
     // axes before it a walk.
     const size_t run = static_cast<size_t>(extent[j] * tail * elem_size), walk = j > 0 ? j - 1 : 0;
@@ -128,7 +144,7 @@ void decode_unit(const ChunkGrid& g, const std::function<StoredChunk(int64_t)>& 
         dst += (origin[i] + idx[i]) * ustride[i];
       }
       char* const d = out + dst * elem_size;
-      const char* const s = buf.get() + src * elem_size;
+      const char* const s = decoded + src * elem_size;
       switch (run) {
         case 1: copy_runs<1>(d, s, steps, dstep, sstep, run); break;
         case 2: copy_runs<2>(d, s, steps, dstep, sstep, run); break;

@@ -1,6 +1,7 @@
 // Decoding an HDF5 chunk compressed by the deflate filter, after the shuffle
 // filter where the dataset has it (h5py's compression="gzip", with or without
-// shuffle=True), from its stored bytes alone -- no HDF5 call.
+// shuffle=True), from its stored bytes alone -- no HDF5 call; and putting a
+// sample together from the chunks that split it, compressed or not.
 //
 // Why: serial HDF5 decompresses on the one thread that calls it (every HDF5
 // call of a process goes through one lock, data/prefetch.h), so a loader of
@@ -20,6 +21,11 @@
 #include <vector>
 
 namespace mrmf::data {
+
+// The filter mask packed_units() records for the chunks of an unfiltered
+// dataset: every filter skipped, so that decode_chunk() takes the chunk as
+// it is stored (with shuffle false).
+constexpr uint32_t kNoFilterApplied = ~0u;
 
 // The chunk's `src_bytes` stored bytes at `src` into exactly `out_bytes` at
 // `out`. `shuffle`: the dataset's pipeline is shuffle (filter 0) then
@@ -56,8 +62,9 @@ struct StoredChunk {
   uint32_t skipped;
 };
 // The unit's chunks -- `chunk_at(k)` for k in row-major order of their
-// place in the unit -- each decoded (decode_chunk) and its part inside the
-// unit copied to where it lies in `out`, the unit's row-major `out_bytes`.
+// place in the unit -- each decoded (decode_chunk; one stored unfiltered is
+// read where it lies) and its part inside the unit copied to where it lies
+// in `out`, the unit's row-major `out_bytes`.
 // Thread-safe; a Data error naming `what` and the chunk as decode_chunk's.
 void decode_unit(const ChunkGrid& g, const std::function<StoredChunk(int64_t)>& chunk_at, bool shuffle,
                  int64_t elem_size, char* out, int64_t out_bytes, const std::string& what);

@@ -482,7 +482,10 @@ TEST_CASE("h5 formats: where each sample lies in the file, contiguous or chunked
   // Rows 2 and 3 of 3-row chunks: row 3 begins chunk 1, allocated before
   // chunk 0, so the unit is not one run.
   CHECK(H5File::open_read(tmp / "rows3.h5").unit_offsets("d", DType::U16, 2).empty());
-  CHECK(H5File::open_read(tmp / "rows3.h5").packed_units("d", DType::U16, 3).units.empty());  // not compressed
+  // As chunks (packed_units): not those units either (a chunk holds rows of
+  // two), but units of a chunk each.
+  CHECK(H5File::open_read(tmp / "rows3.h5").packed_units("d", DType::U16, 2).units.empty());
+  CHECK(H5File::open_read(tmp / "rows3.h5").packed_units("d", DType::U16, 3).units.size() == 2);
   // Not mappable: chunks smaller than a row, compressed chunks, a chunk
   // never written (its rows read as the fill value).
   const std::string part = tmp / "part_row.h5", gz = tmp / "gzip.h5", hole = tmp / "hole.h5";
@@ -582,24 +585,48 @@ TEST_CASE("h5 formats: gzip-compressed chunks decoded without HDF5 (packed_units
     CHECK_THAT(data_error([&] { decode_chunk(good.data(), u.bytes, 0, false, 2, out.data(), 40, "s"); }),
                Contains("40 bytes expected"));
   }
-  // Not decoded without HDF5: other filters in the pipeline, not
-  // compressed, a chunk never written. (Chunks smaller than a row are,
-  // each sample from its chunks: the next test case.)
+  // Chunks of an unfiltered dataset are taken too, recorded as having
+  // skipped every filter: decode_chunk() copies them as stored (and checks
+  // their size).
   const std::string fl = tmp / "fletcher.h5", plain = tmp / "plain.h5", hole = tmp / "hole.h5";
-  write_u16_rows(fl, 6, {1, 3, 4, 2}, 6, {{0, 6}}, false, true);
   write_u16_rows(plain, 6, {1, 3, 4, 2}, 0, {{0, 6}});
+  {
+    const H5File h = H5File::open_read(plain);
+    const PackedUnits p = h.packed_units("d", DType::U16, 1);
+    REQUIRE(p.units.size() == 6);
+    CHECK(!p.shuffle);
+    for (size_t u = 0; u < p.units.size(); ++u) {
+      CHECK(p.units[u].skipped == kNoFilterApplied);
+      const std::vector<char> in = stored_bytes(plain, p.units[u]);
+      const Tensor want = h.read_rows("d", static_cast<int64_t>(u), 1);
+      std::vector<char> got(want.nbytes());
+      decode_chunk(in.data(), p.units[u].bytes, p.units[u].skipped, false, 2, got.data(),
+                   static_cast<int64_t>(got.size()), "unit");
+      REQUIRE(std::memcmp(got.data(), want.raw_data(), got.size()) == 0);
+    }
+    CHECK_THAT(data_error([&] {
+                 std::vector<char> in(48), out(50);
+                 decode_chunk(in.data(), 48, kNoFilterApplied, false, 2, out.data(), 50, "f.h5: sample 1");
+               }),
+               Contains("f.h5: sample 1: its chunk is stored unfiltered in 48 bytes, expected 50"));
+  }
+  // Not decoded without HDF5: other filters in the pipeline, a chunk never
+  // written. (Chunks smaller than a row are, each sample from its chunks:
+  // the next test case.)
+  write_u16_rows(fl, 6, {1, 3, 4, 2}, 6, {{0, 6}}, false, true);
   write_u16_rows(hole, 6, {1, 3, 4, 2}, 6, {{0, 4}, {5, 6}});
-  for (const std::string& path : {fl, plain, hole}) {
+  for (const std::string& path : {fl, hole}) {
     INFO(path);
     CHECK(H5File::open_read(path).packed_units("d", DType::U16, 1).units.empty());
   }
 }
 
-TEST_CASE("h5 formats: gzip-compressed samples split over several chunks decoded without HDF5 (decode_unit)",
+TEST_CASE("h5 formats: samples split over several chunks, compressed or not, put together without HDF5 (decode_unit)",
           "[data][h5]") {
   // Chunks that split a sample along any axis, partial ones at the far
-  // edges (stored whole), one or two rows a sample, shuffle or not: each
-  // sample's chunks, decoded and placed, are the rows HDF5 reads.
+  // edges (stored whole), one or two rows a sample, unfiltered, gzip, or
+  // shuffle and gzip: each sample's chunks, decoded where compressed and
+  // placed, are the rows HDF5 reads.
   TempDir tmp;
   struct Split {
     std::vector<hsize_t> chunk;
@@ -618,17 +645,18 @@ TEST_CASE("h5 formats: gzip-compressed samples split over several chunks decoded
                                            {{4, 2, 4, 2}, 4, 2, 4},
                                            {{1, 3, 8, 2}, 1, 1, 6, true},   // one chunk, larger than the sample
                                            {{8, 2, 4, 2}, 4, 2, 4, true}})  // one sample, chunks of 8 rows
-    for (bool shuffle : {false, true}) {
+    for (const auto& [deflate, shuffle] : {std::pair<unsigned, bool>{6, false}, {6, true}, {0, false}}) {
       INFO("chunk " << c.chunk[0] << "x" << c.chunk[1] << "x" << c.chunk[2] << "x" << c.chunk[3] << ", rows " << c.rows
-                    << ", shuffle " << shuffle);
+                    << ", deflate " << deflate << ", shuffle " << shuffle);
       const std::string path = tmp / "split.h5";
       const hsize_t total = static_cast<hsize_t>(c.total);
-      write_u16_rows(path, total, c.chunk, 6, {{0, total}}, shuffle, false, H5T_STD_U16LE, c.extendible);
+      write_u16_rows(path, total, c.chunk, deflate, {{0, total}}, shuffle, false, H5T_STD_U16LE, c.extendible);
       const H5File h = H5File::open_read(path);
       const PackedUnits p = h.packed_units("d", DType::U16, c.rows);
       REQUIRE(p.per_unit == c.per_unit);
       REQUIRE(static_cast<int64_t>(p.units.size()) == c.total / c.rows * c.per_unit);
       CHECK(p.shuffle == shuffle);
+      for (const PackedUnit& u : p.units) CHECK(u.skipped == (deflate ? 0u : kNoFilterApplied));
       const std::vector<int64_t> unit{c.rows, 3, 4, 2}, chunk(c.chunk.begin(), c.chunk.end());
       CHECK(p.unit_shape == (chunk == unit ? std::vector<int64_t>{} : unit));  // a grid unless the unit is its chunk
       const ChunkGrid g{p.unit_shape, p.chunk_shape};
@@ -729,7 +757,14 @@ TEST_CASE("h5 formats: chunks or filters that keep the loaders on HDF5 are named
       {"rows2", {2, 3, 4, 2}, 0, false, 1, {}},        // unfiltered, two samples a chunk: mapped
       {"split_gz", {1, 2, 2, 1}, 6, false, 1, {}},     // 8 chunks a sample: decoded
       {"two_rows_gz", {1, 3, 4, 2}, 6, false, 2, {}},  // 2 chunks a sample: decoded
-      {"split", {1, 3, 2, 2}, 0, false, 1, {"in chunks of 1x3x2x2:", "a sample spans 2 chunks", "-l d:CONTI"}},
+      {"split", {1, 3, 2, 2}, 0, false, 1, {}},        // unfiltered, 2 chunks a sample: put together
+      {"split_shared",                                 // unfiltered chunks that split samples and hold several
+       {2, 3, 2, 2},
+       0,
+       false,
+       1,
+       {"in chunks of 2x3x2x2:", "a chunk holds rows of several samples (2 rows a chunk, 1 a sample).", "-l d:CONTI",
+        "read its samples in place."}},
       {"two_gz",
        {2, 3, 4, 2},
        6,
@@ -802,18 +837,21 @@ TEST_CASE("h5 formats: chunks or filters that keep the loaders on HDF5 are named
     for (const std::string& s : c.says) CHECK_THAT(advice, Contains(s));
     check_fix(path, advice, c.rows_per_sample, c.deflate > 0);
   }
-  // More chunks a sample than the loaders decode themselves.
-  {
-    const std::string path = tmp / "many.h5";
+  // More chunks a sample than the loaders put together themselves,
+  // compressed or not.
+  for (int level : {1, 0}) {
+    INFO("deflate " << level);
+    const std::string path = tmp / ("many" + std::to_string(level) + ".h5");
     H5File f = H5File::create(path);
-    f.write("d", iota({2, 5, 5, 3, 1}, DType::U16, 3.f), WriteOptions{0, 1, false, {1, 1, 1, 1, 1}});  // 75 a sample
+    f.write("d", iota({2, 5, 5, 3, 1}, DType::U16, 3.f),
+            WriteOptions{0, level, false, {1, 1, 1, 1, 1}});  // 75 a sample
     f.close();
     const H5File h = H5File::open_read(path);
     CHECK(h.packed_units("d", DType::U16, 1).units.empty());
     const std::string advice = data::detail::layout_advice(h, "d", DType::U16, 1);
-    CHECK_THAT(advice, Contains("a sample spans 75 chunks, more than the 64 the loader decodes itself") &&
-                           Contains("-l d:CHUNK=1x5x5x3x1 IN.h5"));
-    check_fix(path, advice, 1, true);
+    CHECK_THAT(advice, Contains("a sample spans 75 chunks, more than the 64 the loader reads itself") &&
+                           Contains(level ? "-l d:CHUNK=1x5x5x3x1 IN.h5" : "-l d:CONTI IN.h5"));
+    check_fix(path, advice, 1, level > 0);
   }
   // Not what rewriting the chunks would change: a chunk never written;
   // another byte order (h5repack keeps it), or another type; a row count

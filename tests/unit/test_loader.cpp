@@ -600,14 +600,14 @@ TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", 
   // int16 and float32 files (`mrmf downsample` writes float32) are mapped,
   // and so are chunked ones whose chunks hold whole samples; gzip-compressed
   // ones with a sample per chunk, or a sample over several (partial ones at
-  // the edges), are mapped and decoded by the threads that make the batch
-  // (but not served in place: caching() stays false); a
-  // big-endian `3Dmap` or gzip chunks of two samples are read through HDF5
-  // (no chunk before the cache holds the samples). Every way gives the same
-  // batches.
+  // the edges; also unfiltered), are mapped and decoded or put together by
+  // the threads that make the batch (but not served in place: caching()
+  // stays false); a big-endian `3Dmap`, gzip chunks of two samples and
+  // unfiltered ones that also split them are read through HDF5 (no chunk
+  // before the cache holds the samples). Every way gives the same batches.
   Tmp d;
   write_cf(d / "contig", 2, 4, 4);
-  for (const char* dir : {"chunked", "chunked3", "gzip", "gzip_shuffle", "gzip2", "gzip_split"})
+  for (const char* dir : {"chunked", "chunked3", "gzip", "gzip_shuffle", "gzip2", "gzip_split", "split", "split2"})
     fs::create_directories(d / dir);
   fs::create_directories(d / "float");
   fs::create_directories(d / "int16");
@@ -623,7 +623,9 @@ TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", 
                                     {"gzip", {1, 1}},
                                     {"gzip_shuffle", {1, 4, true}},
                                     {"gzip2", {2, 1}},
-                                    {"gzip_split", {0, 1, false, {1, 2, 4, 3, 4}}}}) {  // four a sample, two partial
+                                    {"gzip_split", {0, 1, false, {1, 2, 4, 3, 4}}},  // four a sample, two partial
+                                    {"split", {0, 0, false, {1, 2, 4, 3, 4}}},       // the same, unfiltered
+                                    {"split2", {0, 0, false, {2, 2, 4, 4, 4}}}}) {   // and two samples a chunk
       H5File g = H5File::create((d / dir) + "/" + name);
       g.write("3Dmap", x, opts);
       g.write("unitPar", y);
@@ -672,8 +674,8 @@ TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", 
 
   std::vector<Tensor> want;
   std::vector<int64_t> want_ids;
-  for (const char* dir : {"contig", "chunked", "chunked3", "gzip", "gzip_shuffle", "gzip2", "gzip_split", "float",
-                          "int16", "bigendian", "mixed", "mixed_gzip", "mixed_split"})
+  for (const char* dir : {"contig", "chunked", "chunked3", "gzip", "gzip_shuffle", "gzip2", "gzip_split", "split",
+                          "split2", "float", "int16", "bigendian", "mixed", "mixed_gzip", "mixed_split"})
     for (bool map : {true, false})
       for (int io : {1, 3})
         for (int64_t chunk_bytes : {int64_t{1}, int64_t{1} << 30}) {  // a sample per chunk: threads decode at once
@@ -685,13 +687,14 @@ TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", 
           std::vector<Tensor> xs;
           const auto ids = epoch_ids(*L, 0, &xs);
           const std::string name = dir;
-          const bool mappable = name != "bigendian" && name != "gzip2";
+          const bool mappable = name != "bigendian" && name != "gzip2" && name != "split2";
           // Where the chunks are the reason, the loader says so once, with
           // the h5repack command that makes the files mappable.
-          const bool advised = map && name == "gzip2";
-          CHECK(log.count("h5repack -l 3Dmap:CHUNK=1x4x4x4x4 IN.h5 OUT.h5") == (advised ? 1 : 0));
+          const bool advised = map && (name == "gzip2" || name == "split2");
+          CHECK(log.count(name == "split2" ? "h5repack -l 3Dmap:CONTI IN.h5 OUT.h5"
+                                           : "h5repack -l 3Dmap:CHUNK=1x4x4x4x4 IN.h5 OUT.h5") == (advised ? 1 : 0));
           CHECK(log.count("a chunk holds rows of several samples") == (advised ? 1 : 0));
-          const bool decoded = name == "gzip" || name == "gzip_shuffle" || name == "gzip_split" ||
+          const bool decoded = name == "gzip" || name == "gzip_shuffle" || name == "gzip_split" || name == "split" ||
                                name == "mixed_gzip" || name == "mixed_split";
           CHECK((chunks > 0) == (map && mappable));
           CHECK(L->caching() == (map && mappable && !decoded));
