@@ -92,7 +92,9 @@ bool is_supported_h5_dtype(DType dtype);
 struct PackedUnit {
   int64_t offset = 0;    // of the chunk in the file
   int64_t bytes = 0;     // its stored (maybe compressed) size
-  uint32_t skipped = 0;  // HDF5's filter mask: bit i set = filter i of the pipeline was not applied
+  // HDF5's filter mask: bit i set = filter i of the pipeline was not
+  // applied (kNoFilterApplied for an unfiltered dataset's chunks).
+  uint32_t skipped = 0;
 };
 struct PackedUnits {
   // Each unit's chunks, per_unit of them per unit in row-major order of
@@ -175,15 +177,12 @@ class H5File {
   // without a user block -- where no chunk holds rows of two units (the
   // chunk's row count divides rows_per_unit, or the dataset is one unit),
   // a unit lies in at most kMaxChunksPerUnit chunks, every chunk is
-  // allocated, and partial edge chunks are filtered too (HDF5's default):
-  // where each
-  // unit's chunks lie and which filters each skipped, for decoding them
-  // (or, unfiltered, putting them together) without HDF5 on any thread
-  // (data/packed_chunks.h). Empty units otherwise. Why: serial HDF5 inflates
-  // and gathers on the one thread that calls it; h5py writes a sample per
-  // chunk given chunks=(1, D, H, W, 4), and other writers split a sample by
-  // channel or into sub-cubes (unfiltered too: unit_offsets() takes only
-  // samples that are one run of bytes).
+  // allocated, and partial edge chunks are filtered too (HDF5's default;
+  // unfiltered: every chunk stored whole): where each unit's chunks lie and which filters each skipped, for decoding
+  // them (or, unfiltered, putting them together) without HDF5 on any thread (data/packed_chunks.h). Empty units
+  // otherwise. Why: serial HDF5 inflates and gathers on the one thread that calls it; h5py writes a sample per chunk
+  // given chunks=(1, D, H, W, 4), and other writers split a sample by channel or into sub-cubes (unfiltered too:
+  // unit_offsets() takes only samples that are one run of bytes).
   static constexpr int64_t kMaxChunksPerUnit = 64;  // more: a lookup per chunk at set-up, for every file
   PackedUnits packed_units(const std::string& dataset, DType dtype, int64_t rows_per_unit) const;
   // How a dataset is stored: its chunk shape (empty where it is not

@@ -82,7 +82,7 @@ PackedUnits H5File::packed_units(const std::string& dataset, DType dtype, int64_
   const bool unfiltered = st.filters.empty();
   if (st.chunk.size() != rank || !(unfiltered || deflate_pipeline(st.filters)) || !stored_as(dataset, dtype)) return {};
   H5DatasetId d = open_dataset(dataset);
-  {
+  if (!unfiltered) {
     // Partial edge chunks stored unfiltered while their filter mask says
     // nothing: HDF5 decides by the layout's option; not decoded here.
     H5PlistId dcpl(MRMF_H5_CHECK(H5Dget_create_plist(d.get())));
@@ -109,6 +109,8 @@ PackedUnits H5File::packed_units(const std::string& dataset, DType dtype, int64_
   // Each chunk's place by its coordinates (an index lookup per chunk; by
   // position, H5Dget_chunk_info walks the index from the start every time).
   const int64_t units = dims[0] / rows_per_unit;
+  int64_t chunk_bytes = static_cast<int64_t>(dtype_size(dtype));  // stored so where unfiltered (edge chunks whole)
+  for (int64_t c : p.chunk_shape) chunk_bytes *= c;
   std::vector<int64_t> at(rank, 0);
   std::vector<hsize_t> coord(rank);
   for (int64_t u = 0; u < units; ++u)
@@ -123,6 +125,9 @@ PackedUnits H5File::packed_units(const std::string& dataset, DType dtype, int64_
         return {};
       }
       if (addr == HADDR_UNDEF) return {};  // never written: its rows read as the fill value
+      // Unfiltered chunks are stored whole (HDF5 1.10's index gives that size
+      // whatever was written): another is a damaged index, left to HDF5.
+      if (unfiltered && static_cast<int64_t>(bytes) != chunk_bytes) return {};
       p.units.push_back(
           {static_cast<int64_t>(addr), static_cast<int64_t>(bytes), unfiltered ? kNoFilterApplied : mask});
       next_in_grid(at, count);  // the unit's next chunk
@@ -154,7 +159,7 @@ H5File::Storage H5File::storage(const std::string& dataset) const {
     std::vector<hsize_t> chunk(static_cast<size_t>(rank));
     if (rank > 0 && H5Pget_chunk(dcpl.get(), rank, chunk.data()) == rank) s.chunk.assign(chunk.begin(), chunk.end());
   }
-  const int nf = H5Pget_nfilters(dcpl.get());
+  const int nf = MRMF_H5_CHECK(H5Pget_nfilters(dcpl.get()));  // a failed query must not read as "unfiltered"
   for (int i = 0; i < nf; ++i) {
     unsigned flags = 0, config = 0;
     size_t nvalues = 0;

@@ -114,10 +114,10 @@ struct LoaderOptions {
   // under log1p) are checked the first time they are read. Chunked,
   // unfiltered files whose chunks hold whole samples are mapped the same
   // way (H5File::unit_offsets). Files gzip-compressed (with or without
-  // shuffle) a sample per chunk, or a sample over up to 64 chunks none of
-  // which holds rows of another (compressed or not), are mapped and each
-  // sample decoded or put together where the batch is made on the host, by
-  // whichever thread makes it (on a GPU that
+  // shuffle) a sample per chunk, and files, gzip-compressed or unfiltered,
+  // that split a sample over up to 64 chunks none of which holds rows of
+  // another, are mapped and each sample decoded or put together where the
+  // batch is made on the host, by whichever thread makes it (on a GPU that
   // reduces on the device: by the I/O thread; H5File::packed_units,
   // data/packed_chunks.h), and checked each time it is decoded (once where
   // the raw cache keeps it). Other files, and files past the process's

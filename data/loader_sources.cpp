@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <utility>
 
 #include "core/error.h"
@@ -144,16 +145,18 @@ struct MappedSource : Source {
   std::vector<uint8_t> checked_;  // per sample, mapped only: its values were checked
   // "<file>: dataset '<name>' ..." for sample `local`'s messages.
   virtual std::string sample_what(int64_t local) const = 0;
-  // Keeps the mapping `m` if the shard's first sample in place and its
-  // first compressed one read the same through it as through HDF5 (the
-  // offsets' and the decoding's meaning checked once).
+  // Keeps the mapping `m` if the shard's first sample of each way of
+  // reading it -- in place; in a chunk or split over several; compressed or
+  // not -- reads the same through it as through HDF5 (the offsets' and the
+  // decoding's meaning checked once each: a shard may mix files of all).
   void adopt(MappedShard m, const std::vector<std::string>& paths, int64_t rows_per_sample) {
     if (m.empty()) return;
-    for (bool packed : {false, true}) {
-      const auto p = std::find_if(picks.begin(), picks.end(),
-                                  [&](const Pick& q) { return m.sample(q.file, q.row).packed == packed; });
-      if (p != picks.end() &&
-          !mapping_agrees(paths[p->file], dataset, m, p->file, p->row, rows_per_sample, dtype, raw_bytes()))
+    std::set<int> seen;
+    for (const Pick& q : picks) {
+      const MappedSample& s = m.sample(q.file, q.row);
+      const int way = !s.packed ? 0 : 1 + (s.skipped == kNoFilterApplied) + 2 * (m.per_sample(q.file) > 1);
+      if (seen.insert(way).second &&
+          !mapping_agrees(paths[q.file], dataset, m, q.file, q.row, rows_per_sample, dtype, raw_bytes()))
         return;
     }
     if (m.packed)

@@ -50,7 +50,7 @@ std::string layout_advice(const H5File& h, const std::string& dataset, DType dty
   int64_t spans = c0 < r ? (r + c0 - 1) / c0 : 1;   // chunks per sample (at least, where shared)
   constexpr int64_t kMany = int64_t{1} << 40;       // kept from overflowing (a sparse dataspace's count)
   for (size_t i = 1; i < dims.size(); ++i) {
-    inner = inner || st.chunk[i] < dims[i];
+    inner = inner || st.chunk[i] != dims[i];  // smaller, or past it (an extendible dataset's chunk)
     const int64_t c = (dims[i] + st.chunk[i] - 1) / st.chunk[i];
     spans = c > kMany / spans ? kMany : spans * c;
   }

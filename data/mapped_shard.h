@@ -120,8 +120,11 @@ MapRequest map_request(const H5File& h, size_t file, const std::string& dataset,
 // Empty where rewriting the chunks would not help: not chunked; chunked as
 // the loaders take it (so a chunk never written); another type, byte
 // order or a user block (h5repack keeps them); a row count that is not a
-// multiple of rows_per_sample; unfiltered rows split only along the first
-// axis (chunks not stored back to back). Why: such files stay correct
+// multiple of rows_per_sample; unfiltered chunks of whole rows holding
+// rows of several samples (so not stored back to back). Asked only about
+// files the loaders did not map (map_shard()): a sample in more than 64
+// unfiltered chunks of whole rows, stored back to back, is mapped, and
+// advised here all the same. Why: such files stay correct
 // through HDF5 but are read on one thread, and a user with compressed
 // files from h5py's automatic chunking (chunks that split a sample, often
 // holding rows of several) would not otherwise learn why the loader is

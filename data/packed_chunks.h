@@ -5,10 +5,12 @@
 //
 // Why: serial HDF5 decompresses on the one thread that calls it (every HDF5
 // call of a process goes through one lock, data/prefetch.h), so a loader of
-// gzip-compressed CosmoFlow files ran at the speed of one inflate. With the
-// file mapped and each chunk's place known (H5File::packed_units), every
-// thread that takes a part of a batch decodes its own samples
-// (data/mapped_shard.cpp, data/loader.cpp).
+// gzip-compressed CosmoFlow files ran at the speed of one inflate, and one
+// of files whose chunks split each sample (compressed or not) at the speed
+// of one thread gathering the pieces. With the file mapped and each chunk's
+// place known (H5File::packed_units), every thread that takes a part of a
+// batch decodes or puts together its own samples (data/mapped_shard.cpp,
+// data/loader.cpp).
 //
 // The deflate filter stores a zlib stream (compress2); the shuffle filter
 // stores byte j of every element before byte j + 1 of any. The inflate is
@@ -37,7 +39,7 @@ constexpr uint32_t kNoFilterApplied = ~0u;
 void decode_chunk(const char* src, int64_t src_bytes, uint32_t skipped, bool shuffle, int64_t elem_size, char* out,
                   int64_t out_bytes, const std::string& what);
 
-// A unit (a sample) stored in compressed chunks other than itself: the
+// A unit (a sample) stored in chunks other than itself: the
 // unit's shape, the chunk shape (no chunk holds rows of another unit;
 // chunks at the far edges are stored whole, as HDF5 does, and may be
 // larger than the unit), and the count of chunks per unit that follows.

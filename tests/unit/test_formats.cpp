@@ -731,6 +731,79 @@ TEST_CASE("h5 formats: samples split over several chunks, compressed or not, put
                    false, 2, out.data(), 48, "f.h5: sample 0");
              }),
              Contains("f.h5: sample 0 (chunk 4 of 8)") && Contains("corrupt"));
+  // An unfiltered chunk shorter than it should be (read where it lies):
+  // a Data error, nothing read past it.
+  {
+    const std::string plain = tmp / "plain_split.h5";
+    write_u16_rows(plain, 6, {1, 2, 2, 1}, 0, {{0, 6}});
+    const PackedUnits q = H5File::open_read(plain).packed_units("d", DType::U16, 1);
+    REQUIRE(q.per_unit == 8);
+    std::vector<std::vector<char>> raw;
+    for (const PackedUnit& u : q.units) raw.push_back(stored_bytes(plain, u));
+    CHECK_THAT(data_error([&] {
+                 decode_unit(
+                     {q.unit_shape, q.chunk_shape},
+                     [&](int64_t k) {
+                       const size_t i = static_cast<size_t>(k);
+                       return StoredChunk{raw[i].data(), q.units[i].bytes - (k == 2 ? 2 : 0), q.units[i].skipped};
+                     },
+                     false, 2, out.data(), 48, "f.h5: sample 0");
+               }),
+               Contains("f.h5: sample 0 (chunk 3 of 8): its chunk is stored unfiltered in 6 bytes, expected 8"));
+  }
+  // A split sample's chunks with filters skipped, their masks saying so
+  // (written through H5Dwrite_chunk): mask 3 stored raw (read where it
+  // lies), 2 shuffled only, 1 deflated only -- each read as HDF5 reads it.
+  {
+    const std::string path = tmp / "masks.h5";
+    write_u16_rows(path, 6, {1, 2, 2, 1}, 6, {{0, 6}}, true);
+    const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    const hid_t d = H5Dopen2(f, "d", H5P_DEFAULT);
+    for (uint32_t k = 1; k <= 3; ++k) {  // sample 0's chunks 1-3 (whole ones): 2 x 2 elements each
+      const uint32_t mask = 4 - k;
+      uint16_t vals[4];
+      for (uint16_t i = 0; i < 4; ++i) vals[i] = static_cast<uint16_t>(1000 * k + 257 * i);  // both bytes used
+      std::vector<char> bytes(reinterpret_cast<const char*>(vals), reinterpret_cast<const char*>(vals) + 8);
+      if (!(mask & 1u)) {  // shuffled: the low bytes, then the high ones
+        std::vector<char> s(8);
+        for (size_t i = 0; i < 4; ++i)
+          for (size_t j = 0; j < 2; ++j) s[j * 4 + i] = bytes[i * 2 + j];
+        bytes = s;
+      }
+      if (!(mask & 2u)) {  // deflated
+        std::vector<char> z(compressBound(bytes.size()));
+        uLongf zbytes = z.size();
+        // Level 0 (stored blocks): a size other than the chunk's before.
+        // HDF5 1.10 keeps the old filter mask of a chunk rewritten at its old
+        // size (the index entry is not updated).
+        REQUIRE(compress2(reinterpret_cast<Bytef*>(z.data()), &zbytes, reinterpret_cast<const Bytef*>(bytes.data()),
+                          bytes.size(), 0) == Z_OK);
+        z.resize(zbytes);
+        bytes = z;
+      }
+      const hsize_t at[4] = {0, 0, k / 2 * 2, k % 2};
+      REQUIRE(H5Dwrite_chunk(d, H5P_DEFAULT, mask, at, bytes.size(), bytes.data()) >= 0);
+    }
+    H5Dclose(d);
+    H5Fclose(f);
+    const H5File h = H5File::open_read(path);
+    const PackedUnits q = h.packed_units("d", DType::U16, 1);
+    REQUIRE(q.per_unit == 8);
+    CHECK((q.units[1].skipped == 3u && q.units[2].skipped == 2u && q.units[3].skipped == 1u));
+    std::vector<std::vector<char>> stored;
+    for (const PackedUnit& u : q.units) stored.push_back(stored_bytes(path, u));
+    const Tensor want = h.read_rows("d", 0, 1);
+    REQUIRE(want.data<uint16_t>()[1] == 1000);  // element (0, 0, 0, 1): chunk 1's first, as put there
+    std::vector<char> got(48);
+    decode_unit(
+        {q.unit_shape, q.chunk_shape},
+        [&](int64_t k) {
+          const size_t i = static_cast<size_t>(k);
+          return StoredChunk{stored[i].data(), q.units[i].bytes, q.units[i].skipped};
+        },
+        true, 2, got.data(), 48, "f.h5: sample 0");
+    CHECK(std::memcmp(got.data(), want.raw_data(), 48) == 0);
+  }
 }
 
 TEST_CASE("h5 formats: chunks or filters that keep the loaders on HDF5 are named, with the h5repack fix",
