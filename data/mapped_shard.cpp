@@ -42,8 +42,7 @@ std::string layout_advice(const H5File& h, const std::string& dataset, DType dty
   const H5File::Storage st = h.storage(dataset);
   if (st.chunk.size() != dims.size()) return {};  // not chunked
   const auto& f = st.filters;
-  const bool ours =
-      f.empty() || H5File::deflate_pipeline(f);  // read in place, or decoded or put together by the loaders
+  const bool ours = f.empty() || H5File::deflate_pipeline(f);  // filters the loaders undo themselves
   const int64_t c0 = st.chunk[0];
   const bool shared = dims[0] != r && r % c0 != 0;  // a chunk holds rows of two samples
   bool inner = false;                               // a sample split along its own axes
