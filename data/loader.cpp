@@ -488,15 +488,32 @@ class LoaderImpl final : public Loader {
       std::memcpy(p.y.data<float>() + j * P, s.labels.data<float>() + sample(j) * P, static_cast<size_t>(P) * 4);
     const int64_t rb = s.raw_bytes(), ob = dev_reduce_ ? rb : out_elems_ * 4;
     char* const xb = static_cast<char*>(p.x.raw_data());
+    const bool preloaded = s.raw_ptr(0) != nullptr;
     if (dev_reduce_) {  // raw bytes for the device-side reduction
-      for (int64_t j = 0; j < B; ++j)
-        if (!from_cache(sample(j), xb + j * ob)) {
-          s.read_raw(sample(j), xb + j * ob);
-          to_cache(sample(j), xb + j * ob);
+      const auto raw_sample = [this](int64_t i, char* dst, std::vector<char>&) {
+        if (!from_cache(i, dst)) {
+          src_->read_raw(i, dst);
+          to_cache(i, dst);
         }
+      };
+      // Every sample in RAM -- preloaded, mapped (compressed or split ones
+      // decoded by whichever thread takes them), or in the raw cache: in
+      // chunks that the caller's threads join, as on the CPU path (a
+      // compressed 128^3 batch inflated on this thread alone would hold up
+      // the device). Else one by one here (HDF5 reads).
+      bool all_in_ram = preloaded || s.decodes_in_ram();
+      if (!all_in_ram && cache_on_) {
+        all_in_ram = true;
+        for (int64_t j = 0; j < B && all_in_ram; ++j) all_in_ram = cached_sample(sample(j)) != nullptr;
+      }
+      if (all_in_ram) {
+        from_ram(order, b, xb, offer, rb, raw_sample);
+        return p;
+      }
+      std::vector<char> unused;
+      for (int64_t j = 0; j < B; ++j) raw_sample(sample(j), xb + j * ob, unused);
       return p;
     }
-    const bool preloaded = s.raw_ptr(0) != nullptr;
     // A batch whose samples are all in RAM -- a preloaded shard, a mapped
     // one (chunks to decode or put together included: each thread does its own), or a
     // cached one's later epochs -- is made in chunks that any thread may
@@ -512,7 +529,16 @@ class LoaderImpl final : public Loader {
       for (int64_t j = 0; j < B && all_in_ram; ++j) all_in_ram = cached_sample(sample(j)) != nullptr;
     }
     if (all_in_ram) {
-      from_ram(order, b, xb, offer);
+      from_ram(order, b, xb, offer, ob, [this, ob](int64_t i, char* dst, std::vector<char>& scratch) {
+        if (converted_in_place_ || cached_sample(i)) {
+          std::memcpy(dst, ram_bytes(i), static_cast<size_t>(ob));
+        } else if (const char* raw = ram_bytes(i)) {
+          src_->check_ram_sample(i);  // a mapped sample on its first read; others were checked when read
+          convert(raw, i, dst);
+        } else {
+          convert(decoded(i, scratch), i, dst);
+        }
+      });
       return p;
     }
     // M converter threads (io_threads - 1) beside this one. Without them
@@ -587,9 +613,13 @@ class LoaderImpl final : public Loader {
   // synchronous (no offer), by the caller's OpenMP team, idle meanwhile.
   // One core alone cannot keep a shuffled gather from RAM at a sequential
   // read's speed (74 % of it on the 2-core VM; bench/results/cpu_data_2026-11-27c.txt).
-  // Each sample is written, and its cache entry filled, by one thread only.
-  void from_ram(const std::vector<int64_t>& order, int64_t b, char* xb, WorkOffer* offer) {
-    const int64_t B = o_.batch_size, ob = out_elems_ * 4;
+  // Each sample is written, and its cache entry filled, by one thread only:
+  // `one(i, dst, scratch)` makes sample i's `ob` bytes at dst (float32 on
+  // the host's kernel path, raw ones for the device's), `scratch` a buffer
+  // of the chunk's for a sample that must be decoded first.
+  template <class One>
+  void from_ram(const std::vector<int64_t>& order, int64_t b, char* xb, WorkOffer* offer, int64_t ob, const One& one) {
+    const int64_t B = o_.batch_size;
     const int64_t per = std::max<int64_t>(1, o_.chunk_bytes / ob), chunks = (B + per - 1) / per;
     const auto sample = [&](int64_t j) { return order[static_cast<size_t>(b * B + j)]; };
     auto work = std::make_shared<ChunkedWork>(chunks, [&, per](int64_t c) {
@@ -597,17 +627,8 @@ class LoaderImpl final : public Loader {
       const int64_t lo = c * per, hi = std::min(B, lo + per);
       std::vector<char> scratch;  // a sample to be decoded, when there is one: freed with the chunk
       for (int64_t j = lo; j < hi; ++j) {
-        const int64_t i = sample(j);
         if (j + 1 < hi) prefetch_sample(sample(j + 1));  // while this one is copied
-        char* dst = xb + j * ob;
-        if (converted_in_place_ || cached_sample(i)) {
-          std::memcpy(dst, ram_bytes(i), static_cast<size_t>(ob));
-        } else if (const char* raw = ram_bytes(i)) {
-          src_->check_ram_sample(i);  // a mapped sample on its first read; others were checked when read
-          convert(raw, i, dst);
-        } else {
-          convert(decoded(i, scratch), i, dst);
-        }
+        one(sample(j), xb + j * ob, scratch);
       }
     });
     if (!offer) {

@@ -30,7 +30,9 @@
 // A batch whose samples are all in RAM (a preloaded shard, a cached shard's
 // later epochs, a mapped file) is made in chunks that the thread waiting for
 // it in next() joins (data/chunked_work.h): a loader that is the bottleneck
-// then uses the caller's cores instead of letting them wait. Such a batch
+// then uses the caller's cores instead of letting them wait -- also where
+// the device reduces, whose chunks copy (or decode) raw samples into the
+// pinned staging. Such a batch
 // calls no HDF5, so it neither waits for nor delays another thread's HDF5
 // calls (a checkpoint being written); reads through HDF5 hold the process's
 // HDF5 lock (data/prefetch.h) one sample at a time.
@@ -118,7 +120,7 @@ struct LoaderOptions {
   // that split a sample over up to 64 chunks none of which holds rows of
   // another, are mapped and each sample decoded or put together where the
   // batch is made on the host, by whichever thread makes it (on a GPU that
-  // reduces on the device: by the I/O thread; H5File::packed_units,
+  // reduces on the device too, into the raw staging; H5File::packed_units,
   // data/packed_chunks.h), and checked each time it is decoded (once where
   // the raw cache keeps it). Other files, and files past the process's
   // MRMF_MAX_MAPPED_FILES (default 16384), are read through HDF5; where

@@ -1,12 +1,14 @@
 // The loader on cuda:0: coarse data reduced on the device every batch
 // (reduce_on device, from raw staging) and reduced on the host once and
 // cached (reduce_on host, float32 staging) give the CPU loader's batches.
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 
 #include "data/formats.h"
+#include "data/h5file.h"
 #include "data/loader.h"
 #include "support/temp_dir.h"
 
@@ -115,5 +117,62 @@ TEST_CASE("gpu: batches copied to the device by the I/O thread (overlap_h2d) equ
         REQUIRE(std::memcmp(by_io[i].raw_data(), in_next[i].raw_data(), in_next[i].nbytes()) == 0);
       }
     }
+  }
+}
+
+TEST_CASE("gpu: mapped compressed or split files reduced on the device give the CPU loader's batches",
+          "[gpu][loader]") {
+  // With reduce_on device the raw samples of a batch go to pinned staging;
+  // from mapped files -- gzip a sample per chunk, or unfiltered in quarters
+  // of a sample -- they are decoded or put together in chunks that next()'s
+  // threads join (on_chunk sees them), every epoch (no cache).
+  test::TempDir d("mrmf_ld_gpu_chunks");
+  const std::string dir = write_cubes(d, 2);
+  for (const auto& [name, opts] :
+       {std::pair<const char*, WriteOptions>{"gzip", {1, 4}}, {"split", {0, 0, false, {1, 4, 4, 8, 4}}}}) {
+    const std::string out = (d.dir / name).string();
+    std::filesystem::create_directories(out);
+    for (int f = 0; f < 2; ++f) {
+      const std::string file = "/c" + std::to_string(f) + ".h5";
+      const H5File in = H5File::open_read(dir + file);
+      H5File c = H5File::create(out + file);
+      c.write("3Dmap", in.read("3Dmap"), opts);
+      c.write("unitPar", in.read("unitPar"));
+    }
+  }
+  std::atomic<int> chunks{0};
+  auto batches = [&](const std::string& from, Device dev) {
+    LoaderOptions o;
+    o.batch_size = 2;
+    o.reduce = {2, 2, 1};
+    o.transform.kind = kernels::FusedTransform::Log1p;
+    o.chunk_bytes = 1;  // a sample per chunk
+    o.cache_in_memory = false;
+    o.device = dev;
+    o.reduce_on = dev.is_cuda() ? ReduceOn::Device : ReduceOn::Auto;
+    o.on_chunk = [&chunks](int64_t, int64_t) { ++chunks; };
+    auto L = open_loader({DataFormat::CosmoFlow, from, Split::Train}, o);
+    std::vector<Tensor> xs;
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      L->start_epoch(epoch);
+      LoaderBatch b;
+      while (L->next(b)) xs.push_back(b.x.to(Device::cpu()));
+    }
+    return xs;
+  };
+  const auto cpu = batches(dir, Device::cpu());
+  for (const char* name : {"gzip", "split"}) {
+    INFO(name);
+    chunks = 0;
+    const auto gpu = batches((d.dir / name).string(), Device::cuda(0));
+    CHECK(chunks >= 2 * 8);  // 2 epochs of 8 samples, a chunk each (and any of a third prefetched)
+    REQUIRE(gpu.size() == cpu.size());
+    double worst = 0;
+    for (size_t i = 0; i < cpu.size(); ++i) {
+      REQUIRE(gpu[i].shape() == cpu[i].shape());
+      for (int64_t e = 0; e < cpu[i].numel(); ++e)
+        worst = std::max(worst, std::fabs(double(gpu[i].data<float>()[e]) - cpu[i].data<float>()[e]));
+    }
+    CHECK(worst <= 1e-5);
   }
 }
