@@ -760,7 +760,7 @@ class LoaderImpl final : public Loader {
   bool started_ = false;
   double wait_ = 0;
   std::deque<Job> inflight_;  // in schedule order; the front one is batch next_batch_
-  // cache (touched by produce() only: one job at a time)
+  // cache (touched by produce() only, one job at a time, and by its chunks: each sample's entry by one thread)
   bool cache_on_ = false;
   bool cache_raw_ = false;  // the cache holds stored bytes (see the constructor)
   bool raw_cache_host_ = false;  // ... which the host's kernel converts every epoch (produce())

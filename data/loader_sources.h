@@ -15,7 +15,9 @@ namespace mrmf::data::detail {
 
 // One rank's shard of a split: per-sample raw reads (the I/O thread, or the
 // caller when synchronous; read_raw() holds hdf5_mutex around its HDF5
-// calls, data/prefetch.h), labels in RAM, and the geometry the fused kernel needs.
+// calls, data/prefetch.h -- or, for a source whose samples are all in RAM,
+// any thread that makes a chunk of a batch), labels in RAM, and the
+// geometry the fused kernel needs.
 struct Source {
   virtual ~Source() = default;
   std::string file, dataset;        // for messages
@@ -36,7 +38,10 @@ struct Source {
     return e;
   }
   int64_t raw_bytes() const { return raw_elems() * static_cast<int64_t>(dtype_size(dtype)); }
-  // Preloaded sources hand out pointers into RAM; streamed ones copy into dst.
+  // Preloaded (and mapped) sources hand out pointers into RAM; streamed
+  // ones copy into dst. Where raw_ptr() serves samples, read_raw() calls no
+  // HDF5 and may run on any thread, for distinct samples at once (the
+  // device's raw batches are made so, data/loader.cpp).
   virtual const void* raw_ptr(int64_t /*local*/) const { return nullptr; }
   // Writable bytes of a preloaded sample (the loader may convert them in place).
   virtual void* mutable_raw_ptr(int64_t /*local*/) { return nullptr; }
