@@ -489,6 +489,23 @@ class LoaderImpl final : public Loader {
     const int64_t rb = s.raw_bytes(), ob = dev_reduce_ ? rb : out_elems_ * 4;
     char* const xb = static_cast<char*>(p.x.raw_data());
     const bool preloaded = s.raw_ptr(0) != nullptr;
+    // A batch whose samples are all in RAM -- a preloaded shard, a mapped
+    // one (chunks to decode or put together included: each thread does its
+    // own), or a cached one's later epochs -- is made in chunks that any
+    // thread may claim (from_ram()): this one, the converters, and the
+    // caller's OpenMP team once it waits for the batch in next()
+    // (synchronous: it makes it). So are the device's raw batches from RAM:
+    // a compressed 128^3 batch inflated on this thread alone would hold up
+    // the device.
+    std::vector<int64_t> in_ram;
+    if (!preloaded && !s.decodes_in_ram() && raw_cache_host_)
+      for (int64_t j = 0; j < B; ++j)
+        if (cached_[static_cast<size_t>(sample(j))]) in_ram.push_back(j);
+    bool all_in_ram = preloaded || s.decodes_in_ram() || static_cast<int64_t>(in_ram.size()) == B;
+    if (!all_in_ram && cache_on_ && !raw_cache_host_) {  // every sample in the cache (float32; raw for the device)?
+      all_in_ram = true;
+      for (int64_t j = 0; j < B && all_in_ram; ++j) all_in_ram = cached_sample(sample(j)) != nullptr;
+    }
     if (dev_reduce_) {  // raw bytes for the device-side reduction
       const auto raw_sample = [this](int64_t i, char* dst, std::vector<char>&) {
         if (!from_cache(i, dst)) {
@@ -496,37 +513,13 @@ class LoaderImpl final : public Loader {
           to_cache(i, dst);
         }
       };
-      // Every sample in RAM -- preloaded, mapped (compressed or split ones
-      // decoded by whichever thread takes them), or in the raw cache: in
-      // chunks that the caller's threads join, as on the CPU path (a
-      // compressed 128^3 batch inflated on this thread alone would hold up
-      // the device). Else one by one here (HDF5 reads).
-      bool all_in_ram = preloaded || s.decodes_in_ram();
-      if (!all_in_ram && cache_on_) {
-        all_in_ram = true;
-        for (int64_t j = 0; j < B && all_in_ram; ++j) all_in_ram = cached_sample(sample(j)) != nullptr;
-      }
       if (all_in_ram) {
         from_ram(order, b, xb, offer, rb, raw_sample);
         return p;
       }
-      std::vector<char> unused;
+      std::vector<char> unused;  // one by one here: HDF5 reads
       for (int64_t j = 0; j < B; ++j) raw_sample(sample(j), xb + j * ob, unused);
       return p;
-    }
-    // A batch whose samples are all in RAM -- a preloaded shard, a mapped
-    // one (chunks to decode or put together included: each thread does its own), or a
-    // cached one's later epochs -- is made in chunks that any thread may
-    // claim (from_ram()): this one, the converters, and the caller's OpenMP
-    // team once it waits for the batch in next() (synchronous: it makes it).
-    std::vector<int64_t> in_ram;
-    if (!preloaded && !s.decodes_in_ram() && raw_cache_host_)
-      for (int64_t j = 0; j < B; ++j)
-        if (cached_[static_cast<size_t>(sample(j))]) in_ram.push_back(j);
-    bool all_in_ram = preloaded || s.decodes_in_ram() || static_cast<int64_t>(in_ram.size()) == B;
-    if (!all_in_ram && cache_on_ && !raw_cache_host_) {  // every sample in the float32 cache?
-      all_in_ram = true;
-      for (int64_t j = 0; j < B && all_in_ram; ++j) all_in_ram = cached_sample(sample(j)) != nullptr;
     }
     if (all_in_ram) {
       from_ram(order, b, xb, offer, ob, [this, ob](int64_t i, char* dst, std::vector<char>& scratch) {

@@ -1,11 +1,13 @@
 // The loader on cuda:0: coarse data reduced on the device every batch
 // (reduce_on device, from raw staging) and reduced on the host once and
 // cached (reduce_on host, float32 staging) give the CPU loader's batches.
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "data/formats.h"
 #include "data/h5file.h"
@@ -27,6 +29,19 @@ std::string write_cubes(const test::TempDir& d, int files) {
     write_cosmoflow_file(dir + "/c" + std::to_string(f) + ".h5", from_float32(x, DType::U16), l);
   }
   return dir;
+}
+
+// The largest difference between two runs' batches (host copies), which
+// must have the same count and shapes.
+double worst_difference(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    REQUIRE(a[i].shape() == b[i].shape());
+    for (int64_t e = 0; e < a[i].numel(); ++e)
+      worst = std::max(worst, std::fabs(double(a[i].data<float>()[e]) - b[i].data<float>()[e]));
+  }
+  return worst;
 }
 }  // namespace
 
@@ -58,13 +73,7 @@ TEST_CASE("gpu: loader batches reduced on the device or on the host equal the CP
   const auto cpu = batches(Device::cpu(), ReduceOn::Auto);
   for (ReduceOn where : {ReduceOn::Device, ReduceOn::Host}) {
     const auto gpu = batches(Device::cuda(0), where);
-    REQUIRE(gpu.size() == cpu.size());
-    double worst = 0;
-    for (size_t i = 0; i < cpu.size(); ++i) {
-      REQUIRE(gpu[i].shape() == cpu[i].shape());
-      for (int64_t e = 0; e < cpu[i].numel(); ++e)
-        worst = std::max(worst, std::fabs(double(gpu[i].data<float>()[e]) - cpu[i].data<float>()[e]));
-    }
+    const double worst = worst_difference(gpu, cpu);
     INFO("reduce_on " << (where == ReduceOn::Host ? "host" : "device"));
     // host: the same kernel on the same CPU, so the same bits; device: float tolerance
     CHECK(worst <= (where == ReduceOn::Host ? 0.0 : 1e-5));
@@ -173,13 +182,6 @@ TEST_CASE("gpu: mapped compressed or split files reduced on the device give the 
       // 2 epochs of 8 samples, a chunk each (and up to 2 batches of a third
       // prefetched); made sample by sample outside chunks: none.
       CHECK((chunks >= 2 * 8 && chunks <= 2 * 8 + 4));
-      REQUIRE(gpu.size() == cpu.size());
-      double worst = 0;
-      for (size_t i = 0; i < cpu.size(); ++i) {
-        REQUIRE(gpu[i].shape() == cpu[i].shape());
-        for (int64_t e = 0; e < cpu[i].numel(); ++e)
-          worst = std::max(worst, std::fabs(double(gpu[i].data<float>()[e]) - cpu[i].data<float>()[e]));
-      }
-      CHECK(worst <= 1e-5);
+      CHECK(worst_difference(gpu, cpu) <= 1e-5);
     }
 }

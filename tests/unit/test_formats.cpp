@@ -509,6 +509,10 @@ std::vector<char> stored_bytes(const std::string& path, const PackedUnit& unit) 
   REQUIRE(in);
   return b;
 }
+// Chunk i of `p` for decode_unit, its stored bytes read into stored[i].
+StoredChunk stored_chunk(const PackedUnits& p, const std::vector<std::vector<char>>& stored, size_t i) {
+  return StoredChunk{stored[i].data(), p.units[i].bytes, p.units[i].skipped};
+}
 }  // namespace
 
 TEST_CASE("h5 formats: gzip-compressed chunks decoded without HDF5 (packed_units, decode_chunk)", "[data][h5]") {
@@ -672,12 +676,8 @@ TEST_CASE("h5 formats: samples split over several chunks, compressed or not, put
                        static_cast<int64_t>(got.size()), "unit");
         } else {
           decode_unit(
-              g,
-              [&](int64_t k) {
-                const size_t i = first + static_cast<size_t>(k);
-                return StoredChunk{stored[i].data(), p.units[i].bytes, p.units[i].skipped};
-              },
-              shuffle, 2, got.data(), static_cast<int64_t>(got.size()), "f.h5: sample");
+              g, [&](int64_t k) { return stored_chunk(p, stored, first + static_cast<size_t>(k)); }, shuffle, 2,
+              got.data(), static_cast<int64_t>(got.size()), "f.h5: sample");
         }
         REQUIRE(std::memcmp(got.data(), want.raw_data(), got.size()) == 0);
       }
@@ -724,11 +724,8 @@ TEST_CASE("h5 formats: samples split over several chunks, compressed or not, put
   CHECK_THAT(data_error([&] {
                decode_unit(
                    {p.unit_shape, p.chunk_shape},
-                   [&](int64_t k) {
-                     return StoredChunk{stored[static_cast<size_t>(k)].data(), p.units[static_cast<size_t>(k)].bytes,
-                                        p.units[static_cast<size_t>(k)].skipped};
-                   },
-                   false, 2, out.data(), 48, "f.h5: sample 0");
+                   [&](int64_t k) { return stored_chunk(p, stored, static_cast<size_t>(k)); }, false, 2, out.data(), 48,
+                   "f.h5: sample 0");
              }),
              Contains("f.h5: sample 0 (chunk 4 of 8)") && Contains("corrupt"));
   // An unfiltered chunk shorter than it should be (read where it lies):
@@ -744,8 +741,9 @@ TEST_CASE("h5 formats: samples split over several chunks, compressed or not, put
                  decode_unit(
                      {q.unit_shape, q.chunk_shape},
                      [&](int64_t k) {
-                       const size_t i = static_cast<size_t>(k);
-                       return StoredChunk{raw[i].data(), q.units[i].bytes - (k == 2 ? 2 : 0), q.units[i].skipped};
+                       StoredChunk c = stored_chunk(q, raw, static_cast<size_t>(k));
+                       if (k == 2) c.bytes -= 2;
+                       return c;
                      },
                      false, 2, out.data(), 48, "f.h5: sample 0");
                }),
@@ -796,12 +794,8 @@ TEST_CASE("h5 formats: samples split over several chunks, compressed or not, put
     REQUIRE(want.data<uint16_t>()[1] == 1000);  // element (0, 0, 0, 1): chunk 1's first, as put there
     std::vector<char> got(48);
     decode_unit(
-        {q.unit_shape, q.chunk_shape},
-        [&](int64_t k) {
-          const size_t i = static_cast<size_t>(k);
-          return StoredChunk{stored[i].data(), q.units[i].bytes, q.units[i].skipped};
-        },
-        true, 2, got.data(), 48, "f.h5: sample 0");
+        {q.unit_shape, q.chunk_shape}, [&](int64_t k) { return stored_chunk(q, stored, static_cast<size_t>(k)); }, true,
+        2, got.data(), 48, "f.h5: sample 0");
     CHECK(std::memcmp(got.data(), want.raw_data(), 48) == 0);
   }
 }
