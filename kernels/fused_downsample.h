@@ -524,7 +524,8 @@ struct FusedDownsample {
       if constexpr (RawLoad<R>::kBits16) {
         if (by_table()) {  // with AVX-512 where the CPU has it: 16 lookups at once (kernels/rows_avx512.h)
           if (rows_avx512())
-            table_rows_add_avx512(acc, reinterpret_cast<const uint16_t*>(x + row), wn * P, lut, kFirst);
+            table_rows_add_avx512(acc, reinterpret_cast<const uint16_t*>(x + row), wn * P, lut, kFirst,
+                                  kPf ? kPrefetchBytes : 0);
           else if constexpr (kPf)  // blocks of several rows: see prefetch_ahead()
             by_lines<kC, kF2>(row, wn, P, [&](int64_t w0, int64_t w1) {
               table_rows<kFirst>(acc + w0 * P, x + row + w0 * P, (w1 - w0) * P, lut);
@@ -583,7 +584,15 @@ struct FusedDownsample {
     if (kF2 == 1 && TF == FusedTransform::Log1p) {
       // Two passes, the same additions: log1p's ~40 operations per element
       // inside the deinterleave kept g++ from vectorizing it (1/1 with log1p
-      // at 7 % of memcpy); the unit-stride pass into acc vectorizes.
+      // at 7 % of memcpy); the unit-stride pass into acc vectorizes. Four
+      // channels with AVX-512: one pass after all (kernels/rows_avx512.h).
+      if constexpr (kC == 4 && RawLoad<R>::kBits16) {
+        if (by_table() && rows_avx512()) {
+          table_rows_out4_avx512(kFirst ? nullptr : acc, reinterpret_cast<const uint16_t*>(x + row), wn, lut, y,
+                                 ystride, inv, kPf ? kPrefetchBytes : 0);
+          return;
+        }
+      }
       seg_add<kFirst, kC, kF2, kPf>(acc, row, wn, C, f2, c_fixed, 0);
       for (int64_t w = 0; w < wn; ++w)
         for (int64_t c = 0; c < Cn; ++c) y[c * ystride + w] = (0.f + acc[w * Cn + c]) * inv;
@@ -676,8 +685,10 @@ struct FusedDownsample {
   // 5-10 %). For log1p read from the table (16-bit types) without AVX-512,
   // since session 37: 1/8 with log1p on counts took 0.79-0.87 of the time
   // without (in-process A/B on the Milan VM; the CosmoFlow ladder with log1p
-  // 0.97-0.98, 1/1 unchanged: one row). The AVX-512 table rows do not
-  // prefetch: not measured (no such CPU since).
+  // 0.97-0.98, 1/1 unchanged: one row). The AVX-512 table rows likewise,
+  // since session 43 (an Emerald Rapids VM, two runs each way): 1/8 with
+  // log1p on counts summed from the table 49 -> 74-75 % of memcpy, 2x2x1
+  // 54 -> 73-78 %, 1/2 along x 61 -> 80 %, the CosmoFlow ladder 58 -> 72-75 %.
   static constexpr int64_t kPrefetchBytes = 4096;
   MRMF_INLINE void prefetch_ahead(int64_t elem) const {
     prefetch_line(reinterpret_cast<const char*>(x + elem) + kPrefetchBytes);

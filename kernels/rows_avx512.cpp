@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/prefetch.h"
 
 namespace mrmf::kernels {
 
@@ -55,43 +56,117 @@ std::string rows_avx512_description() {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 namespace {
+// Sixteen log1p values from the table for the lanes of idx; `small`: every
+// lane below 64. The table's entries 0-31 and 32-63 in (t0, t1) and
+// (t2, t3): permutex2var picks from a register pair by the index's low five
+// bits, bit 5 chooses the pair.
+// A branch, not a masked gather of the large lanes: a gather costs about
+// as much with an empty mask (measured: 2.7 against 8.1 G lookups/s on
+// one core), and on counts the branch is nearly always taken.
+__attribute__((target("avx512f"))) inline __m512 lookup16(__m512i idx, bool small, __m512 t0, __m512 t1, __m512 t2,
+                                                          __m512 t3, const float* table) {
+  if (__builtin_expect(small, 1)) {
+    const __m512 lo = _mm512_permutex2var_ps(t0, idx, t1), hi = _mm512_permutex2var_ps(t2, idx, t3);
+    return _mm512_mask_blend_ps(_mm512_test_epi32_mask(idx, _mm512_set1_epi32(32)), lo, hi);
+  }
+  return _mm512_i32gather_ps(idx, table, 4);
+}
+
 template <bool kFirst>
-__attribute__((target("avx512f"))) void add_rows(float* acc, const uint16_t* x, int64_t n, const float* table) {
-  // Entries 0-31 and 32-63; permutex2var picks from a register pair by the
-  // index's low five bits, bit 5 chooses the pair.
+__attribute__((target("avx512f"))) void add_rows(float* acc, const uint16_t* x, int64_t n, const float* table,
+                                                 int64_t prefetch_bytes) {
   const __m512 t0 = _mm512_loadu_ps(table), t1 = _mm512_loadu_ps(table + 16);
   const __m512 t2 = _mm512_loadu_ps(table + 32), t3 = _mm512_loadu_ps(table + 48);
-  const __m512i above63 = _mm512_set1_epi32(~63), bit5 = _mm512_set1_epi32(32);
+  const __m512i above63 = _mm512_set1_epi32(~63);
   int64_t k = 0;
   for (; k + 16 <= n; k += 16) {
+    // One line (32 inputs) per two steps, as prefetch_ahead() does.
+    if (prefetch_bytes > 0 && (k & 31) == 0) prefetch_line(reinterpret_cast<const char*>(x + k) + prefetch_bytes);
     const __m512i idx = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + k)));
-    __m512 v;
-    // A branch, not a masked gather of the large lanes: a gather costs about
-    // as much with an empty mask (measured: 2.7 against 8.1 G lookups/s on
-    // one core), and on counts the branch is nearly always taken.
-    if (__builtin_expect(_mm512_test_epi32_mask(idx, above63) == 0, 1)) {
-      const __m512 lo = _mm512_permutex2var_ps(t0, idx, t1), hi = _mm512_permutex2var_ps(t2, idx, t3);
-      v = _mm512_mask_blend_ps(_mm512_test_epi32_mask(idx, bit5), lo, hi);
-    } else {
-      v = _mm512_i32gather_ps(idx, table, 4);
-    }
+    const __m512 v = lookup16(idx, _mm512_test_epi32_mask(idx, above63) == 0, t0, t1, t2, t3, table);
     _mm512_storeu_ps(acc + k, kFirst ? v : _mm512_add_ps(_mm512_loadu_ps(acc + k), v));
   }
   for (; k < n; ++k) acc[k] = kFirst ? table[x[k]] : acc[k] + table[x[k]];
+}
+
+template <bool kFirst>
+__attribute__((target("avx512f"))) void out_rows4(const float* acc, const uint16_t* x, int64_t wn, const float* table,
+                                                  float* y, int64_t ystride, float inv, int64_t prefetch_bytes) {
+  const __m512 t0 = _mm512_loadu_ps(table), t1 = _mm512_loadu_ps(table + 16);
+  const __m512 t2 = _mm512_loadu_ps(table + 32), t3 = _mm512_loadu_ps(table + 48);
+  const __m512i above63 = _mm512_set1_epi32(~63);
+  // Channel c of 16 positions from the four registers that hold them
+  // channels-last (input 4i + c of position i): lane i's index is
+  // (4i + c) mod 32 into the pair (v0, v1) for positions 0-7 and into
+  // (v2, v3) for positions 8-15.
+  __m512i pick[4];
+  for (int c = 0; c < 4; ++c)
+    pick[c] = _mm512_and_si512(
+        _mm512_add_epi32(_mm512_slli_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 2),
+                         _mm512_set1_epi32(c)),
+        _mm512_set1_epi32(31));
+  const __m512 zero = _mm512_setzero_ps(), scale = _mm512_set1_ps(inv);
+  int64_t w = 0;
+  for (; w + 16 <= wn; w += 16) {
+    const uint16_t* xs = x + 4 * w;  // 128 bytes: two lines
+    if (prefetch_bytes > 0) {
+      prefetch_line(reinterpret_cast<const char*>(xs) + prefetch_bytes);
+      prefetch_line(reinterpret_cast<const char*>(xs) + prefetch_bytes + 64);
+    }
+    __m512i idx[4];
+    for (int j = 0; j < 4; ++j)
+      idx[j] = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + 16 * j)));
+    const bool small =
+        _mm512_test_epi32_mask(_mm512_or_si512(_mm512_or_si512(idx[0], idx[1]), _mm512_or_si512(idx[2], idx[3])),
+                               above63) == 0;
+    __m512 v[4];
+    for (int j = 0; j < 4; ++j) {
+      v[j] = lookup16(idx[j], small, t0, t1, t2, t3, table);
+      if (!kFirst) v[j] = _mm512_add_ps(_mm512_loadu_ps(acc + 4 * w + 16 * j), v[j]);
+    }
+    for (int c = 0; c < 4; ++c) {
+      const __m512 ch = _mm512_mask_blend_ps(0xFF00, _mm512_permutex2var_ps(v[0], pick[c], v[1]),
+                                             _mm512_permutex2var_ps(v[2], pick[c], v[3]));
+      _mm512_storeu_ps(y + c * ystride + w, _mm512_mul_ps(_mm512_add_ps(zero, ch), scale));
+    }
+  }
+  for (; w < wn; ++w)
+    for (int64_t c = 0; c < 4; ++c) {
+      const float t = table[x[4 * w + c]];
+      y[c * ystride + w] = (0.f + (kFirst ? t : acc[4 * w + c] + t)) * inv;
+    }
 }
 }  // namespace
 #if !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
 
-void table_rows_add_avx512(float* acc, const uint16_t* x, int64_t n, const float* table, bool first) {
-  if (first)
-    add_rows<true>(acc, x, n, table);
+void table_rows_out4_avx512(const float* acc, const uint16_t* x, int64_t wn, const float* table, float* y,
+                            int64_t ystride, float inv, int64_t prefetch_bytes) {
+  if (acc)
+    out_rows4<false>(acc, x, wn, table, y, ystride, inv, prefetch_bytes);
   else
-    add_rows<false>(acc, x, n, table);
+    out_rows4<true>(acc, x, wn, table, y, ystride, inv, prefetch_bytes);
+}
+
+void table_rows_add_avx512(float* acc, const uint16_t* x, int64_t n, const float* table, bool first,
+                           int64_t prefetch_bytes) {
+  if (first)
+    add_rows<true>(acc, x, n, table, prefetch_bytes);
+  else
+    add_rows<false>(acc, x, n, table, prefetch_bytes);
 }
 #else
-void table_rows_add_avx512(float* acc, const uint16_t* x, int64_t n, const float* table, bool first) {
+void table_rows_out4_avx512(const float* acc, const uint16_t* x, int64_t wn, const float* table, float* y,
+                            int64_t ystride, float inv, int64_t) {
+  // Never chosen here (rows_avx512() is false); the plain loop, for safety.
+  for (int64_t w = 0; w < wn; ++w)
+    for (int64_t c = 0; c < 4; ++c) {
+      const float t = table[x[4 * w + c]];
+      y[c * ystride + w] = (0.f + (acc ? acc[4 * w + c] + t : t)) * inv;
+    }
+}
+void table_rows_add_avx512(float* acc, const uint16_t* x, int64_t n, const float* table, bool first, int64_t) {
   // Never chosen here (rows_avx512() is false); the plain loop, for safety.
   for (int64_t k = 0; k < n; ++k) acc[k] = first ? table[x[k]] : acc[k] + table[x[k]];
 }

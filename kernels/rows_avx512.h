@@ -1,8 +1,10 @@
 // Hand-written AVX-512 pieces of the fused downsample's CPU rows
-// (kernels/fused_downsample.h), for the two loops g++ leaves far from memory
+// (kernels/fused_downsample.h), for the loops g++ leaves far from memory
 // bandwidth. Each gives the bits of the loop it replaces: the same values
 // added in the same order, no contraction (tested against the plain loops
-// and the functors, tests/unit/test_fused_downsample.cpp).
+// and the functors, tests/unit/test_fused_downsample.cpp). Code compiled for
+// AVX-512 may use FMA, which g++ contracts into unless told not to: the
+// build says -ffp-contract=off.
 //
 // 1. table_rows_add_avx512: log1p through the 16-bit table, accumulated,
 //    acc[k] = table[x[k]] (a block's first row) or acc[k] + table[x[k]].
@@ -19,7 +21,16 @@
 //    one-register permutes and seven blends per 8 lanes) was 1.08-1.21x
 //    slower than the plain loop on a Milan VM (session 37,
 //    bench/results/cpu_data_2026-11-29d.txt): not kept.
-// 2. pair_sums3_avx512: three float32 channels, channels-last, two
+// 2. table_rows_out4_avx512: a block's last row of four channels-last
+//    channels (CosmoFlow's), f2 = 1, log1p from the table, straight into the
+//    channel-major outputs: y[c * ystride + w] = (0 + (acc[4w + c] +)
+//    table[x[4w + c]]) * inv. The plain code makes two passes (the table
+//    rows into acc, then the deinterleave; one pass with the lookups inside
+//    the deinterleave did not vectorize), and on an Emerald Rapids VM the
+//    second pass cost as much as the first: 1/1 with log1p on counts ran at
+//    69 % of memcpy where 1/1 without log1p runs at 87 %; in one pass, 84-91 %
+//    (bench/results/cpu_data_2026-11-30b.txt).
+// 3. pair_sums3_avx512: three float32 channels, channels-last, two
 //    neighbours along the last axis -- the Neuron Inverter's T 1600 -> 800.
 //    The loops it replaces (a copy, a stride-6 sum of pairs, a stride-3
 //    deinterleave) cost ~1.8 us per 19.2 KB sample on one core, against
@@ -57,10 +68,18 @@ std::string rows_avx512_description();
 
 // 1. (see above) with AVX-512F; call only when rows_avx512(). `table` holds
 // 2^16 floats.
-void table_rows_add_avx512(float* acc, const uint16_t* x, int64_t n, const float* table, bool first);
+// prefetch_bytes > 0: a line that far ahead of the input per 64 bytes read
+// (the fused kernel's blocks of several rows, see prefetch_ahead()).
+void table_rows_add_avx512(float* acc, const uint16_t* x, int64_t n, const float* table, bool first,
+                           int64_t prefetch_bytes = 0);
+
+// 2. (see above) with AVX-512F; call only when rows_avx512(). acc null: the
+// block's only row (no accumulator). x holds 4 * wn inputs.
+void table_rows_out4_avx512(const float* acc, const uint16_t* x, int64_t wn, const float* table, float* y,
+                            int64_t ystride, float inv, int64_t prefetch_bytes = 0);
 
 #if defined(MRMF_ROWS_AVX512)
-// 2. (see above): for w < wn and c < 3,
+// 3. (see above): for w < wn and c < 3,
 //   y[c * ystride + w] = ((0 + a[6w + c]) + a[6w + 3 + c]) * inv,
 // the fused kernel's order (the sum from 0 of the two neighbours, then the
 // scale), `a` a float32 input row. Call only when rows_avx512(). In the

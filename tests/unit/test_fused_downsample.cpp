@@ -4,6 +4,7 @@
 // offline reducer's files.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -410,39 +411,64 @@ TEST_CASE("fused downsample: the AVX-512 table rows give the plain loop's bits",
         table_rows_add_avx512(acc.data(), x.data(), n, table, first);
         for (int64_t k = 0; k < n; ++k) want[k] = first ? table[x[k]] : want[k] + table[x[k]];
         CHECK(same_bits(acc, want));
+        // The same rows as a block's last row of four channels, straight
+        // into channel-major outputs (n positions), with and without the
+        // prefetch: the formula's bits, and nothing written past a channel.
+        const int64_t ystride = n + 3;
+        std::vector<uint16_t> x4(static_cast<size_t>(4 * n));
+        for (int64_t k = 0; k < 4 * n; ++k) x4[k] = x[k % std::max<int64_t>(n, 1)] ^ static_cast<uint16_t>(k & 3);
+        std::vector<float> acc4(static_cast<size_t>(4 * n));
+        for (int64_t k = 0; k < 4 * n; ++k) acc4[k] = 0.5f * static_cast<float>(k % 5) - 1.f;
+        std::vector<float> want4(static_cast<size_t>(4 * ystride), 7.f);
+        for (int64_t w = 0; w < n; ++w)
+          for (int c = 0; c < 4; ++c) {
+            const float t = table[x4[4 * w + c]];
+            want4[c * ystride + w] = (0.f + (first ? t : acc4[4 * w + c] + t)) * 0.125f;
+          }
+        for (int64_t prefetch : {0, 4096}) {
+          INFO("four channels out, prefetch " << prefetch);
+          std::vector<float> y4(want4.size(), 7.f);
+          table_rows_out4_avx512(first ? nullptr : acc4.data(), x4.data(), n, table, y4.data(), ystride, 0.125f,
+                                 prefetch);
+          CHECK(same_bits(y4, want4));
+        }
       }
   // The whole kernel, with and without the vector rows, on count-like cubes
   // (a few large counts among small ones) for each 16-bit type and layout.
+  // Rows of 20 positions: a 16-lane step and a tail.
   for (DType dt : {DType::U16, DType::I16, DType::F16})
-    for (bool channels_last : {true, false}) {
-      INFO(dtype_name(dt) << (channels_last ? ", channels-last" : ", channels-first"));
-      Tensor raw = Tensor::empty(channels_last ? Shape{2, 8, 8, 16, 4} : Shape{2, 4, 8, 8, 16}, dt);
-      auto* p = static_cast<uint16_t*>(raw.raw_data());
-      for (int64_t i = 0; i < raw.numel(); ++i) {
-        const uint32_t h = static_cast<uint32_t>(i * 2654435761u >> 9);
-        p[i] = static_cast<uint16_t>(h % 211 == 0 ? 300 + h % 1000 : h % 24);
-      }
-      FusedDownsampleSpec spec;
-      spec.layout = channels_last ? InputLayout::ChannelsLast : InputLayout::ChannelsFirst;
-      spec.transform = FusedTransform::Log1p;
-      spec.log1p_product = false;  // the table rows, not the products
-      // Several levels (the later ones derived from 1/1's outputs) and
-      // single levels, whose blocks of several rows accumulate the table's
-      // values (the permutes' path with acc + value).
-      for (const auto& levels : std::vector<std::vector<std::vector<int64_t>>>{
-               {{1, 1, 1}, {2, 1, 1}, {2, 2, 2}, {1, 1, 4}}, {{2, 2, 2}}, {{1, 2, 1}}, {{2, 1, 1}}}) {
-        INFO(levels.size() << " levels, first " << levels[0][0] << "x" << levels[0][1] << "x" << levels[0][2]);
-        spec.levels = levels;
-        set_rows_avx512(false);
-        const auto plain = fused_downsample(cpu_stream(), raw, spec);
-        set_rows_avx512(true);
-        const auto simd = fused_downsample(cpu_stream(), raw, spec);
-        for (size_t l = 0; l < plain.size(); ++l) {
-          INFO("level " << l);
-          CHECK(bit_equal(simd[l], plain[l]));
+    for (bool channels_last : {true, false})
+      for (int64_t width : {16, 20})
+        for (bool product : {false, true}) {
+          INFO(dtype_name(dt) << (channels_last ? ", channels-last" : ", channels-first") << ", width " << width
+                              << (product ? ", products" : ", table sums"));
+          Tensor raw = Tensor::empty(channels_last ? Shape{2, 8, 8, width, 4} : Shape{2, 4, 8, 8, width}, dt);
+          auto* p = static_cast<uint16_t*>(raw.raw_data());
+          for (int64_t i = 0; i < raw.numel(); ++i) {
+            const uint32_t h = static_cast<uint32_t>(i * 2654435761u >> 9);
+            p[i] = static_cast<uint16_t>(h % 211 == 0 ? 300 + h % 1000 : h % 24);
+          }
+          FusedDownsampleSpec spec;
+          spec.layout = channels_last ? InputLayout::ChannelsLast : InputLayout::ChannelsFirst;
+          spec.transform = FusedTransform::Log1p;
+          spec.log1p_product = product;  // products: the logarithms of 2x2x2 blocks, 16 at a time
+          // Several levels (the later ones derived from 1/1's outputs) and
+          // single levels, whose blocks of several rows accumulate the table's
+          // values (the permutes' path with acc + value).
+          for (const auto& levels : std::vector<std::vector<std::vector<int64_t>>>{
+                   {{1, 1, 1}, {2, 1, 1}, {2, 2, 2}, {1, 1, 4}}, {{2, 2, 2}}, {{1, 2, 1}}, {{2, 1, 1}}}) {
+            INFO(levels.size() << " levels, first " << levels[0][0] << "x" << levels[0][1] << "x" << levels[0][2]);
+            spec.levels = levels;
+            set_rows_avx512(false);
+            const auto plain = fused_downsample(cpu_stream(), raw, spec);
+            set_rows_avx512(true);
+            const auto simd = fused_downsample(cpu_stream(), raw, spec);
+            for (size_t l = 0; l < plain.size(); ++l) {
+              INFO("level " << l);
+              CHECK(bit_equal(simd[l], plain[l]));
+            }
+          }
         }
-      }
-    }
 }
 
 TEST_CASE("fused downsample: the AVX-512 pair sums of three channels give the plain loops' and the functors' bits",
