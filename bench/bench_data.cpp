@@ -335,7 +335,10 @@ int main(int argc, char** argv) {
   // The same, with CosmoFlow's input transform (configs/cosmoflow_*.yaml:
   // log1p) on count-like cubes, as training reads them: the fused kernel's
   // 1/1 with log1p in every batch. Its own files and plain read.
-  if (section("cf")) {
+  const auto counts_row = [](int io) {
+    return "loader, mapped, counts, log1p (io_threads " + std::to_string(io) + ")";
+  };
+  if (section("cf") && std::any_of(ios.begin(), ios.end(), [&](int io) { return wanted(counts_row(io)); })) {
     const fs::path cd = dir / "counts";
     fs::create_directories(cd / "train");
     for (int f = 0; f < files; ++f) {
@@ -351,7 +354,7 @@ int main(int argc, char** argv) {
     row("    %-48s %12.0f %10.2f\n", "counts 3Dmap: plain HDF5 read", total / t, total * sample_bytes / t / 1e9);
     o.transform.kind = kernels::FusedTransform::Log1p;
     for (int io : ios) {
-      const std::string name = "loader, mapped, counts, log1p (io_threads " + std::to_string(io) + ")";
+      const std::string name = counts_row(io);
       if (!wanted(name)) continue;
       map_files = true;
       cf_row(name.c_str(), loader_vs(plain, data::DataFormat::CosmoFlow, cd.string(), io, B, {}));

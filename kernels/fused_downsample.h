@@ -686,7 +686,7 @@ struct FusedDownsample {
   // since session 37: 1/8 with log1p on counts took 0.79-0.87 of the time
   // without (in-process A/B on the Milan VM; the CosmoFlow ladder with log1p
   // 0.97-0.98, 1/1 unchanged: one row). The AVX-512 table rows likewise,
-  // since session 43 (an Emerald Rapids VM, two runs each way): 1/8 with
+  // since session 43 (an Emerald Rapids VM, one run before, two after): 1/8 with
   // log1p on counts summed from the table 49 -> 74-75 % of memcpy, 2x2x1
   // 54 -> 73-78 %, 1/2 along x 61 -> 80 %, the CosmoFlow ladder 58 -> 72-75 %.
   static constexpr int64_t kPrefetchBytes = 4096;

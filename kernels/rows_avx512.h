@@ -28,8 +28,9 @@
 //    rows into acc, then the deinterleave; one pass with the lookups inside
 //    the deinterleave did not vectorize), and on an Emerald Rapids VM the
 //    second pass cost as much as the first: 1/1 with log1p on counts ran at
-//    69 % of memcpy where 1/1 without log1p runs at 87 %; in one pass, 84-91 %
-//    (bench/results/cpu_data_2026-11-30b.txt).
+//    69 % of memcpy where 1/1 without log1p ran at 87 % in the same run; in
+//    one pass, 72-90 % in three runs (87-90 % outside one run low on every
+//    row; bench/results/cpu_data_2026-11-30b.txt).
 // 3. pair_sums3_avx512: three float32 channels, channels-last, two
 //    neighbours along the last axis -- the Neuron Inverter's T 1600 -> 800.
 //    The loops it replaces (a copy, a stride-6 sum of pairs, a stride-3
