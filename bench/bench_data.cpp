@@ -185,14 +185,19 @@ int main(int argc, char** argv) {
   const int side = small ? 32 : 64, per_file = 16, files = small ? 2 : 4, B = 8;
   const int side_b = small ? 32 : 128;  // (b): production CosmoFlow cubes
   const fs::path dir = fs::temp_directory_path() / ("mrmf_bench_data_" + std::to_string(::getpid()));
-  fs::create_directories(dir / "train");
-  for (int f = 0; f < files; ++f) {
-    Tensor x = Tensor::empty({per_file, side, side, side, 4}, DType::U16);
-    auto* p = static_cast<uint16_t*>(x.raw_data());
-    for (int64_t i = 0; i < x.numel(); ++i) p[i] = static_cast<uint16_t>((i * 2654435761u) >> 20);
-    data::write_cosmoflow_file((dir / "train" / ("c" + std::to_string(f) + ".h5")).string(), x,
-                               Tensor::full({per_file, 4}, 0.1f));
-  }
+  // `files` files of the authors' layout in folder/train, element i of file
+  // f holding value(f, i).
+  const auto write_cubes = [&](const fs::path& folder, const std::function<uint16_t(int, int64_t)>& value) {
+    fs::create_directories(folder / "train");
+    for (int f = 0; f < files; ++f) {
+      Tensor x = Tensor::empty({per_file, side, side, side, 4}, DType::U16);
+      auto* p = static_cast<uint16_t*>(x.raw_data());
+      for (int64_t i = 0; i < x.numel(); ++i) p[i] = value(f, i);
+      data::write_cosmoflow_file((folder / "train" / ("c" + std::to_string(f) + ".h5")).string(), x,
+                                 Tensor::full({per_file, 4}, 0.1f));
+    }
+  };
+  write_cubes(dir, [](int, int64_t i) { return static_cast<uint16_t>((i * 2654435761u) >> 20); });
   const int64_t sample_bytes = int64_t(side) * side * side * 4 * 2, total = int64_t(files) * per_file;
   row("bench_data: %d OpenMP threads (kernel and memcpy alike), %d^3 x 4 uint16 samples (%.1f MB), %lld samples\n",
       omp_get_max_threads(), side, sample_bytes / 1e6, static_cast<long long>(total));
@@ -340,14 +345,8 @@ int main(int argc, char** argv) {
   };
   if (section("cf") && std::any_of(ios.begin(), ios.end(), [&](int io) { return wanted(counts_row(io)); })) {
     const fs::path cd = dir / "counts";
-    fs::create_directories(cd / "train");
-    for (int f = 0; f < files; ++f) {
-      Tensor x = Tensor::empty({per_file, side, side, side, 4}, DType::U16);
-      auto* p = static_cast<uint16_t*>(x.raw_data());
-      for (int64_t i = 0; i < x.numel(); ++i) p[i] = geometric_count(f * x.numel() + i);
-      data::write_cosmoflow_file((cd / "train" / ("c" + std::to_string(f) + ".h5")).string(), x,
-                                 Tensor::full({per_file, 4}, 0.1f));
-    }
+    const int64_t per_file_elems = int64_t(per_file) * side * side * side * 4;
+    write_cubes(cd, [per_file_elems](int f, int64_t i) { return geometric_count(f * per_file_elems + i); });
     const data::CosmoFlowFiles files = data::CosmoFlowFiles::open((cd / "train" / "*.h5").string());
     const auto plain = plain_reader(files, DType::U16, buf);
     const double t = best_of(3, plain);

@@ -514,7 +514,7 @@ class LoaderImpl final : public Loader {
         }
       };
       if (all_in_ram) {
-        from_ram(order, b, xb, offer, rb, raw_sample);
+        from_ram(order, b, xb, offer, ob, raw_sample);
         return p;
       }
       std::vector<char> unused;  // one by one here: HDF5 reads

@@ -32,6 +32,16 @@ std::atomic<bool>& switch_on() {
   static std::atomic<bool> on{env_switch() != 0};
   return on;
 }
+// Outputs [w0, w1) of table_rows_out4_avx512 one by one: its tail, and the
+// whole where the vector code is not compiled.
+inline void out4_positions(const float* acc, const uint16_t* x, int64_t w0, int64_t w1, const float* table, float* y,
+                           int64_t ystride, float inv) {
+  for (int64_t w = w0; w < w1; ++w)
+    for (int64_t c = 0; c < 4; ++c) {
+      const float t = table[x[4 * w + c]];
+      y[c * ystride + w] = (0.f + (acc ? acc[4 * w + c] + t : t)) * inv;
+    }
+}
 }  // namespace
 
 bool rows_avx512() { return cpu_has_avx512f() && switch_on().load(std::memory_order_relaxed); }
@@ -56,34 +66,39 @@ std::string rows_avx512_description() {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 namespace {
-// Sixteen log1p values from the table for the lanes of idx; `small`: every
-// lane below 64. The table's entries 0-31 and 32-63 in (t0, t1) and
-// (t2, t3): permutex2var picks from a register pair by the index's low five
-// bits, bit 5 chooses the pair.
-// A branch, not a masked gather of the large lanes: a gather costs about
-// as much with an empty mask (measured: 2.7 against 8.1 G lookups/s on
-// one core), and on counts the branch is nearly always taken.
-__attribute__((target("avx512f"))) inline __m512 lookup16(__m512i idx, bool small, __m512 t0, __m512 t1, __m512 t2,
-                                                          __m512 t3, const float* table) {
-  if (__builtin_expect(small, 1)) {
-    const __m512 lo = _mm512_permutex2var_ps(t0, idx, t1), hi = _mm512_permutex2var_ps(t2, idx, t3);
-    return _mm512_mask_blend_ps(_mm512_test_epi32_mask(idx, _mm512_set1_epi32(32)), lo, hi);
+// The table with its entries 0-63 in four registers: 0-31 in (t[0], t[1]),
+// 32-63 in (t[2], t[3]); permutex2var picks from a register pair by the
+// index's low five bits, bit 5 chooses the pair.
+struct Table64 {
+  const float* table;
+  __m512 t[4];
+  __attribute__((target("avx512f"))) explicit Table64(const float* tab) : table(tab) {
+    for (int j = 0; j < 4; ++j) t[j] = _mm512_loadu_ps(tab + 16 * j);
   }
-  return _mm512_i32gather_ps(idx, table, 4);
-}
+  // Sixteen log1p values for the lanes of idx; `small`: every lane below 64.
+  // A branch, not a masked gather of the large lanes: a gather costs about
+  // as much with an empty mask (measured: 2.7 against 8.1 G lookups/s on
+  // one core), and on counts the branch is nearly always taken.
+  __attribute__((target("avx512f"))) __m512 lookup16(__m512i idx, bool small) const {
+    if (__builtin_expect(small, 1)) {
+      const __m512 lo = _mm512_permutex2var_ps(t[0], idx, t[1]), hi = _mm512_permutex2var_ps(t[2], idx, t[3]);
+      return _mm512_mask_blend_ps(_mm512_test_epi32_mask(idx, _mm512_set1_epi32(32)), lo, hi);
+    }
+    return _mm512_i32gather_ps(idx, table, 4);
+  }
+};
 
 template <bool kFirst>
 __attribute__((target("avx512f"))) void add_rows(float* acc, const uint16_t* x, int64_t n, const float* table,
                                                  int64_t prefetch_bytes) {
-  const __m512 t0 = _mm512_loadu_ps(table), t1 = _mm512_loadu_ps(table + 16);
-  const __m512 t2 = _mm512_loadu_ps(table + 32), t3 = _mm512_loadu_ps(table + 48);
+  const Table64 tab(table);
   const __m512i above63 = _mm512_set1_epi32(~63);
   int64_t k = 0;
   for (; k + 16 <= n; k += 16) {
     // One line (32 inputs) per two steps, as prefetch_ahead() does.
     if (prefetch_bytes > 0 && (k & 31) == 0) prefetch_line(reinterpret_cast<const char*>(x + k) + prefetch_bytes);
     const __m512i idx = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + k)));
-    const __m512 v = lookup16(idx, _mm512_test_epi32_mask(idx, above63) == 0, t0, t1, t2, t3, table);
+    const __m512 v = tab.lookup16(idx, _mm512_test_epi32_mask(idx, above63) == 0);
     _mm512_storeu_ps(acc + k, kFirst ? v : _mm512_add_ps(_mm512_loadu_ps(acc + k), v));
   }
   for (; k < n; ++k) acc[k] = kFirst ? table[x[k]] : acc[k] + table[x[k]];
@@ -92,8 +107,7 @@ __attribute__((target("avx512f"))) void add_rows(float* acc, const uint16_t* x, 
 template <bool kFirst>
 __attribute__((target("avx512f"))) void out_rows4(const float* acc, const uint16_t* x, int64_t wn, const float* table,
                                                   float* y, int64_t ystride, float inv, int64_t prefetch_bytes) {
-  const __m512 t0 = _mm512_loadu_ps(table), t1 = _mm512_loadu_ps(table + 16);
-  const __m512 t2 = _mm512_loadu_ps(table + 32), t3 = _mm512_loadu_ps(table + 48);
+  const Table64 tab(table);
   const __m512i above63 = _mm512_set1_epi32(~63);
   // Channel c of 16 positions from the four registers that hold them
   // channels-last (input 4i + c of position i): lane i's index is
@@ -121,7 +135,7 @@ __attribute__((target("avx512f"))) void out_rows4(const float* acc, const uint16
                                above63) == 0;
     __m512 v[4];
     for (int j = 0; j < 4; ++j) {
-      v[j] = lookup16(idx[j], small, t0, t1, t2, t3, table);
+      v[j] = tab.lookup16(idx[j], small);
       if (!kFirst) v[j] = _mm512_add_ps(_mm512_loadu_ps(acc + 4 * w + 16 * j), v[j]);
     }
     for (int c = 0; c < 4; ++c) {
@@ -130,11 +144,7 @@ __attribute__((target("avx512f"))) void out_rows4(const float* acc, const uint16
       _mm512_storeu_ps(y + c * ystride + w, _mm512_mul_ps(_mm512_add_ps(zero, ch), scale));
     }
   }
-  for (; w < wn; ++w)
-    for (int64_t c = 0; c < 4; ++c) {
-      const float t = table[x[4 * w + c]];
-      y[c * ystride + w] = (0.f + (kFirst ? t : acc[4 * w + c] + t)) * inv;
-    }
+  out4_positions(kFirst ? nullptr : acc, x, w, wn, table, y, ystride, inv);
 }
 }  // namespace
 #if !defined(__clang__)
@@ -160,11 +170,7 @@ void table_rows_add_avx512(float* acc, const uint16_t* x, int64_t n, const float
 void table_rows_out4_avx512(const float* acc, const uint16_t* x, int64_t wn, const float* table, float* y,
                             int64_t ystride, float inv, int64_t) {
   // Never chosen here (rows_avx512() is false); the plain loop, for safety.
-  for (int64_t w = 0; w < wn; ++w)
-    for (int64_t c = 0; c < 4; ++c) {
-      const float t = table[x[4 * w + c]];
-      y[c * ystride + w] = (0.f + (acc ? acc[4 * w + c] + t : t)) * inv;
-    }
+  out4_positions(acc, x, 0, wn, table, y, ystride, inv);
 }
 void table_rows_add_avx512(float* acc, const uint16_t* x, int64_t n, const float* table, bool first, int64_t) {
   // Never chosen here (rows_avx512() is false); the plain loop, for safety.
