@@ -599,6 +599,15 @@ struct FusedDownsample {
       return;
     }
     if constexpr (kF2 == 1) {  // constexpr: no by_lines copy for the other factors
+      // Four 16-bit integer channels in one pass with AVX-512 where the CPU
+      // has it (kernels/rows_avx512.h).
+      if constexpr (kC == 4 && (R == RawType::U16 || R == RawType::I16) && TF == FusedTransform::None) {
+        if (rows_avx512()) {
+          convert_rows_out4_avx512(kFirst ? nullptr : acc, reinterpret_cast<const uint16_t*>(x + row),
+                                   R == RawType::I16, wn, y, ystride, inv, kPf ? kPrefetchBytes : 0);
+          return;
+        }
+      }
       const auto positions = [&](int64_t w0, int64_t w1) {
         for (int64_t w = w0; w < w1; ++w)
           for (int64_t c = 0; c < Cn; ++c) {
@@ -614,14 +623,25 @@ struct FusedDownsample {
       return;
     }
     const int64_t F2 = kF2 > 0 ? kF2 : f2, P = Cn * F2;
+    // Four 16-bit integer channels, pairs (1/2 along CosmoFlow's last axis,
+    // 1/8's last row) in one pass with AVX-512 (kernels/rows_avx512.h).
+    if constexpr (kC == 4 && kF2 == 2 && (R == RawType::U16 || R == RawType::I16) && TF == FusedTransform::None) {
+      if (rows_avx512()) {
+        pair_sums4_avx512(kFirst ? nullptr : acc, reinterpret_cast<const uint16_t*>(x + row), R == RawType::I16, wn, y,
+                          ystride, inv, kPf ? kPrefetchBytes : 0);
+        return;
+      }
+    }
 #if defined(MRMF_ROWS_AVX512)
     // Three float32 channels, pairs, one row (the Neuron Inverter's T / 2):
     // the passes below with AVX-512 straight from the input, where the CPU
-    // has it (kernels/rows_avx512.h). Not from acc for the other types and
-    // transforms: with a call here taking acc's address, 1/8 (2x2x2) of
-    // uint16 cubes, a loop elsewhere in the same row copy, fell from 91-94
-    // to 76-80 % of memcpy (three alternating runs each way; presumably the
-    // aliasing that table_rows() works around).
+    // has it (kernels/rows_avx512.h). Not from acc: in session 32 a call
+    // here taking acc's address for every type and transform made 1/8
+    // (2x2x2) of uint16 cubes, a loop elsewhere in the same row copy, fall
+    // from 91-94 to 76-80 % of memcpy (three alternating runs each way;
+    // presumably the aliasing that table_rows() works around). The
+    // four-channel calls above take acc for 16-bit integers only, without
+    // a transform, and 1/8 then goes through one of them.
     if constexpr (kC == 3 && kF2 == 2 && kFirst && R == RawType::F32 && TF == FusedTransform::None) {
       if (rows_avx512()) {
         pair_sums3_avx512(x + row, wn, y, ystride, inv);

@@ -32,15 +32,34 @@ std::atomic<bool>& switch_on() {
   static std::atomic<bool> on{env_switch() != 0};
   return on;
 }
-// Outputs [w0, w1) of table_rows_out4_avx512 one by one: its tail, and the
-// whole where the vector code is not compiled.
-inline void out4_positions(const float* acc, const uint16_t* x, int64_t w0, int64_t w1, const float* table, float* y,
+// The value of 16-bit input k for the four-channel rows: log1p from the
+// table (table_rows_out4_avx512), or the integer itself
+// (convert_rows_out4_avx512; int16 where `is_signed`).
+struct Value16 {
+  const float* table;  // null: the integer
+  bool is_signed;
+  float operator()(const uint16_t* x, int64_t k) const {
+    if (table) return table[x[k]];
+    return is_signed ? static_cast<float>(static_cast<int16_t>(x[k])) : static_cast<float>(x[k]);
+  }
+};
+// Outputs [w0, w1) of the four-channel rows one by one: their tails, and
+// the whole where the vector code is not compiled.
+inline void out4_positions(const float* acc, const uint16_t* x, int64_t w0, int64_t w1, Value16 value, float* y,
                            int64_t ystride, float inv) {
   for (int64_t w = w0; w < w1; ++w)
     for (int64_t c = 0; c < 4; ++c) {
-      const float t = table[x[4 * w + c]];
+      const float t = value(x, 4 * w + c);
       y[c * ystride + w] = (0.f + (acc ? acc[4 * w + c] + t : t)) * inv;
     }
+}
+// Outputs [w0, w1) of pair_sums4_avx512 one by one: its tail, and the whole
+// where the vector code is not compiled.
+inline void pair4_positions(const float* acc, const uint16_t* x, Value16 value, int64_t w0, int64_t w1, float* y,
+                            int64_t ystride, float inv) {
+  const auto t = [&](int64_t k) { return acc ? acc[k] + value(x, k) : value(x, k); };
+  for (int64_t w = w0; w < w1; ++w)
+    for (int64_t c = 0; c < 4; ++c) y[c * ystride + w] = ((0.f + t(8 * w + c)) + t(8 * w + 4 + c)) * inv;
 }
 }  // namespace
 
@@ -104,11 +123,33 @@ __attribute__((target("avx512f"))) void add_rows(float* acc, const uint16_t* x, 
   for (; k < n; ++k) acc[k] = kFirst ? table[x[k]] : acc[k] + table[x[k]];
 }
 
-template <bool kFirst>
-__attribute__((target("avx512f"))) void out_rows4(const float* acc, const uint16_t* x, int64_t wn, const float* table,
+// The values of sixteen 16-bit inputs at once for out_rows4: log1p from
+// the table, or the integers (int16 where kSigned).
+struct TableLanes {
+  Table64 tab;
+  __attribute__((target("avx512f"))) explicit TableLanes(const float* table) : tab(table) {}
+  __attribute__((target("avx512f"))) static __m512i widen(__m256i h) { return _mm512_cvtepu16_epi32(h); }
+  __attribute__((target("avx512f"))) void values(const __m512i* idx, __m512* v) const {
+    const __m512i any = _mm512_or_si512(_mm512_or_si512(idx[0], idx[1]), _mm512_or_si512(idx[2], idx[3]));
+    const bool small = _mm512_test_epi32_mask(any, _mm512_set1_epi32(~63)) == 0;
+    for (int j = 0; j < 4; ++j) v[j] = tab.lookup16(idx[j], small);
+  }
+};
+template <bool kSigned>
+struct IntLanes {
+  explicit IntLanes(const float*) {}
+  __attribute__((target("avx512f"))) static __m512i widen(__m256i h) {
+    return kSigned ? _mm512_cvtepi16_epi32(h) : _mm512_cvtepu16_epi32(h);
+  }
+  __attribute__((target("avx512f"))) void values(const __m512i* idx, __m512* v) const {
+    for (int j = 0; j < 4; ++j) v[j] = _mm512_cvtepi32_ps(idx[j]);
+  }
+};
+
+template <bool kFirst, class Lanes>
+__attribute__((target("avx512f"))) void out_rows4(const float* acc, const uint16_t* x, int64_t wn, Value16 value,
                                                   float* y, int64_t ystride, float inv, int64_t prefetch_bytes) {
-  const Table64 tab(table);
-  const __m512i above63 = _mm512_set1_epi32(~63);
+  const Lanes lanes(value.table);
   // Channel c of 16 positions from the four registers that hold them
   // channels-last (input 4i + c of position i): lane i's index is
   // (4i + c) mod 32 into the pair (v0, v1) for positions 0-7 and into
@@ -129,34 +170,96 @@ __attribute__((target("avx512f"))) void out_rows4(const float* acc, const uint16
     }
     __m512i idx[4];
     for (int j = 0; j < 4; ++j)
-      idx[j] = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + 16 * j)));
-    const bool small =
-        _mm512_test_epi32_mask(_mm512_or_si512(_mm512_or_si512(idx[0], idx[1]), _mm512_or_si512(idx[2], idx[3])),
-                               above63) == 0;
+      idx[j] = Lanes::widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + 16 * j)));
     __m512 v[4];
-    for (int j = 0; j < 4; ++j) {
-      v[j] = tab.lookup16(idx[j], small);
-      if (!kFirst) v[j] = _mm512_add_ps(_mm512_loadu_ps(acc + 4 * w + 16 * j), v[j]);
-    }
+    lanes.values(idx, v);
+    if (!kFirst)
+      for (int j = 0; j < 4; ++j) v[j] = _mm512_add_ps(_mm512_loadu_ps(acc + 4 * w + 16 * j), v[j]);
     for (int c = 0; c < 4; ++c) {
       const __m512 ch = _mm512_mask_blend_ps(0xFF00, _mm512_permutex2var_ps(v[0], pick[c], v[1]),
                                              _mm512_permutex2var_ps(v[2], pick[c], v[3]));
       _mm512_storeu_ps(y + c * ystride + w, _mm512_mul_ps(_mm512_add_ps(zero, ch), scale));
     }
   }
-  out4_positions(kFirst ? nullptr : acc, x, w, wn, table, y, ystride, inv);
+  out4_positions(kFirst ? nullptr : acc, x, w, wn, value, y, ystride, inv);
+}
+
+template <class Lanes>
+void out_rows4_from(const float* acc, const uint16_t* x, int64_t wn, Value16 value, float* y, int64_t ystride,
+                    float inv, int64_t prefetch_bytes) {
+  if (acc)
+    out_rows4<false, Lanes>(acc, x, wn, value, y, ystride, inv, prefetch_bytes);
+  else
+    out_rows4<true, Lanes>(acc, x, wn, value, y, ystride, inv, prefetch_bytes);
+}
+
+// See pair_sums4_avx512() in the header.
+template <bool kFirst, bool kSigned>
+__attribute__((target("avx512f"))) void pair_sums4(const float* acc, const uint16_t* x, int64_t wn, float* y,
+                                                   int64_t ystride, float inv, int64_t prefetch_bytes) {
+  // Output w's channel c lies at lane 4w + c of the pair (outputs 0-3,
+  // outputs 4-7): lanes 0-7 of `c01` pick channel 0 of outputs 0-7 and
+  // lanes 8-15 channel 1; `c23` channels 2 and 3.
+  const __m512i out_w = _mm512_slli_epi32(_mm512_set_epi32(7, 6, 5, 4, 3, 2, 1, 0, 7, 6, 5, 4, 3, 2, 1, 0), 2);
+  const __m512i c01 = _mm512_add_epi32(out_w, _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0));
+  const __m512i c23 = _mm512_add_epi32(c01, _mm512_set1_epi32(2));
+  const __m512 zero = _mm512_setzero_ps(), scale = _mm512_set1_ps(inv);
+  int64_t w = 0;
+  for (; w + 8 <= wn; w += 8) {
+    const uint16_t* xs = x + 8 * w;  // 16 positions of 4 inputs: 128 bytes, two lines
+    if (prefetch_bytes > 0) {
+      prefetch_line(reinterpret_cast<const char*>(xs) + prefetch_bytes);
+      prefetch_line(reinterpret_cast<const char*>(xs) + prefetch_bytes + 64);
+    }
+    __m512 v[4];  // positions 4j to 4j + 3, one per 128-bit lane: (acc +) value
+    for (int j = 0; j < 4; ++j) {
+      v[j] = _mm512_cvtepi32_ps(
+          IntLanes<kSigned>::widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + 16 * j))));
+      if (!kFirst) v[j] = _mm512_add_ps(_mm512_loadu_ps(acc + 8 * w + 16 * j), v[j]);
+    }
+    __m512 s[2];  // outputs 0-3 and 4-7, channels-last: (0 + position 2w) + position 2w + 1, by 128-bit lanes
+    for (int j = 0; j < 2; ++j) {
+      const __m512 even = _mm512_shuffle_f32x4(v[2 * j], v[2 * j + 1], _MM_SHUFFLE(2, 0, 2, 0));
+      const __m512 odd = _mm512_shuffle_f32x4(v[2 * j], v[2 * j + 1], _MM_SHUFFLE(3, 1, 3, 1));
+      s[j] = _mm512_mul_ps(_mm512_add_ps(_mm512_add_ps(zero, even), odd), scale);
+    }
+    const __m512 lo = _mm512_permutex2var_ps(s[0], c01, s[1]), hi = _mm512_permutex2var_ps(s[0], c23, s[1]);
+    _mm256_storeu_ps(y + w, _mm512_castps512_ps256(lo));
+    _mm256_storeu_ps(y + ystride + w, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(lo), 1)));
+    _mm256_storeu_ps(y + 2 * ystride + w, _mm512_castps512_ps256(hi));
+    _mm256_storeu_ps(y + 3 * ystride + w, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(hi), 1)));
+  }
+  pair4_positions(kFirst ? nullptr : acc, x, Value16{nullptr, kSigned}, w, wn, y, ystride, inv);
 }
 }  // namespace
 #if !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
 
+void pair_sums4_avx512(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y, int64_t ystride,
+                       float inv, int64_t prefetch_bytes) {
+  if (acc && is_signed)
+    pair_sums4<false, true>(acc, x, wn, y, ystride, inv, prefetch_bytes);
+  else if (acc)
+    pair_sums4<false, false>(acc, x, wn, y, ystride, inv, prefetch_bytes);
+  else if (is_signed)
+    pair_sums4<true, true>(acc, x, wn, y, ystride, inv, prefetch_bytes);
+  else
+    pair_sums4<true, false>(acc, x, wn, y, ystride, inv, prefetch_bytes);
+}
+
 void table_rows_out4_avx512(const float* acc, const uint16_t* x, int64_t wn, const float* table, float* y,
                             int64_t ystride, float inv, int64_t prefetch_bytes) {
-  if (acc)
-    out_rows4<false>(acc, x, wn, table, y, ystride, inv, prefetch_bytes);
+  out_rows4_from<TableLanes>(acc, x, wn, Value16{table, false}, y, ystride, inv, prefetch_bytes);
+}
+
+void convert_rows_out4_avx512(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y,
+                              int64_t ystride, float inv, int64_t prefetch_bytes) {
+  const Value16 value{nullptr, is_signed};
+  if (is_signed)
+    out_rows4_from<IntLanes<true>>(acc, x, wn, value, y, ystride, inv, prefetch_bytes);
   else
-    out_rows4<true>(acc, x, wn, table, y, ystride, inv, prefetch_bytes);
+    out_rows4_from<IntLanes<false>>(acc, x, wn, value, y, ystride, inv, prefetch_bytes);
 }
 
 void table_rows_add_avx512(float* acc, const uint16_t* x, int64_t n, const float* table, bool first,
@@ -170,7 +273,17 @@ void table_rows_add_avx512(float* acc, const uint16_t* x, int64_t n, const float
 void table_rows_out4_avx512(const float* acc, const uint16_t* x, int64_t wn, const float* table, float* y,
                             int64_t ystride, float inv, int64_t) {
   // Never chosen here (rows_avx512() is false); the plain loop, for safety.
-  out4_positions(acc, x, 0, wn, table, y, ystride, inv);
+  out4_positions(acc, x, 0, wn, Value16{table, false}, y, ystride, inv);
+}
+void convert_rows_out4_avx512(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y,
+                              int64_t ystride, float inv, int64_t) {
+  // Never chosen here (rows_avx512() is false); the plain loop, for safety.
+  out4_positions(acc, x, 0, wn, Value16{nullptr, is_signed}, y, ystride, inv);
+}
+void pair_sums4_avx512(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y, int64_t ystride,
+                       float inv, int64_t) {
+  // Never chosen here (rows_avx512() is false); the plain loop, for safety.
+  pair4_positions(acc, x, Value16{nullptr, is_signed}, 0, wn, y, ystride, inv);
 }
 void table_rows_add_avx512(float* acc, const uint16_t* x, int64_t n, const float* table, bool first, int64_t) {
   // Never chosen here (rows_avx512() is false); the plain loop, for safety.

@@ -31,12 +31,28 @@
 //    69 % of memcpy where 1/1 without log1p ran at 87 % in the same run; in
 //    one pass, 72-90 % in three runs (87-90 % outside one run low on every
 //    row; bench/results/cpu_data_2026-11-30b.txt).
+//    convert_rows_out4_avx512: the same rows without a transform, for
+//    16-bit integers (the value is the integer): the last row of CosmoFlow's
+//    1/2 along x (2x1x1), and 1/1. On the same VM 1/2 along x ran at 58-75 %
+//    of memcpy, its last row's deinterleave compiled to 128-bit shuffles and
+//    spills; now 88-93 % (bench/results/cpu_data_2026-11-30c.txt, the "no
+//    AVX-512" rows beside them), 1/1 unchanged.
 // 3. pair_sums3_avx512: three float32 channels, channels-last, two
 //    neighbours along the last axis -- the Neuron Inverter's T 1600 -> 800.
 //    The loops it replaces (a copy, a stride-6 sum of pairs, a stride-3
 //    deinterleave) cost ~1.8 us per 19.2 KB sample on one core, against
 //    ~1.0 us to copy it; the synchronous loader row went from 62-69 to
 //    80-89 % of the plain read, side by side.
+// 4. pair_sums4_avx512: four 16-bit integer channels, channels-last, two
+//    neighbours along the last axis, no transform: a block's last row,
+//    y[c * ystride + w] = ((0 + t[8w + c]) + t[8w + 4 + c]) * inv with
+//    t[k] = (acc[k] +) x[k] -- CosmoFlow's 1/2 along z (1x1x2) and 1/8
+//    (2x2x2). The plain code makes three passes (the row into acc, the
+//    pair sums into a buffer, the deinterleave); here the pairs are 128-bit
+//    lanes of four registers, summed after one shuffle each, and two
+//    permutes deinterleave eight outputs per channel. Emerald Rapids VM,
+//    three runs: 1/2 along z 57-66 -> 83-91 % of memcpy, 1/8 75-87 ->
+//    88-96 %, and with the row above the CosmoFlow ladder 54-73 -> 77-82 %.
 //
 // Host only. Wherever AVX-512F is absent (AMD before Zen 4, e.g. Perlmutter's
 // Milan hosts) or switched off (set_rows_avx512(false): the benchmark's
@@ -78,6 +94,18 @@ void table_rows_add_avx512(float* acc, const uint16_t* x, int64_t n, const float
 // block's only row (no accumulator). x holds 4 * wn inputs.
 void table_rows_out4_avx512(const float* acc, const uint16_t* x, int64_t wn, const float* table, float* y,
                             int64_t ystride, float inv, int64_t prefetch_bytes = 0);
+
+// 2b. (see above) the same without the transform: y[c * ystride + w] =
+// (0 + (acc[4w + c] +) x[4w + c]) * inv, x 16-bit integers (int16 where
+// is_signed).
+void convert_rows_out4_avx512(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y,
+                              int64_t ystride, float inv, int64_t prefetch_bytes = 0);
+
+// 4. (see above) with AVX-512F; call only when rows_avx512(). acc null: the
+// block's only row (no accumulator). x holds 8 * wn inputs, 16-bit integers
+// (int16 where is_signed).
+void pair_sums4_avx512(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y, int64_t ystride,
+                       float inv, int64_t prefetch_bytes = 0);
 
 #if defined(MRMF_ROWS_AVX512)
 // 3. (see above): for w < wn and c < 3,

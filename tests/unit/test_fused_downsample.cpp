@@ -539,6 +539,162 @@ TEST_CASE("fused downsample: the AVX-512 pair sums of three channels give the pl
         }
 }
 
+TEST_CASE("fused downsample: the AVX-512 four-channel rows without a transform give the plain loops' bits",
+          "[fused_downsample]") {
+  if (!rows_avx512()) {
+    WARN("AVX-512 rows off (no AVX-512F, or MRMF_CPU_AVX512=0): the rows take the plain loops only");
+    return;
+  }
+  const Avx512RowsBackOn restore;
+  // Directly, against the formula: position counts around the 16-position
+  // steps, a channel stride that is not the row length (nothing written
+  // between channels), the types' extremes, a block's only row or its last
+  // after others (acc), with and without the prefetch; uint16 and int16
+  // read from the same bits.
+  for (bool is_signed : {false, true})
+    for (int64_t wn : {0, 1, 15, 16, 17, 33, 203})
+      for (bool first : {true, false})
+        for (int64_t prefetch : {0, 4096}) {
+          INFO((is_signed ? "int16" : "uint16") << ", wn " << wn << ", first " << first << ", prefetch " << prefetch);
+          const int64_t ystride = wn + 3;
+          std::vector<uint16_t> x(static_cast<size_t>(4 * wn));
+          for (size_t k = 0; k < x.size(); ++k) {
+            const uint32_t h = static_cast<uint32_t>(k * 2654435761u >> 11);
+            x[k] = h % 7 == 0 ? 0xFFFF : h % 7 == 1 ? 0x8000 : h % 7 == 2 ? 0x7FFF : static_cast<uint16_t>(h);
+          }
+          std::vector<float> acc(x.size());
+          for (size_t k = 0; k < acc.size(); ++k) acc[k] = 0.75f * static_cast<float>(k % 11) - 3.f;
+          const auto value = [&](size_t k) {
+            return is_signed ? static_cast<float>(static_cast<int16_t>(x[k])) : static_cast<float>(x[k]);
+          };
+          std::vector<float> y(static_cast<size_t>(4 * ystride), 7.f), want(y.size(), 7.f);
+          for (int64_t w = 0; w < wn; ++w)
+            for (int c = 0; c < 4; ++c) {
+              const size_t k = static_cast<size_t>(4 * w + c);
+              want[c * ystride + w] = (0.f + (first ? value(k) : acc[k] + value(k))) * (1.f / 3.f);
+            }
+          convert_rows_out4_avx512(first ? nullptr : acc.data(), x.data(), is_signed, wn, y.data(), ystride, 1.f / 3.f,
+                                   prefetch);
+          CHECK(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
+        }
+  // The whole kernel on CosmoFlow-like cubes [N, D, H, W, 4]: levels whose
+  // last-axis factor is 1 (1/1, 1/2 along x, 2x2x1, and as the first level
+  // of the ladder and of three levels), rows of 16 or 21 positions (a step
+  // and a tail where rows are not merged), each 16-bit type and the
+  // transforms that take the plain rows: AVX-512 on and off, and the
+  // functors' traversal.
+  for (DType dt : {DType::U16, DType::I16, DType::F16})
+    for (FusedTransform tf : {FusedTransform::None, FusedTransform::Scale})
+      for (int64_t width : {16, 21})
+        for (const auto& levels : std::vector<std::vector<std::vector<int64_t>>>{
+                 {{1, 1, 1}}, {{2, 1, 1}}, {{2, 2, 1}}, {{2, 1, 1}, {2, 2, 1}}, {{1, 1, 1}, {2, 2, 1}, {4, 4, 1}}}) {
+          INFO(dtype_name(dt) << ", transform " << static_cast<int>(tf) << ", width " << width << ", " << levels.size()
+                              << " levels, first " << levels[0][0] << "x" << levels[0][1] << "x" << levels[0][2]);
+          Tensor raw = raw_tensor({2, 4, 4, width, 4}, dt, 29);
+          FusedDownsampleSpec spec;
+          spec.layout = InputLayout::ChannelsLast;
+          spec.transform = tf;
+          if (tf == FusedTransform::Scale) {
+            // (Move-assigned: assigning the braced lists drew GCC 12's -Wnonnull false positive.)
+            spec.scale = std::vector<float>{0.5f, -2.f, 3.f, 0.25f};
+            spec.shift = std::vector<float>{1.f, 0.f, -0.25f, 2.f};
+          }
+          spec.levels = levels;
+          set_rows_avx512(false);
+          const auto plain = fused_downsample(cpu_stream(), raw, spec);
+          set_rows_avx512(true);
+          const auto simd = fused_downsample(cpu_stream(), raw, spec);
+          const auto functors = by_functor_any(raw, spec, simd, Traversal::Full);
+          for (size_t l = 0; l < simd.size(); ++l) {
+            INFO("level " << l);
+            CHECK(bit_equal(simd[l], plain[l]));
+            CHECK(bit_equal(simd[l], functors[l]));
+          }
+        }
+}
+
+TEST_CASE(
+    "fused downsample: the AVX-512 pair sums of four 16-bit channels give the formula's and the plain loops' bits",
+    "[fused_downsample]") {
+  if (!rows_avx512()) {
+    WARN("AVX-512 rows off (no AVX-512F, or MRMF_CPU_AVX512=0): the pair sums take the plain loops only");
+    return;
+  }
+  const Avx512RowsBackOn restore;
+  // Directly, against the formula: output counts around the 8-output steps,
+  // a channel stride that is not the row length (nothing written between
+  // channels), the types' extremes (sums past 16 bits, negative ones, and
+  // pairs that cancel to +0), uint16 and int16 read from the same bits.
+  for (bool is_signed : {false, true})
+    for (int64_t wn : {0, 1, 7, 8, 9, 17, 203}) {
+      INFO((is_signed ? "int16" : "uint16") << ", wn " << wn);
+      const int64_t ystride = wn + 3;
+      std::vector<uint16_t> x(static_cast<size_t>(8 * wn));
+      for (size_t k = 0; k < x.size(); ++k) {
+        const uint32_t h = static_cast<uint32_t>(k * 2654435761u >> 11);
+        x[k] = h % 9 == 0 ? 0xFFFF : h % 9 == 1 ? 0x8000 : h % 9 == 2 ? 0x7FFF : static_cast<uint16_t>(h);
+      }
+      for (int64_t w = 0; w < wn; w += 5) x[8 * w + 5] = static_cast<uint16_t>(-static_cast<int16_t>(x[8 * w + 1]));
+      const auto value = [&](size_t k) {
+        return is_signed ? static_cast<float>(static_cast<int16_t>(x[k])) : static_cast<float>(x[k]);
+      };
+      std::vector<float> y(static_cast<size_t>(4 * ystride), 7.f), want(y.size(), 7.f);
+      for (int64_t w = 0; w < wn; ++w)
+        for (int c = 0; c < 4; ++c)
+          want[c * ystride + w] = ((0.f + value(8 * w + c)) + value(8 * w + 4 + c)) * (1.f / 3.f);
+      pair_sums4_avx512(nullptr, x.data(), is_signed, wn, y.data(), ystride, 1.f / 3.f);
+      CHECK(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
+      // As a block's last row after others: acc + value per position first.
+      std::vector<float> acc(x.size());
+      for (size_t k = 0; k < acc.size(); ++k) acc[k] = 0.75f * static_cast<float>(k % 11) - 3.f;
+      std::fill(want.begin(), want.end(), 7.f);
+      for (int64_t w = 0; w < wn; ++w)
+        for (int c = 0; c < 4; ++c) {
+          const size_t k = static_cast<size_t>(8 * w + c);
+          want[c * ystride + w] = ((0.f + (acc[k] + value(k))) + (acc[k + 4] + value(k + 4))) * (1.f / 3.f);
+        }
+      for (int64_t prefetch : {0, 4096}) {
+        INFO("after other rows, prefetch " << prefetch);
+        std::fill(y.begin(), y.end(), 7.f);
+        pair_sums4_avx512(acc.data(), x.data(), is_signed, wn, y.data(), ystride, 1.f / 3.f, prefetch);
+        CHECK(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
+      }
+    }
+  // The whole kernel on CosmoFlow-like cubes [N, D, H, W, 4] (1/2 along the
+  // last axis alone, and as the first level of a ladder with 1/8 derived
+  // from it; 12 rows of 16 or 18 positions: 96 outputs, or 108, a tail of
+  // 4; 1/8 and 1x2x2, whose last rows come after others), each 16-bit type
+  // and transform: AVX-512 on and off, and the functors' traversal.
+  for (DType dt : {DType::U16, DType::I16, DType::F16})
+    for (FusedTransform tf : {FusedTransform::None, FusedTransform::Scale, FusedTransform::Log1p})
+      for (int64_t width : {16, 18})
+        for (const auto& levels : std::vector<std::vector<std::vector<int64_t>>>{
+                 {{1, 1, 2}}, {{1, 1, 2}, {2, 2, 2}}, {{2, 2, 2}}, {{1, 2, 2}}}) {
+          INFO(dtype_name(dt) << ", transform " << static_cast<int>(tf) << ", width " << width << ", " << levels.size()
+                              << " levels, first " << levels[0][0] << "x" << levels[0][1] << "x" << levels[0][2]);
+          Tensor raw = raw_tensor({2, 2, 6, width, 4}, dt, 23);
+          FusedDownsampleSpec spec;
+          spec.layout = InputLayout::ChannelsLast;
+          spec.transform = tf;
+          if (tf == FusedTransform::Scale) {
+            // (Move-assigned: assigning the braced lists drew GCC 12's -Wnonnull false positive.)
+            spec.scale = std::vector<float>{0.5f, -2.f, 3.f, 0.25f};
+            spec.shift = std::vector<float>{1.f, 0.f, -0.25f, 2.f};
+          }
+          spec.levels = levels;
+          set_rows_avx512(false);
+          const auto plain = fused_downsample(cpu_stream(), raw, spec);
+          set_rows_avx512(true);
+          const auto simd = fused_downsample(cpu_stream(), raw, spec);
+          const auto functors = by_functor_any(raw, spec, simd, Traversal::Full);
+          for (size_t l = 0; l < simd.size(); ++l) {
+            INFO("level " << l);
+            CHECK(bit_equal(simd[l], plain[l]));
+            CHECK(bit_equal(simd[l], functors[l]));
+          }
+        }
+}
+
 TEST_CASE("fused downsample: a plan run per sample or per batch equals the checked call", "[fused_downsample]") {
   const Tensor raw = raw_tensor({6, 8, 4, 16, 4}, DType::U16, 9);
   FusedDownsampleSpec spec;
