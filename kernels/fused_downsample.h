@@ -599,12 +599,15 @@ struct FusedDownsample {
       return;
     }
     if constexpr (kF2 == 1) {  // constexpr: no by_lines copy for the other factors
-      // Four 16-bit integer channels in one pass with AVX-512 where the CPU
-      // has it (kernels/rows_avx512.h).
-      if constexpr (kC == 4 && (R == RawType::U16 || R == RawType::I16) && TF == FusedTransform::None) {
+      // Four 16-bit integer channels, the last row after others (1/2 along
+      // x, 2x2x1), in one pass with AVX-512 where the CPU has it
+      // (kernels/rows_avx512.h). Not a block's only row (1/1): there the
+      // plain loop is one pass already, and with the call 1/1 and three
+      // levels measured level or 1-4 points lower in four runs.
+      if constexpr (!kFirst && kC == 4 && (R == RawType::U16 || R == RawType::I16) && TF == FusedTransform::None) {
         if (rows_avx512()) {
-          convert_rows_out4_avx512(kFirst ? nullptr : acc, reinterpret_cast<const uint16_t*>(x + row),
-                                   R == RawType::I16, wn, y, ystride, inv, kPf ? kPrefetchBytes : 0);
+          convert_rows_out4_avx512(acc, reinterpret_cast<const uint16_t*>(x + row), R == RawType::I16, wn, y, ystride,
+                                   inv, kPf ? kPrefetchBytes : 0);
           return;
         }
       }
@@ -639,9 +642,11 @@ struct FusedDownsample {
     // here taking acc's address for every type and transform made 1/8
     // (2x2x2) of uint16 cubes, a loop elsewhere in the same row copy, fall
     // from 91-94 to 76-80 % of memcpy (three alternating runs each way;
-    // presumably the aliasing that table_rows() works around). The
-    // four-channel calls above take acc for 16-bit integers only, without
-    // a transform, and 1/8 then goes through one of them.
+    // presumably the aliasing that table_rows() works around: there the
+    // input is float too). The four-channel calls above take acc in the
+    // uint16/int16 rows without a transform only, whose loads of 16-bit
+    // integers float stores to acc cannot alias; the plain rows of that
+    // binary measured as before (bench/results/cpu_data_2026-11-30c.txt).
     if constexpr (kC == 3 && kF2 == 2 && kFirst && R == RawType::F32 && TF == FusedTransform::None) {
       if (rows_avx512()) {
         pair_sums3_avx512(x + row, wn, y, ystride, inv);

@@ -579,10 +579,11 @@ TEST_CASE("fused downsample: the AVX-512 four-channel rows without a transform g
         }
   // The whole kernel on CosmoFlow-like cubes [N, D, H, W, 4]: levels whose
   // last-axis factor is 1 (1/1, 1/2 along x, 2x2x1, and as the first level
-  // of the ladder and of three levels), rows of 16 or 21 positions (a step
-  // and a tail where rows are not merged), each 16-bit type and the
-  // transforms that take the plain rows: AVX-512 on and off, and the
-  // functors' traversal.
+  // of the ladder and of three levels; the AVX-512 call takes the last row
+  // of a block of several), rows of 16 or 21 positions (merged over H where
+  // f1 = 1: 64 or 84 positions, a tail of 4; 2x2x1: 16 or 21, a tail of 5),
+  // each 16-bit type and the transforms that take the plain rows: AVX-512
+  // on and off, and the functors' traversal.
   for (DType dt : {DType::U16, DType::I16, DType::F16})
     for (FusedTransform tf : {FusedTransform::None, FusedTransform::Scale})
       for (int64_t width : {16, 21})
@@ -624,7 +625,7 @@ TEST_CASE(
   // Directly, against the formula: output counts around the 8-output steps,
   // a channel stride that is not the row length (nothing written between
   // channels), the types' extremes (sums past 16 bits, negative ones, and
-  // pairs that cancel to +0), uint16 and int16 read from the same bits.
+  // pairs that cancel), uint16 and int16 read from the same bits.
   for (bool is_signed : {false, true})
     for (int64_t wn : {0, 1, 7, 8, 9, 17, 203}) {
       INFO((is_signed ? "int16" : "uint16") << ", wn " << wn);
@@ -662,9 +663,10 @@ TEST_CASE(
     }
   // The whole kernel on CosmoFlow-like cubes [N, D, H, W, 4] (1/2 along the
   // last axis alone, and as the first level of a ladder with 1/8 derived
-  // from it; 12 rows of 16 or 18 positions: 96 outputs, or 108, a tail of
-  // 4; 1/8 and 1x2x2, whose last rows come after others), each 16-bit type
-  // and transform: AVX-512 on and off, and the functors' traversal.
+  // from it: rows merged over H, 48 or 54 outputs, a tail of 6; 1/8 and
+  // 1x2x2, whose last rows come after others: 8 or 9 outputs, a tail of 1),
+  // each 16-bit type and transform: AVX-512 on and off, and the functors'
+  // traversal.
   for (DType dt : {DType::U16, DType::I16, DType::F16})
     for (FusedTransform tf : {FusedTransform::None, FusedTransform::Scale, FusedTransform::Log1p})
       for (int64_t width : {16, 18})
