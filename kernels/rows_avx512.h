@@ -34,9 +34,9 @@
 //    convert_rows_out4_avx512: the same rows without a transform, for
 //    16-bit integers (the value is the integer): the last row of CosmoFlow's
 //    1/2 along x (2x1x1) and of 2x2x1. On the same VM 1/2 along x ran at
-//    58-68 % of memcpy, its last row's deinterleave compiled to 128-bit
-//    shuffles and spills; now 89-93 % (bench/results/cpu_data_2026-11-30c.txt,
-//    the "no AVX-512" rows beside them).
+//    68-81 % of memcpy, its last row's deinterleave compiled to 128-bit
+//    shuffles and spills; now 87-93 % (three alternating rounds against the
+//    binary before, bench/results/cpu_data_2026-11-30c.txt).
 // 3. pair_sums3_avx512: three float32 channels, channels-last, two
 //    neighbours along the last axis -- the Neuron Inverter's T 1600 -> 800.
 //    The loops it replaces (a copy, a stride-6 sum of pairs, a stride-3
@@ -51,8 +51,8 @@
 //    pair sums into a buffer, the deinterleave); here the pairs are 128-bit
 //    lanes of four registers, summed after one shuffle each, and two
 //    permutes deinterleave eight outputs per channel. Emerald Rapids VM,
-//    three runs: 1/2 along z 57-66 -> 82-91 % of memcpy, 1/8 75-87 ->
-//    88-96 %, and with the row above the CosmoFlow ladder 54-75 -> 77-82 %.
+//    the same rounds: 1/2 along z 62-65 -> 85-87 % of memcpy, 1/8 82-84 ->
+//    85-95 %, and with the row above the CosmoFlow ladder 62-77 -> 79-80 %.
 //
 // Host only. Wherever AVX-512F is absent (AMD before Zen 4, e.g. Perlmutter's
 // Milan hosts) or switched off (set_rows_avx512(false): the benchmark's

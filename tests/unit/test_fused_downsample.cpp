@@ -375,6 +375,47 @@ namespace {
 struct Avx512RowsBackOn {
   ~Avx512RowsBackOn() { set_rows_avx512(true); }
 };
+
+// The whole kernel with the AVX-512 rows off and on (and, with `functors`,
+// the functors' traversal): the same bits, level by level.
+void check_avx512_kernel(const Tensor& raw, const FusedDownsampleSpec& spec, bool functors) {
+  set_rows_avx512(false);
+  const auto plain = fused_downsample(cpu_stream(), raw, spec);
+  set_rows_avx512(true);
+  const auto simd = fused_downsample(cpu_stream(), raw, spec);
+  const auto ref = functors ? by_functor_any(raw, spec, simd, Traversal::Full) : std::vector<Tensor>{};
+  for (size_t l = 0; l < simd.size(); ++l) {
+    INFO("level " << l);
+    CHECK(bit_equal(simd[l], plain[l]));
+    if (functors) CHECK(bit_equal(simd[l], ref[l]));
+  }
+}
+
+// check_avx512_kernel() with the functors on CosmoFlow-like cubes
+// [2, d, h, width, 4] of each 16-bit type (float16 as a control: it takes
+// none of the integer rows), for each transform (a per-channel scale and
+// shift for Scale) and list of levels.
+void check_cosmo_avx512_kernel(int64_t d, int64_t h, std::initializer_list<int64_t> widths, uint64_t seed,
+                               std::initializer_list<FusedTransform> transforms,
+                               const std::vector<std::vector<std::vector<int64_t>>>& level_lists) {
+  for (DType dt : {DType::U16, DType::I16, DType::F16})
+    for (FusedTransform tf : transforms)
+      for (int64_t width : widths)
+        for (const auto& levels : level_lists) {
+          INFO(dtype_name(dt) << ", transform " << static_cast<int>(tf) << ", width " << width << ", " << levels.size()
+                              << " levels, first " << levels[0][0] << "x" << levels[0][1] << "x" << levels[0][2]);
+          FusedDownsampleSpec spec;
+          spec.layout = InputLayout::ChannelsLast;
+          spec.transform = tf;
+          if (tf == FusedTransform::Scale) {
+            // (Move-assigned: assigning the braced lists drew GCC 12's -Wnonnull false positive.)
+            spec.scale = std::vector<float>{0.5f, -2.f, 3.f, 0.25f};
+            spec.shift = std::vector<float>{1.f, 0.f, -0.25f, 2.f};
+          }
+          spec.levels = levels;
+          check_avx512_kernel(raw_tensor({2, d, h, width, 4}, dt, seed), spec, true);
+        }
+}
 }  // namespace
 
 TEST_CASE("fused downsample: the AVX-512 table rows give the plain loop's bits", "[fused_downsample]") {
@@ -463,14 +504,7 @@ TEST_CASE("fused downsample: the AVX-512 table rows give the plain loop's bits",
             if (std::any_of(levels.begin(), levels.end(), [&](const auto& f) { return width % f[2] != 0; })) continue;
             INFO(levels.size() << " levels, first " << levels[0][0] << "x" << levels[0][1] << "x" << levels[0][2]);
             spec.levels = levels;
-            set_rows_avx512(false);
-            const auto plain = fused_downsample(cpu_stream(), raw, spec);
-            set_rows_avx512(true);
-            const auto simd = fused_downsample(cpu_stream(), raw, spec);
-            for (size_t l = 0; l < plain.size(); ++l) {
-              INFO("level " << l);
-              CHECK(bit_equal(simd[l], plain[l]));
-            }
+            check_avx512_kernel(raw, spec, false);
           }
         }
 }
@@ -526,16 +560,7 @@ TEST_CASE("fused downsample: the AVX-512 pair sums of three channels give the pl
           }
           spec.levels =
               with_quarter ? std::vector<std::vector<int64_t>>{{2}, {4}} : std::vector<std::vector<int64_t>>{{2}};
-          set_rows_avx512(false);
-          const auto plain = fused_downsample(cpu_stream(), raw, spec);
-          set_rows_avx512(true);
-          const auto simd = fused_downsample(cpu_stream(), raw, spec);
-          const auto functors = by_functor_any(raw, spec, simd, Traversal::Full);
-          for (size_t l = 0; l < simd.size(); ++l) {
-            INFO("level " << l);
-            CHECK(bit_equal(simd[l], plain[l]));
-            CHECK(bit_equal(simd[l], functors[l]));
-          }
+          check_avx512_kernel(raw, spec, true);
         }
 }
 
@@ -584,34 +609,9 @@ TEST_CASE("fused downsample: the AVX-512 four-channel rows without a transform g
   // f1 = 1: 64 or 84 positions, a tail of 4; 2x2x1: 16 or 21, a tail of 5),
   // each 16-bit type and the transforms that take the plain rows: AVX-512
   // on and off, and the functors' traversal.
-  for (DType dt : {DType::U16, DType::I16, DType::F16})
-    for (FusedTransform tf : {FusedTransform::None, FusedTransform::Scale})
-      for (int64_t width : {16, 21})
-        for (const auto& levels : std::vector<std::vector<std::vector<int64_t>>>{
-                 {{1, 1, 1}}, {{2, 1, 1}}, {{2, 2, 1}}, {{2, 1, 1}, {2, 2, 1}}, {{1, 1, 1}, {2, 2, 1}, {4, 4, 1}}}) {
-          INFO(dtype_name(dt) << ", transform " << static_cast<int>(tf) << ", width " << width << ", " << levels.size()
-                              << " levels, first " << levels[0][0] << "x" << levels[0][1] << "x" << levels[0][2]);
-          Tensor raw = raw_tensor({2, 4, 4, width, 4}, dt, 29);
-          FusedDownsampleSpec spec;
-          spec.layout = InputLayout::ChannelsLast;
-          spec.transform = tf;
-          if (tf == FusedTransform::Scale) {
-            // (Move-assigned: assigning the braced lists drew GCC 12's -Wnonnull false positive.)
-            spec.scale = std::vector<float>{0.5f, -2.f, 3.f, 0.25f};
-            spec.shift = std::vector<float>{1.f, 0.f, -0.25f, 2.f};
-          }
-          spec.levels = levels;
-          set_rows_avx512(false);
-          const auto plain = fused_downsample(cpu_stream(), raw, spec);
-          set_rows_avx512(true);
-          const auto simd = fused_downsample(cpu_stream(), raw, spec);
-          const auto functors = by_functor_any(raw, spec, simd, Traversal::Full);
-          for (size_t l = 0; l < simd.size(); ++l) {
-            INFO("level " << l);
-            CHECK(bit_equal(simd[l], plain[l]));
-            CHECK(bit_equal(simd[l], functors[l]));
-          }
-        }
+  check_cosmo_avx512_kernel(
+      4, 4, {16, 21}, 29, {FusedTransform::None, FusedTransform::Scale},
+      {{{1, 1, 1}}, {{2, 1, 1}}, {{2, 2, 1}}, {{2, 1, 1}, {2, 2, 1}}, {{1, 1, 1}, {2, 2, 1}, {4, 4, 1}}});
 }
 
 TEST_CASE(
@@ -667,34 +667,8 @@ TEST_CASE(
   // 1x2x2, whose last rows come after others: 8 or 9 outputs, a tail of 1),
   // each 16-bit type and transform: AVX-512 on and off, and the functors'
   // traversal.
-  for (DType dt : {DType::U16, DType::I16, DType::F16})
-    for (FusedTransform tf : {FusedTransform::None, FusedTransform::Scale, FusedTransform::Log1p})
-      for (int64_t width : {16, 18})
-        for (const auto& levels : std::vector<std::vector<std::vector<int64_t>>>{
-                 {{1, 1, 2}}, {{1, 1, 2}, {2, 2, 2}}, {{2, 2, 2}}, {{1, 2, 2}}}) {
-          INFO(dtype_name(dt) << ", transform " << static_cast<int>(tf) << ", width " << width << ", " << levels.size()
-                              << " levels, first " << levels[0][0] << "x" << levels[0][1] << "x" << levels[0][2]);
-          Tensor raw = raw_tensor({2, 2, 6, width, 4}, dt, 23);
-          FusedDownsampleSpec spec;
-          spec.layout = InputLayout::ChannelsLast;
-          spec.transform = tf;
-          if (tf == FusedTransform::Scale) {
-            // (Move-assigned: assigning the braced lists drew GCC 12's -Wnonnull false positive.)
-            spec.scale = std::vector<float>{0.5f, -2.f, 3.f, 0.25f};
-            spec.shift = std::vector<float>{1.f, 0.f, -0.25f, 2.f};
-          }
-          spec.levels = levels;
-          set_rows_avx512(false);
-          const auto plain = fused_downsample(cpu_stream(), raw, spec);
-          set_rows_avx512(true);
-          const auto simd = fused_downsample(cpu_stream(), raw, spec);
-          const auto functors = by_functor_any(raw, spec, simd, Traversal::Full);
-          for (size_t l = 0; l < simd.size(); ++l) {
-            INFO("level " << l);
-            CHECK(bit_equal(simd[l], plain[l]));
-            CHECK(bit_equal(simd[l], functors[l]));
-          }
-        }
+  check_cosmo_avx512_kernel(2, 6, {16, 18}, 23, {FusedTransform::None, FusedTransform::Scale, FusedTransform::Log1p},
+                            {{{1, 1, 2}}, {{1, 1, 2}, {2, 2, 2}}, {{2, 2, 2}}, {{1, 2, 2}}});
 }
 
 TEST_CASE("fused downsample: a plan run per sample or per batch equals the checked call", "[fused_downsample]") {
