@@ -688,15 +688,11 @@ int main(int argc, char** argv) {
     const bool has_simd = kernels::rows_avx512();
     std::vector<Run> runs;
     for (const Case& c : cases) {
+      const bool lg = c.transform == log1p, products = lg && has_product_blocks(c);
       runs.push_back({c, true, true, true});
-      if (c.transform != log1p) {
-        if (has_simd) runs.push_back({c, true, false, true});
-        continue;
-      }
-      const bool products = has_product_blocks(c);
       if (products) runs.push_back({c, true, true, false});
       if (has_simd) runs.push_back({c, true, false, !products});
-      runs.push_back({c, false, true, false});
+      if (lg) runs.push_back({c, false, true, false});
     }
     for (const auto& [c, table, simd, product] : runs) {
       const Tensor& in = c.count_data ? counts : raw;

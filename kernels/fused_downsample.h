@@ -524,8 +524,7 @@ struct FusedDownsample {
       if constexpr (RawLoad<R>::kBits16) {
         if (by_table()) {  // with AVX-512 where the CPU has it: 16 lookups at once (kernels/rows_avx512.h)
           if (rows_avx512())
-            table_rows_add_avx512(acc, reinterpret_cast<const uint16_t*>(x + row), wn * P, lut, kFirst,
-                                  kPf ? kPrefetchBytes : 0);
+            table_rows_add_avx512(acc, bits16_row(row), wn * P, lut, kFirst, avx512_prefetch<kPf>());
           else if constexpr (kPf)  // blocks of several rows: see prefetch_ahead()
             by_lines<kC, kF2>(row, wn, P, [&](int64_t w0, int64_t w1) {
               table_rows<kFirst>(acc + w0 * P, x + row + w0 * P, (w1 - w0) * P, lut);
@@ -588,8 +587,8 @@ struct FusedDownsample {
       // channels with AVX-512: one pass after all (kernels/rows_avx512.h).
       if constexpr (kC == 4 && RawLoad<R>::kBits16) {
         if (by_table() && rows_avx512()) {
-          table_rows_out4_avx512(kFirst ? nullptr : acc, reinterpret_cast<const uint16_t*>(x + row), wn, lut, y,
-                                 ystride, inv, kPf ? kPrefetchBytes : 0);
+          table_rows_out4_avx512(kFirst ? nullptr : acc, bits16_row(row), wn, lut, y, ystride, inv,
+                                 avx512_prefetch<kPf>());
           return;
         }
       }
@@ -604,10 +603,10 @@ struct FusedDownsample {
       // (kernels/rows_avx512.h). Not a block's only row (1/1): there the
       // plain loop is one pass already, and with the call 1/1 and three
       // levels measured level or 1-4 points lower in four runs.
-      if constexpr (!kFirst && kC == 4 && (R == RawType::U16 || R == RawType::I16) && TF == FusedTransform::None) {
+      if constexpr (!kFirst && kIntQuads<kC>) {
         if (rows_avx512()) {
-          convert_rows_out4_avx512(acc, reinterpret_cast<const uint16_t*>(x + row), R == RawType::I16, wn, y, ystride,
-                                   inv, kPf ? kPrefetchBytes : 0);
+          convert_rows_out4_avx512(acc, bits16_row(row), R == RawType::I16, wn, y, ystride, inv,
+                                   avx512_prefetch<kPf>());
           return;
         }
       }
@@ -628,10 +627,10 @@ struct FusedDownsample {
     const int64_t F2 = kF2 > 0 ? kF2 : f2, P = Cn * F2;
     // Four 16-bit integer channels, pairs (1/2 along CosmoFlow's last axis,
     // 1/8's last row) in one pass with AVX-512 (kernels/rows_avx512.h).
-    if constexpr (kC == 4 && kF2 == 2 && (R == RawType::U16 || R == RawType::I16) && TF == FusedTransform::None) {
+    if constexpr (kF2 == 2 && kIntQuads<kC>) {
       if (rows_avx512()) {
-        pair_sums4_avx512(kFirst ? nullptr : acc, reinterpret_cast<const uint16_t*>(x + row), R == RawType::I16, wn, y,
-                          ystride, inv, kPf ? kPrefetchBytes : 0);
+        pair_sums4_avx512(kFirst ? nullptr : acc, bits16_row(row), R == RawType::I16, wn, y, ystride, inv,
+                          avx512_prefetch<kPf>());
         return;
       }
     }
@@ -715,6 +714,18 @@ struct FusedDownsample {
   // log1p on counts summed from the table 49 -> 74-75 % of memcpy, 2x2x1
   // 54 -> 73-78 %, 1/2 along x 61 -> 80 %, the CosmoFlow ladder 58 -> 72-75 %.
   static constexpr int64_t kPrefetchBytes = 4096;
+  // What the AVX-512 rows (kernels/rows_avx512.h) are given: the input at
+  // `row` as 16-bit patterns, and their prefetch distance (none for a
+  // block's only row).
+  MRMF_INLINE const uint16_t* bits16_row(int64_t row) const { return reinterpret_cast<const uint16_t*>(x + row); }
+  template <bool kPf>
+  static constexpr int64_t avx512_prefetch() {
+    return kPf ? kPrefetchBytes : 0;
+  }
+  // Rows the integer AVX-512 rows take: four channels-last 16-bit integer
+  // channels (CosmoFlow's raw counts) without a transform.
+  template <int kC>
+  static constexpr bool kIntQuads = kC == 4 && (R == RawType::U16 || R == RawType::I16) && TF == FusedTransform::None;
   MRMF_INLINE void prefetch_ahead(int64_t elem) const {
     prefetch_line(reinterpret_cast<const char*>(x + elem) + kPrefetchBytes);
   }

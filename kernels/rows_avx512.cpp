@@ -123,6 +123,14 @@ __attribute__((target("avx512f"))) void add_rows(float* acc, const uint16_t* x, 
   for (; k < n; ++k) acc[k] = kFirst ? table[x[k]] : acc[k] + table[x[k]];
 }
 
+// The two lines of a 128-byte step `bytes` ahead (none where bytes is 0).
+inline void prefetch_step128(const uint16_t* xs, int64_t bytes) {
+  if (bytes > 0) {
+    prefetch_line(reinterpret_cast<const char*>(xs) + bytes);
+    prefetch_line(reinterpret_cast<const char*>(xs) + bytes + 64);
+  }
+}
+
 // The values of sixteen 16-bit inputs at once for out_rows4: log1p from
 // the table, or the integers (int16 where kSigned).
 struct TableLanes {
@@ -164,10 +172,7 @@ __attribute__((target("avx512f"))) void out_rows4(const float* acc, const uint16
   int64_t w = 0;
   for (; w + 16 <= wn; w += 16) {
     const uint16_t* xs = x + 4 * w;  // 128 bytes: two lines
-    if (prefetch_bytes > 0) {
-      prefetch_line(reinterpret_cast<const char*>(xs) + prefetch_bytes);
-      prefetch_line(reinterpret_cast<const char*>(xs) + prefetch_bytes + 64);
-    }
+    prefetch_step128(xs, prefetch_bytes);
     __m512i idx[4];
     for (int j = 0; j < 4; ++j)
       idx[j] = Lanes::widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + 16 * j)));
@@ -204,19 +209,18 @@ __attribute__((target("avx512f"))) void pair_sums4(const float* acc, const uint1
   const __m512i c01 = _mm512_add_epi32(out_w, _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0));
   const __m512i c23 = _mm512_add_epi32(c01, _mm512_set1_epi32(2));
   const __m512 zero = _mm512_setzero_ps(), scale = _mm512_set1_ps(inv);
+  const IntLanes<kSigned> lanes(nullptr);
   int64_t w = 0;
   for (; w + 8 <= wn; w += 8) {
     const uint16_t* xs = x + 8 * w;  // 16 positions of 4 inputs: 128 bytes, two lines
-    if (prefetch_bytes > 0) {
-      prefetch_line(reinterpret_cast<const char*>(xs) + prefetch_bytes);
-      prefetch_line(reinterpret_cast<const char*>(xs) + prefetch_bytes + 64);
-    }
+    prefetch_step128(xs, prefetch_bytes);
+    __m512i idx[4];
+    for (int j = 0; j < 4; ++j)
+      idx[j] = IntLanes<kSigned>::widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + 16 * j)));
     __m512 v[4];  // positions 4j to 4j + 3, one per 128-bit lane: (acc +) value
-    for (int j = 0; j < 4; ++j) {
-      v[j] = _mm512_cvtepi32_ps(
-          IntLanes<kSigned>::widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + 16 * j))));
-      if (!kFirst) v[j] = _mm512_add_ps(_mm512_loadu_ps(acc + 8 * w + 16 * j), v[j]);
-    }
+    lanes.values(idx, v);
+    if (!kFirst)
+      for (int j = 0; j < 4; ++j) v[j] = _mm512_add_ps(_mm512_loadu_ps(acc + 8 * w + 16 * j), v[j]);
     __m512 s[2];  // outputs 0-3 and 4-7, channels-last: (0 + position 2w) + position 2w + 1, by 128-bit lanes
     for (int j = 0; j < 2; ++j) {
       const __m512 even = _mm512_shuffle_f32x4(v[2 * j], v[2 * j + 1], _MM_SHUFFLE(2, 0, 2, 0));

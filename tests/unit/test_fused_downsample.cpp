@@ -376,6 +376,29 @@ struct Avx512RowsBackOn {
   ~Avx512RowsBackOn() { set_rows_avx512(true); }
 };
 
+// n 16-bit patterns with the extremes of uint16 and int16 (0xFFFF, 0x8000,
+// 0x7FFF) at about three in every `period`, hashed values between: input
+// for the direct checks of the integer AVX-512 rows.
+std::vector<uint16_t> extreme_bits(size_t n, uint32_t period) {
+  std::vector<uint16_t> x(n);
+  for (size_t k = 0; k < n; ++k) {
+    const uint32_t h = static_cast<uint32_t>(k * 2654435761u >> 11);
+    const uint32_t r = h % period;
+    x[k] = r == 0 ? 0xFFFF : r == 1 ? 0x8000 : r == 2 ? 0x7FFF : static_cast<uint16_t>(h);
+  }
+  return x;
+}
+// Pattern b as the integer it holds (int16 where is_signed), as a float.
+float int16_value(uint16_t b, bool is_signed) {
+  return is_signed ? static_cast<float>(static_cast<int16_t>(b)) : static_cast<float>(b);
+}
+// A block's accumulator of n floats (small multiples of 0.75 around 0).
+std::vector<float> ramp_acc(size_t n) {
+  std::vector<float> acc(n);
+  for (size_t k = 0; k < n; ++k) acc[k] = 0.75f * static_cast<float>(k % 11) - 3.f;
+  return acc;
+}
+
 // The whole kernel with the AVX-512 rows off and on (and, with `functors`,
 // the functors' traversal): the same bits, level by level.
 void check_avx512_kernel(const Tensor& raw, const FusedDownsampleSpec& spec, bool functors) {
@@ -582,16 +605,9 @@ TEST_CASE("fused downsample: the AVX-512 four-channel rows without a transform g
         for (int64_t prefetch : {0, 4096}) {
           INFO((is_signed ? "int16" : "uint16") << ", wn " << wn << ", first " << first << ", prefetch " << prefetch);
           const int64_t ystride = wn + 3;
-          std::vector<uint16_t> x(static_cast<size_t>(4 * wn));
-          for (size_t k = 0; k < x.size(); ++k) {
-            const uint32_t h = static_cast<uint32_t>(k * 2654435761u >> 11);
-            x[k] = h % 7 == 0 ? 0xFFFF : h % 7 == 1 ? 0x8000 : h % 7 == 2 ? 0x7FFF : static_cast<uint16_t>(h);
-          }
-          std::vector<float> acc(x.size());
-          for (size_t k = 0; k < acc.size(); ++k) acc[k] = 0.75f * static_cast<float>(k % 11) - 3.f;
-          const auto value = [&](size_t k) {
-            return is_signed ? static_cast<float>(static_cast<int16_t>(x[k])) : static_cast<float>(x[k]);
-          };
+          const std::vector<uint16_t> x = extreme_bits(static_cast<size_t>(4 * wn), 7);
+          const std::vector<float> acc = ramp_acc(x.size());
+          const auto value = [&](size_t k) { return int16_value(x[k], is_signed); };
           std::vector<float> y(static_cast<size_t>(4 * ystride), 7.f), want(y.size(), 7.f);
           for (int64_t w = 0; w < wn; ++w)
             for (int c = 0; c < 4; ++c) {
@@ -630,15 +646,9 @@ TEST_CASE(
     for (int64_t wn : {0, 1, 7, 8, 9, 17, 203}) {
       INFO((is_signed ? "int16" : "uint16") << ", wn " << wn);
       const int64_t ystride = wn + 3;
-      std::vector<uint16_t> x(static_cast<size_t>(8 * wn));
-      for (size_t k = 0; k < x.size(); ++k) {
-        const uint32_t h = static_cast<uint32_t>(k * 2654435761u >> 11);
-        x[k] = h % 9 == 0 ? 0xFFFF : h % 9 == 1 ? 0x8000 : h % 9 == 2 ? 0x7FFF : static_cast<uint16_t>(h);
-      }
+      std::vector<uint16_t> x = extreme_bits(static_cast<size_t>(8 * wn), 9);
       for (int64_t w = 0; w < wn; w += 5) x[8 * w + 5] = static_cast<uint16_t>(-static_cast<int16_t>(x[8 * w + 1]));
-      const auto value = [&](size_t k) {
-        return is_signed ? static_cast<float>(static_cast<int16_t>(x[k])) : static_cast<float>(x[k]);
-      };
+      const auto value = [&](size_t k) { return int16_value(x[k], is_signed); };
       std::vector<float> y(static_cast<size_t>(4 * ystride), 7.f), want(y.size(), 7.f);
       for (int64_t w = 0; w < wn; ++w)
         for (int c = 0; c < 4; ++c)
@@ -646,8 +656,7 @@ TEST_CASE(
       pair_sums4_avx512(nullptr, x.data(), is_signed, wn, y.data(), ystride, 1.f / 3.f);
       CHECK(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
       // As a block's last row after others: acc + value per position first.
-      std::vector<float> acc(x.size());
-      for (size_t k = 0; k < acc.size(); ++k) acc[k] = 0.75f * static_cast<float>(k % 11) - 3.f;
+      const std::vector<float> acc = ramp_acc(x.size());
       std::fill(want.begin(), want.end(), 7.f);
       for (int64_t w = 0; w < wn; ++w)
         for (int c = 0; c < 4; ++c) {
