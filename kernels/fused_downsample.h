@@ -836,8 +836,20 @@ struct FusedDownsample {
     }
   }
 
+  // The input lines the next direct rows will read, `per_row` of them
+  // prefetched before each derived output row (see row_cpu()).
+  struct InputLead {
+    const char* p = nullptr;
+    const char* end = nullptr;
+    int64_t per_row = 0;
+    MRMF_INLINE void step() {
+      for (int64_t k = 0; k < per_row && p < end; ++k, p += 64) prefetch_line(p);
+    }
+  };
+
   // Rows u0 in [ua, ub) of level l's outputs in coarse block (n, p0, p1).
-  void derived_rows_cpu(float* acc, int l, int64_t n, int64_t p0, int64_t p1, int64_t ua, int64_t ub) const {
+  void derived_rows_cpu(float* acc, int l, int64_t n, int64_t p0, int64_t p1, int64_t ua, int64_t ub,
+                        InputLead& lead) const {
     const int m = g.src[l];
     const int64_t q0 = g.r[l][0], q1 = g.r[l][1], q2 = g.r[l][2];
     const int64_t r0 = g.per[l][0], r1 = g.per[l][1];
@@ -860,6 +872,7 @@ struct FusedDownsample {
           // 1 KB: rows of whole planes (no level averages along axis 1) are
           // long streams, which the hardware prefetcher follows.
           prefetch_bytes(yrow + O2, static_cast<size_t>(O2 < 256 ? O2 : 256) * sizeof(float));
+          lead.step();
           for (int64_t w0 = 0; w0 < O2; w0 += seg) {
             const int64_t wn = w0 + seg < O2 ? seg : O2 - w0;
             const float* const s0 = src + w0 * q2;
@@ -914,6 +927,35 @@ struct FusedDownsample {
     }
   }
 
+  // CPU call i's coarse blocks: sample n, block p0 along axis 0, blocks
+  // [p1a, p1b) along axis 1 (group j1 of group1 blocks; whole rows per call).
+  struct Slab {
+    int64_t n, p0, p1a, p1b;
+  };
+  Slab slab_of(int64_t i) const {
+    const int64_t j1 = i - g.nblk1_div(i) * g.ngrp1, q = g.nblk1_div(i);
+    const int64_t p1a = j1 * g.group1;
+    return {g.nblk0_div(q), q - g.nblk0_div(q) * g.nblk[0], p1a,
+            p1a + g.group1 < g.nblk[1] ? p1a + g.group1 : g.nblk[1]};
+  }
+
+  // The start of input plane `t` of call i's slab (t == block[0]: plane 0
+  // of call i + 1, the next call of the thread's contiguous range), as a
+  // byte range; empty where the slab's rows are not one stretch (several
+  // channels first) or there is no next call.
+  void plane_stretch(int64_t i, int64_t t, InputLead& lead) const {
+    if (t == g.block[0]) {
+      ++i;
+      t = 0;
+    }
+    const bool rows_contiguous = (g.s_c == 1 || g.c == 1) && g.s[1] == g.in[2] * g.s[2];
+    if (i >= g.calls() || !rows_contiguous) return;
+    const Slab b = slab_of(i);
+    const T* const first = x + b.n * g.s_n + (b.p0 * g.block[0] + t) * g.s[0] + b.p1a * g.block[1] * g.s[1];
+    lead.p = reinterpret_cast<const char*>(first);
+    lead.end = reinterpret_cast<const char*>(first + (b.p1b - b.p1a) * g.block[1] * g.s[1]);
+  }
+
   // One CPU call: the coarse blocks (n, p0, p1) for the p1 of group j1, as a
   // slab. A level with f1 = 1 streams each of its input planes' rows for the
   // whole group as one stretch (long contiguous reads, what the hardware
@@ -925,41 +967,62 @@ struct FusedDownsample {
   // written a plane or two before, while still in L2, instead of after the
   // whole slab. Each output's sums are the same in the same order; only the
   // order in which outputs are computed changes.
+  // While derived levels sum (cached rows, no input read), the next input
+  // plane's lines are prefetched a few per derived output row (InputLead):
+  // otherwise the memory bus idles through those sums, and the next direct
+  // rows start on cold lines. Spread evenly over the derived rows: the
+  // same lines in the first half of them measured no better. Session 45,
+  // Emerald Rapids VM, alternating A/B: 1/1 + 1/8 + 1/64 71-79 -> 76-81 %
+  // of memcpy (bench/results/cpu_data_2026-11-30d.txt); the CosmoFlow ladder
+  // level (its derived 1/8 is short next to two planes read at once).
   void row_cpu(int64_t i) const {
-    int64_t q = i;  // j2 == 0: whole rows per call
-    const int64_t j1 = q - g.nblk1_div(q) * g.ngrp1;
-    q = g.nblk1_div(q);
-    const int64_t p0 = q - g.nblk0_div(q) * g.nblk[0];
-    const int64_t n = g.nblk0_div(q);
-    const int64_t p1a = j1 * g.group1, p1b = p1a + g.group1 < g.nblk[1] ? p1a + g.group1 : g.nblk[1];
-    const bool last = g.s_c == 1 && g.c > 1;
+    const auto [n, p0, p1a, p1b] = slab_of(i);
     float acc[kAcc];
     int64_t done[kFusedMaxLevels] = {};  // output rows along axis 0 finished, per level
-    for (int64_t t = 1; t <= g.block[0]; ++t)
+    for (int64_t t = 1; t <= g.block[0]; ++t) {
+      // Each level's rows [ua, ub) along axis 0 that plane t completes.
+      int64_t ua[kFusedMaxLevels] = {}, ub[kFusedMaxLevels] = {}, derived_rows = 0;
+      for (int k = 0; k < g.levels; ++k) {
+        const int l = g.order[k];
+        const bool derived = g.src[l] >= 0;
+        ua[k] = ub[k] = done[l];
+        if (plain_level(l)) {
+          if (t == g.block[0]) ub[k] = g.per[l][0];
+        } else {
+          const int64_t ready = derived ? done[g.src[l]] / g.r[l][0] : t / g.f[l][0];
+          if (ready > ua[k]) ub[k] = ready;
+          if (derived) derived_rows += (ub[k] - ua[k]) * (p1b - p1a) * g.per[l][1] * g.c;
+        }
+        done[l] = ub[k];
+      }
+      InputLead lead;
+      if (derived_rows > 0) {
+        plane_stretch(i, t, lead);
+        lead.per_row = ((lead.end - lead.p) / 64 + derived_rows) / derived_rows;
+      }
       for (int k = 0; k < g.levels; ++k) {
         const int l = g.order[k];
         const int64_t* f = g.f[l];
-        const int64_t r0 = g.per[l][0], r1 = g.per[l][1];
-        const bool derived = g.src[l] >= 0;
-        // The plain-loop fallbacks (one output's inputs overflow the
-        // accumulator) run a whole block at once, after its last plane.
-        const bool plain = derived ? g.r[l][2] > kAcc : (last ? g.c : 1) * f[2] > kAcc;
-        int64_t ready = derived ? done[g.src[l]] / g.r[l][0] : t / f[0];
-        if (plain) ready = t == g.block[0] ? r0 : 0;
-        const int64_t ua = done[l], ub = ready;
-        if (ub <= ua) continue;
-        done[l] = ub;
-        if (plain) {
+        const int64_t r1 = g.per[l][1];
+        if (ub[k] <= ua[k]) continue;
+        if (plain_level(l)) {
           for (int64_t p1 = p1a; p1 < p1b; ++p1)
-            derived ? derived_outputs(l, n, p0, p1, 0, g.nblk[2]) : level_outputs(l, n, p0, p1, 0, g.nblk[2]);
-        } else if (derived) {
-          for (int64_t p1 = p1a; p1 < p1b; ++p1) derived_rows_cpu(acc, l, n, p0, p1, ua, ub);
+            g.src[l] >= 0 ? derived_outputs(l, n, p0, p1, 0, g.nblk[2]) : level_outputs(l, n, p0, p1, 0, g.nblk[2]);
+        } else if (g.src[l] >= 0) {
+          for (int64_t p1 = p1a; p1 < p1b; ++p1) derived_rows_cpu(acc, l, n, p0, p1, ua[k], ub[k], lead);
         } else if (f[1] == 1) {
-          direct_rows_cpu(acc, l, n, p0, p1a * r1, (p1b - p1a) * r1, ua, ub);
+          direct_rows_cpu(acc, l, n, p0, p1a * r1, (p1b - p1a) * r1, ua[k], ub[k]);
         } else {
-          for (int64_t o1 = p1a * r1; o1 < p1b * r1; ++o1) direct_rows_cpu(acc, l, n, p0, o1, 1, ua, ub);
+          for (int64_t o1 = p1a * r1; o1 < p1b * r1; ++o1) direct_rows_cpu(acc, l, n, p0, o1, 1, ua[k], ub[k]);
         }
       }
+    }
+  }
+
+  // The plain-loop fallbacks (one output's inputs overflow the accumulator)
+  // run a whole block at once, after its last plane.
+  bool plain_level(int l) const {
+    return g.src[l] >= 0 ? g.r[l][2] > kAcc : ((g.s_c == 1 && g.c > 1) ? g.c : 1) * g.f[l][2] > kAcc;
   }
 #endif
 };
