@@ -53,6 +53,7 @@
 #include "data/shuffle.h"
 #include "kernels/fused_downsample_chain.h"
 #include "kernels/fused_downsample_ops.h"
+#include "kernels/rows_avx2.h"
 #include "kernels/rows_avx512.h"
 
 using namespace mrmf;
@@ -621,7 +622,7 @@ int main(int argc, char** argv) {
       char title[96];  // padded to the rows' name column ("    cpu  " and 45 characters)
       std::snprintf(title, sizeof title, "fused downsample [%d, %d^3, 4] uint16 (%.0f MB)", B, side_b,
                     double(B) * side_b * side_b * side_b * 8 / 1e6);
-      row("\n(b) %-50s %9s %9s %9s %7s %6s  (ms, GB/s: medians of 21)\n", title, "ms", "GB/s", "copyGB/s", "paired",
+      row("\n(b) %-65s %9s %9s %9s %7s %6s  (ms, GB/s: medians of 21)\n", title, "ms", "GB/s", "copyGB/s", "paired",
           "best");
     }
     // Two inputs. `raw`: every 16-bit pattern equally likely, the worst
@@ -665,12 +666,18 @@ int main(int argc, char** argv) {
     // elements take one logarithm of their product (kernels/log1p_products.h).
     // Each log1p row is timed again with log1p computed per element
     // (", computed"); rows with such blocks with the table's values summed
-    // (", table, summed", the default before products); and on CPUs with
-    // AVX-512 with the table's rows looked up by the plain loop
-    // (", no AVX-512": kernels/rows_avx512.h): the A/B of each path.
+    // (", table, summed", the default before products); on CPUs with
+    // AVX-512 every row without its AVX-512 pieces (", no AVX-512":
+    // kernels/rows_avx512.h; what a CPU without AVX-512, such as
+    // Perlmutter's Milan hosts, runs); and on CPUs with AVX2 the rows
+    // without a transform, which have AVX2 pieces (kernels/rows_avx2.h),
+    // with neither (", plain loops"): the A/B of each path.
+    enum class Pieces { Best, NoAvx512, Plain };
     struct Run {
       Case c;
-      bool table = true, simd = true, product = true;
+      bool table = true;
+      Pieces pieces = Pieces::Best;
+      bool product = true;
     };
     // Whether a level read from the input (not derived from another) has
     // such blocks.
@@ -685,19 +692,29 @@ int main(int argc, char** argv) {
       }
       return false;
     };
-    const bool has_simd = kernels::rows_avx512();
+    // Which pieces this process may run (MRMF_CPU_AVX512=0 keeps AVX-512 off).
+    const bool has_avx512 = kernels::rows_avx512();
+    kernels::set_rows_avx512(false);
+    const bool has_avx2 = kernels::rows_avx2();
+    const auto use = [&](Pieces p) {
+      kernels::set_rows_avx512(has_avx512 && p == Pieces::Best);
+      kernels::set_rows_avx2(p != Pieces::Plain);
+    };
+    use(Pieces::Best);
     std::vector<Run> runs;
     for (const Case& c : cases) {
       const bool lg = c.transform == log1p, products = lg && has_product_blocks(c);
-      runs.push_back({c, true, true, true});
-      if (products) runs.push_back({c, true, true, false});
-      if (has_simd) runs.push_back({c, true, false, !products});
-      if (lg) runs.push_back({c, false, true, false});
+      runs.push_back({c, true, Pieces::Best, true});
+      if (products) runs.push_back({c, true, Pieces::Best, false});
+      if (has_avx512) runs.push_back({c, true, Pieces::NoAvx512, !products});
+      if (has_avx2 && c.transform == kernels::FusedTransform::None) runs.push_back({c, true, Pieces::Plain, true});
+      if (lg) runs.push_back({c, false, Pieces::Best, false});
     }
-    for (const auto& [c, table, simd, product] : runs) {
+    for (const auto& [c, table, pieces, product] : runs) {
       const Tensor& in = c.count_data ? counts : raw;
       const std::string name = std::string(c.name) + (!table                             ? ", computed"
-                                                      : !simd                            ? ", no AVX-512"
+                                                      : pieces == Pieces::NoAvx512       ? ", no AVX-512"
+                                                      : pieces == Pieces::Plain          ? ", plain loops"
                                                       : !product && c.transform == log1p ? ", table, summed"
                                                                                          : "");
       if (!wanted(name)) continue;
@@ -712,7 +729,7 @@ int main(int argc, char** argv) {
         ys.push_back(Tensor::empty(s));
         bytes += s.numel() * 4;
       }
-      kernels::set_rows_avx512(simd);
+      use(pieces);
       if (!ab_var.empty()) {
         const char* before = std::getenv(ab_var.c_str());
         const std::string saved = before ? before : "";
@@ -723,12 +740,12 @@ int main(int argc, char** argv) {
           };
         };
         const Paired q = paired(31, with(ab_a), with(ab_b));
-        kernels::set_rows_avx512(true);
+        use(Pieces::Best);
         if (before)  // as it was, for the rows and sections after this one
           setenv(ab_var.c_str(), saved.c_str(), 1);
         else
           unsetenv(ab_var.c_str());
-        row("    cpu  %-45s %s=%s %8.3f ms, =%s %8.3f ms: B/A %.3f (best %.3f)\n", name.c_str(), ab_var.c_str(),
+        row("    cpu  %-60s %s=%s %8.3f ms, =%s %8.3f ms: B/A %.3f (best %.3f)\n", name.c_str(), ab_var.c_str(),
             ab_a.c_str(), q.a * 1e3, ab_b.c_str(), q.b * 1e3, q.ratio, q.b_best / q.a_best);
         continue;
       }
@@ -739,10 +756,10 @@ int main(int argc, char** argv) {
       const Paired pr = paired(
           21, [&] { kernels::fused_downsample(cpu_stream(), in, ys, spec); },
           [&] { par_memcpy(b2.data(), a.data(), a.size()); });
-      kernels::set_rows_avx512(true);
-      row("    cpu  %-45s %9.3f %9.2f %9.2f %6.0f%% %5.0f%%\n", name.c_str(), pr.a * 1e3, bytes / pr.a / 1e9,
+      use(Pieces::Best);
+      row("    cpu  %-60s %9.3f %9.2f %9.2f %6.0f%% %5.0f%%\n", name.c_str(), pr.a * 1e3, bytes / pr.a / 1e9,
           bytes / pr.b / 1e9, 100 * pr.ratio, 100 * pr.b_best / pr.a_best);
-      if (cuda_device_count() > 0 && simd) {  // the GPU rows have no such variant
+      if (cuda_device_count() > 0 && pieces == Pieces::Best) {  // the GPU rows have no such variant
         Stream s = Stream::create(Device::cuda(0));
         Tensor draw = in.to(Device::cuda(0), s);
         std::vector<Tensor> dys;
@@ -776,7 +793,7 @@ int main(int argc, char** argv) {
                              : preloadable              ? ", chain, preloaded"
                              : c.levels.size() > 1      ? ", chain"
                                                         : ", vector";
-          row("    cuda %-45s %9.3f %9.2f %9.2f %6.0f%%\n", (name + what).c_str(), tg * 1e3, bytes / tg / 1e9,
+          row("    cuda %-60s %9.3f %9.2f %9.2f %6.0f%%\n", (name + what).c_str(), tg * 1e3, bytes / tg / 1e9,
               bytes / tgc / 1e9, 100 * tgc / tg);
         }
       }

@@ -38,6 +38,7 @@
 #include "kernels/log1p.h"
 #include "kernels/log1p_products.h"
 #if !defined(__CUDACC__)
+#include "kernels/rows_avx2.h"
 #include "kernels/rows_avx512.h"
 #endif
 
@@ -181,6 +182,8 @@ struct FusedGeom {
     nblk0_div = FastDiv(nblk[0]);
   }
   int64_t calls() const { return n * nblk[0] * ngrp1 * nchunk; }
+  // Channels-last input of several channels: a row interleaves them.
+  MRMF_HD bool interleaved() const { return s_c == 1 && c > 1; }
 };
 
 struct FusedOutputs {
@@ -524,7 +527,7 @@ struct FusedDownsample {
       if constexpr (RawLoad<R>::kBits16) {
         if (by_table()) {  // with AVX-512 where the CPU has it: 16 lookups at once (kernels/rows_avx512.h)
           if (rows_avx512())
-            table_rows_add_avx512(acc, bits16_row(row), wn * P, lut, kFirst, avx512_prefetch<kPf>());
+            table_rows_add_avx512(acc, bits16_row(row), wn * P, lut, kFirst, simd_prefetch<kPf>());
           else if constexpr (kPf)  // blocks of several rows: see prefetch_ahead()
             by_lines<kC, kF2>(row, wn, P, [&](int64_t w0, int64_t w1) {
               table_rows<kFirst>(acc + w0 * P, x + row + w0 * P, (w1 - w0) * P, lut);
@@ -588,7 +591,7 @@ struct FusedDownsample {
       if constexpr (kC == 4 && RawLoad<R>::kBits16) {
         if (by_table() && rows_avx512()) {
           table_rows_out4_avx512(kFirst ? nullptr : acc, bits16_row(row), wn, lut, y, ystride, inv,
-                                 avx512_prefetch<kPf>());
+                                 simd_prefetch<kPf>());
           return;
         }
       }
@@ -600,13 +603,17 @@ struct FusedDownsample {
     if constexpr (kF2 == 1) {  // constexpr: no by_lines copy for the other factors
       // Four 16-bit integer channels, the last row after others (1/2 along
       // x, 2x2x1), in one pass with AVX-512 where the CPU has it
-      // (kernels/rows_avx512.h). Not a block's only row (1/1): there the
-      // plain loop is one pass already, and with the call 1/1 and three
-      // levels measured level or 1-4 points lower in four runs.
+      // (kernels/rows_avx512.h), else with AVX2 (kernels/rows_avx2.h). Not
+      // a block's only row (1/1): there the plain loop is one pass already,
+      // and with the call 1/1 and three levels measured level or 1-4 points
+      // lower in four runs.
       if constexpr (!kFirst && kIntQuads<kC>) {
         if (rows_avx512()) {
-          convert_rows_out4_avx512(acc, bits16_row(row), R == RawType::I16, wn, y, ystride, inv,
-                                   avx512_prefetch<kPf>());
+          convert_rows_out4_avx512(acc, bits16_row(row), R == RawType::I16, wn, y, ystride, inv, simd_prefetch<kPf>());
+          return;
+        }
+        if (rows_avx2()) {
+          convert_rows_out4_avx2(acc, bits16_row(row), R == RawType::I16, wn, y, ystride, inv, simd_prefetch<kPf>());
           return;
         }
       }
@@ -626,11 +633,17 @@ struct FusedDownsample {
     }
     const int64_t F2 = kF2 > 0 ? kF2 : f2, P = Cn * F2;
     // Four 16-bit integer channels, pairs (1/2 along CosmoFlow's last axis,
-    // 1/8's last row) in one pass with AVX-512 (kernels/rows_avx512.h).
+    // 1/8's last row) in one pass with AVX-512 (kernels/rows_avx512.h),
+    // else with AVX2 (kernels/rows_avx2.h).
     if constexpr (kF2 == 2 && kIntQuads<kC>) {
       if (rows_avx512()) {
         pair_sums4_avx512(kFirst ? nullptr : acc, bits16_row(row), R == RawType::I16, wn, y, ystride, inv,
-                          avx512_prefetch<kPf>());
+                          simd_prefetch<kPf>());
+        return;
+      }
+      if (rows_avx2()) {
+        pair_sums4_avx2(kFirst ? nullptr : acc, bits16_row(row), R == RawType::I16, wn, y, ystride, inv,
+                        simd_prefetch<kPf>());
         return;
       }
     }
@@ -714,15 +727,15 @@ struct FusedDownsample {
   // log1p on counts summed from the table 49 -> 74-75 % of memcpy, 2x2x1
   // 54 -> 73-78 %, 1/2 along x 61 -> 80 %, the CosmoFlow ladder 58 -> 72-75 %.
   static constexpr int64_t kPrefetchBytes = 4096;
-  // What the AVX-512 rows (kernels/rows_avx512.h) are given: the input at
-  // `row` as 16-bit patterns, and their prefetch distance (none for a
-  // block's only row).
+  // What the AVX-512 and AVX2 rows (kernels/rows_avx512.h, rows_avx2.h)
+  // are given: the input at `row` as 16-bit patterns, and their prefetch
+  // distance (none for a block's only row).
   MRMF_INLINE const uint16_t* bits16_row(int64_t row) const { return reinterpret_cast<const uint16_t*>(x + row); }
   template <bool kPf>
-  static constexpr int64_t avx512_prefetch() {
+  static constexpr int64_t simd_prefetch() {
     return kPf ? kPrefetchBytes : 0;
   }
-  // Rows the integer AVX-512 rows take: four channels-last 16-bit integer
+  // Rows the integer AVX-512 and AVX2 rows take: four channels-last 16-bit integer
   // channels (CosmoFlow's raw counts) without a transform.
   template <int kC>
   static constexpr bool kIntQuads = kC == 4 && (R == RawType::U16 || R == RawType::I16) && TF == FusedTransform::None;
@@ -837,13 +850,24 @@ struct FusedDownsample {
   }
 
   // The input lines the next direct rows will read, `per_row` of them
-  // prefetched before each derived output row (see row_cpu()).
+  // prefetched before each derived output row (see row_cpu()). An offset
+  // into [base, base + bytes), not a moving pointer: a pointer stepped past
+  // the end of the input would be undefined even unread.
   struct InputLead {
-    const char* p = nullptr;
-    const char* end = nullptr;
-    int64_t per_row = 0;
+    const char* base = nullptr;
+    int64_t bytes = 0, done = 0, per_row = 0;
+    // At most this many lines per derived row: a stretch far longer than
+    // its derived rows (a 1-D series: the whole next sample for C derived
+    // rows) would otherwise go out as a burst, which the header measured
+    // as harmful (kPrefetchBytes) and which evicts the rows being summed.
+    static constexpr int64_t kMaxLinesPerRow = 16;
+    void spread_over(int64_t rows) {
+      const int64_t lines = (bytes + 63) / 64;
+      per_row = rows > 0 ? (lines + rows - 1) / rows : 0;
+      if (per_row > kMaxLinesPerRow) per_row = kMaxLinesPerRow;
+    }
     MRMF_INLINE void step() {
-      for (int64_t k = 0; k < per_row && p < end; ++k, p += 64) prefetch_line(p);
+      for (int64_t k = 0; k < per_row && done < bytes; ++k, done += 64) prefetch_line(base + done);
     }
   };
 
@@ -899,7 +923,7 @@ struct FusedDownsample {
     const int64_t C = g.c;
     // Channels-last rows are [w][z][c] interleaved; channels-first ones (and a
     // single channel) are unit-stride per channel (g.s[2] == 1).
-    const bool last = g.s_c == 1 && C > 1;
+    const bool last = g.interleaved();
     const int64_t r0 = g.per[l][0];
     const int64_t O0 = g.out[l][0], O1 = g.out[l][1], O2 = g.out[l][2], len = rows * O2;
     const int64_t ystride = O0 * O1 * O2;  // between channels
@@ -928,7 +952,9 @@ struct FusedDownsample {
   }
 
   // CPU call i's coarse blocks: sample n, block p0 along axis 0, blocks
-  // [p1a, p1b) along axis 1 (group j1 of group1 blocks; whole rows per call).
+  // [p1a, p1b) along axis 1 (group j1 of group1 blocks). The CPU geometry
+  // has whole rows per call (nchunk == 1, set_cpu_rows_geometry), so i has
+  // no chunk index j2, unlike operator()'s.
   struct Slab {
     int64_t n, p0, p1a, p1b;
   };
@@ -939,21 +965,22 @@ struct FusedDownsample {
             p1a + g.group1 < g.nblk[1] ? p1a + g.group1 : g.nblk[1]};
   }
 
-  // The start of input plane `t` of call i's slab (t == block[0]: plane 0
-  // of call i + 1, the next call of the thread's contiguous range), as a
-  // byte range; empty where the slab's rows are not one stretch (several
-  // channels first) or there is no next call.
+  // Input plane `t` of call i's slab (t == block[0]: plane 0 of call
+  // i + 1, the next call of the thread's contiguous range except at its
+  // end), as a byte range; empty where the slab's rows are not one stretch
+  // (several channels first) or there is no next call. t in [1, block[0]];
+  // i = -1 only with t == block[0] (call 0's first plane).
   void plane_stretch(int64_t i, int64_t t, InputLead& lead) const {
     if (t == g.block[0]) {
       ++i;
       t = 0;
     }
-    const bool rows_contiguous = (g.s_c == 1 || g.c == 1) && g.s[1] == g.in[2] * g.s[2];
+    const bool rows_contiguous = (g.interleaved() || g.c == 1) && g.s[1] == g.in[2] * g.s[2];
     if (i >= g.calls() || !rows_contiguous) return;
     const Slab b = slab_of(i);
     const T* const first = x + b.n * g.s_n + (b.p0 * g.block[0] + t) * g.s[0] + b.p1a * g.block[1] * g.s[1];
-    lead.p = reinterpret_cast<const char*>(first);
-    lead.end = reinterpret_cast<const char*>(first + (b.p1b - b.p1a) * g.block[1] * g.s[1]);
+    lead.base = reinterpret_cast<const char*>(first);
+    lead.bytes = (b.p1b - b.p1a) * g.block[1] * g.s[1] * static_cast<int64_t>(sizeof(T));
   }
 
   // One CPU call: the coarse blocks (n, p0, p1) for the p1 of group j1, as a
@@ -973,8 +1000,9 @@ struct FusedDownsample {
   // rows start on cold lines. Spread evenly over the derived rows: the
   // same lines in the first half of them measured no better. Session 45,
   // Emerald Rapids VM, alternating A/B: 1/1 + 1/8 + 1/64 71-79 -> 76-81 %
-  // of memcpy (bench/results/cpu_data_2026-11-30d.txt); the CosmoFlow ladder
-  // level (its derived 1/8 is short next to two planes read at once).
+  // of memcpy, medians 76 -> 79 (bench/results/cpu_data_2026-11-30d.txt);
+  // the CosmoFlow ladder level in a run of its own (its derived 1/8 is
+  // short next to two planes read at once).
   void row_cpu(int64_t i) const {
     const auto [n, p0, p1a, p1b] = slab_of(i);
     float acc[kAcc];
@@ -998,7 +1026,7 @@ struct FusedDownsample {
       InputLead lead;
       if (derived_rows > 0) {
         plane_stretch(i, t, lead);
-        lead.per_row = ((lead.end - lead.p) / 64 + derived_rows) / derived_rows;
+        lead.spread_over(derived_rows);
       }
       for (int k = 0; k < g.levels; ++k) {
         const int l = g.order[k];
@@ -1022,7 +1050,7 @@ struct FusedDownsample {
   // The plain-loop fallbacks (one output's inputs overflow the accumulator)
   // run a whole block at once, after its last plane.
   bool plain_level(int l) const {
-    return g.src[l] >= 0 ? g.r[l][2] > kAcc : ((g.s_c == 1 && g.c > 1) ? g.c : 1) * g.f[l][2] > kAcc;
+    return g.src[l] >= 0 ? g.r[l][2] > kAcc : (g.interleaved() ? g.c : 1) * g.f[l][2] > kAcc;
   }
 #endif
 };

@@ -38,6 +38,11 @@ RawType raw_type_of(DType dt, const std::string& who);  // Shape error for unsup
 // first use, thread-safe; FusedDownsample::lut): null for F32.
 const float* log1p_table(RawType r);
 FusedGeom make_fused_geom(const Shape& x, const FusedDownsampleSpec& spec, const std::string& who);
+// The CPU rows' traversal of a geometry from make_fused_geom (the CPU
+// backend's fused_downsample sets it before finalize()): axis 1 merged into
+// the last where no level averages along it, whole rows per call, slabs of
+// group1 blocks along axis 1 sized for `threads` OpenMP threads.
+void set_cpu_rows_geometry(FusedGeom& g, RawType r, int threads);
 std::vector<Shape> fused_downsample_shapes(const Shape& x, const FusedDownsampleSpec& spec, const std::string& who);
 
 MRMF_BOTH_BACKENDS(void fused_downsample(Stream& s, const void* x, RawType r, const FusedOutputs& o, FusedGeom g))

@@ -7,10 +7,17 @@
 
 #include "core/error.h"
 #include "core/prefetch.h"
+#include "kernels/rows_avx2.h"
+#include "kernels/rows_quads.h"
 
 namespace mrmf::kernels {
 
 namespace {
+using quads::out4_positions;
+using quads::pair4_positions;
+using quads::prefetch_step128;
+using quads::Value16;
+
 bool cpu_has_avx512f() {
 #if defined(MRMF_ROWS_AVX512)
   static const bool yes = __builtin_cpu_supports("avx512f");
@@ -32,35 +39,6 @@ std::atomic<bool>& switch_on() {
   static std::atomic<bool> on{env_switch() != 0};
   return on;
 }
-// The value of 16-bit input k for the four-channel rows: log1p from the
-// table (table_rows_out4_avx512), or the integer itself
-// (convert_rows_out4_avx512; int16 where `is_signed`).
-struct Value16 {
-  const float* table;  // null: the integer
-  bool is_signed;
-  float operator()(const uint16_t* x, int64_t k) const {
-    if (table) return table[x[k]];
-    return is_signed ? static_cast<float>(static_cast<int16_t>(x[k])) : static_cast<float>(x[k]);
-  }
-};
-// Outputs [w0, w1) of the four-channel rows one by one: their tails, and
-// the whole where the vector code is not compiled.
-inline void out4_positions(const float* acc, const uint16_t* x, int64_t w0, int64_t w1, Value16 value, float* y,
-                           int64_t ystride, float inv) {
-  for (int64_t w = w0; w < w1; ++w)
-    for (int64_t c = 0; c < 4; ++c) {
-      const float t = value(x, 4 * w + c);
-      y[c * ystride + w] = (0.f + (acc ? acc[4 * w + c] + t : t)) * inv;
-    }
-}
-// Outputs [w0, w1) of pair_sums4_avx512 one by one: its tail, and the whole
-// where the vector code is not compiled.
-inline void pair4_positions(const float* acc, const uint16_t* x, Value16 value, int64_t w0, int64_t w1, float* y,
-                            int64_t ystride, float inv) {
-  const auto t = [&](int64_t k) { return acc ? acc[k] + value(x, k) : value(x, k); };
-  for (int64_t w = w0; w < w1; ++w)
-    for (int64_t c = 0; c < 4; ++c) y[c * ystride + w] = ((0.f + t(8 * w + c)) + t(8 * w + 4 + c)) * inv;
-}
 }  // namespace
 
 bool rows_avx512() { return cpu_has_avx512f() && switch_on().load(std::memory_order_relaxed); }
@@ -72,8 +50,10 @@ void check_rows_avx512_env() {
 }
 
 std::string rows_avx512_description() {
-  if (!cpu_has_avx512f()) return "plain loops (this CPU has no AVX-512F)";
-  return rows_avx512() ? "AVX-512 (MRMF_CPU_AVX512=0 turns it off)" : "plain loops (AVX-512 off: MRMF_CPU_AVX512=0)";
+  // Without AVX-512 the AVX2 pieces (kernels/rows_avx2.h) take two of its rows.
+  const std::string other = rows_avx2() ? "plain loops, AVX2 for four 16-bit channels" : "plain loops";
+  if (!cpu_has_avx512f()) return other + " (this CPU has no AVX-512F)";
+  return rows_avx512() ? "AVX-512 (MRMF_CPU_AVX512=0 turns it off)" : other + " (AVX-512 off: MRMF_CPU_AVX512=0)";
 }
 
 #if defined(MRMF_ROWS_AVX512)
@@ -121,14 +101,6 @@ __attribute__((target("avx512f"))) void add_rows(float* acc, const uint16_t* x, 
     _mm512_storeu_ps(acc + k, kFirst ? v : _mm512_add_ps(_mm512_loadu_ps(acc + k), v));
   }
   for (; k < n; ++k) acc[k] = kFirst ? table[x[k]] : acc[k] + table[x[k]];
-}
-
-// The two lines of a 128-byte step `bytes` ahead (none where bytes is 0).
-inline void prefetch_step128(const uint16_t* xs, int64_t bytes) {
-  if (bytes > 0) {
-    prefetch_line(reinterpret_cast<const char*>(xs) + bytes);
-    prefetch_line(reinterpret_cast<const char*>(xs) + bytes + 64);
-  }
 }
 
 // The values of sixteen 16-bit inputs at once for out_rows4: log1p from
@@ -242,14 +214,9 @@ __attribute__((target("avx512f"))) void pair_sums4(const float* acc, const uint1
 
 void pair_sums4_avx512(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y, int64_t ystride,
                        float inv, int64_t prefetch_bytes) {
-  if (acc && is_signed)
-    pair_sums4<false, true>(acc, x, wn, y, ystride, inv, prefetch_bytes);
-  else if (acc)
-    pair_sums4<false, false>(acc, x, wn, y, ystride, inv, prefetch_bytes);
-  else if (is_signed)
-    pair_sums4<true, true>(acc, x, wn, y, ystride, inv, prefetch_bytes);
-  else
-    pair_sums4<true, false>(acc, x, wn, y, ystride, inv, prefetch_bytes);
+  quads::by_kind(acc, is_signed, [&](auto first, auto sign) {
+    pair_sums4<decltype(first)::value, decltype(sign)::value>(acc, x, wn, y, ystride, inv, prefetch_bytes);
+  });
 }
 
 void table_rows_out4_avx512(const float* acc, const uint16_t* x, int64_t wn, const float* table, float* y,

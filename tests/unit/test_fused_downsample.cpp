@@ -17,6 +17,7 @@
 #include "data/h5file.h"
 #include "kernels/fused_downsample_chain.h"
 #include "kernels/fused_downsample_ops.h"
+#include "kernels/rows_avx2.h"
 #include "kernels/rows_avx512.h"
 #include "support/fused_functors.h"
 
@@ -371,10 +372,22 @@ TEST_CASE("fused downsample: log1p by table gives log1p_f32's bits for every 16-
 }
 
 namespace {
-// The AVX-512 rows' switch is process-wide: back on whatever a test does.
-struct Avx512RowsBackOn {
-  ~Avx512RowsBackOn() { set_rows_avx512(true); }
+// The hand-written rows' switches are process-wide: as they were when this
+// was made (the AVX2 pieces: on; AVX-512: on unless MRMF_CPU_AVX512=0)
+// whatever a test does until it goes.
+struct SimdRowsKept {
+  const bool avx512 = rows_avx512();
+  ~SimdRowsKept() {
+    set_rows_avx512(avx512);
+    set_rows_avx2(true);
+  }
 };
+// The AVX2 pieces alone (AVX-512 off); false where the CPU has no AVX2.
+bool use_avx2_rows() {
+  set_rows_avx512(false);
+  set_rows_avx2(true);
+  return rows_avx2();
+}
 
 // n 16-bit patterns with the extremes of uint16 and int16 (0xFFFF, 0x8000,
 // 0x7FFF) at about three in every `period`, hashed values between: input
@@ -399,28 +412,37 @@ std::vector<float> ramp_acc(size_t n) {
   return acc;
 }
 
-// The whole kernel with the AVX-512 rows off and on (and, with `functors`,
-// the functors' traversal): the same bits, level by level.
-void check_avx512_kernel(const Tensor& raw, const FusedDownsampleSpec& spec, bool functors) {
+// The whole kernel with the plain loops, the AVX2 pieces (where the CPU
+// has AVX2) and the AVX-512 pieces (where they were on), and with
+// `functors` the functors' traversal: the same bits, level by level.
+void check_simd_kernel(const Tensor& raw, const FusedDownsampleSpec& spec, bool functors) {
+  const SimdRowsKept kept;
   set_rows_avx512(false);
+  set_rows_avx2(false);
   const auto plain = fused_downsample(cpu_stream(), raw, spec);
-  set_rows_avx512(true);
-  const auto simd = fused_downsample(cpu_stream(), raw, spec);
-  const auto ref = functors ? by_functor_any(raw, spec, simd, Traversal::Full) : std::vector<Tensor>{};
-  for (size_t l = 0; l < simd.size(); ++l) {
-    INFO("level " << l);
-    CHECK(bit_equal(simd[l], plain[l]));
-    if (functors) CHECK(bit_equal(simd[l], ref[l]));
+  const auto ref = functors ? by_functor_any(raw, spec, plain, Traversal::Full) : std::vector<Tensor>{};
+  const auto compare = [&](const char* pieces) {
+    const auto simd = fused_downsample(cpu_stream(), raw, spec);
+    for (size_t l = 0; l < simd.size(); ++l) {
+      INFO(pieces << ", level " << l);
+      CHECK(bit_equal(simd[l], plain[l]));
+      if (functors) CHECK(bit_equal(simd[l], ref[l]));
+    }
+  };
+  if (use_avx2_rows()) compare("AVX2 rows");
+  if (kept.avx512) {
+    set_rows_avx512(true);
+    compare("AVX-512 rows");
   }
 }
 
-// check_avx512_kernel() with the functors on CosmoFlow-like cubes
+// check_simd_kernel() with the functors on CosmoFlow-like cubes
 // [2, d, h, width, 4] of each 16-bit type (float16 as a control: it takes
 // none of the integer rows), for each transform (a per-channel scale and
 // shift for Scale) and list of levels.
-void check_cosmo_avx512_kernel(int64_t d, int64_t h, std::initializer_list<int64_t> widths, uint64_t seed,
-                               std::initializer_list<FusedTransform> transforms,
-                               const std::vector<std::vector<std::vector<int64_t>>>& level_lists) {
+void check_cosmo_simd_kernel(int64_t d, int64_t h, std::initializer_list<int64_t> widths, uint64_t seed,
+                             std::initializer_list<FusedTransform> transforms,
+                             const std::vector<std::vector<std::vector<int64_t>>>& level_lists) {
   for (DType dt : {DType::U16, DType::I16, DType::F16})
     for (FusedTransform tf : transforms)
       for (int64_t width : widths)
@@ -436,8 +458,96 @@ void check_cosmo_avx512_kernel(int64_t d, int64_t h, std::initializer_list<int64
             spec.shift = std::vector<float>{1.f, 0.f, -0.25f, 2.f};
           }
           spec.levels = levels;
-          check_avx512_kernel(raw_tensor({2, d, h, width, 4}, dt, seed), spec, true);
+          check_simd_kernel(raw_tensor({2, d, h, width, 4}, dt, seed), spec, true);
         }
+}
+
+// The four-channel 16-bit rows (convert_rows_out4_*, pair_sums4_*: the
+// AVX-512 and AVX2 pieces share a signature and formulas).
+using Quads16Row = void (*)(const float*, const uint16_t*, bool, int64_t, float*, int64_t, float, int64_t);
+
+// A convert_rows_out4_* row directly, against the formula: position counts
+// around the 8- and 16-position steps, a channel stride that is not the row
+// length (nothing written between channels), the types' extremes, a block's
+// only row or its last after others (acc), with and without the prefetch;
+// uint16 and int16 read from the same bits.
+void check_convert_rows_out4(Quads16Row row) {
+  for (bool is_signed : {false, true})
+    for (int64_t wn : {0, 1, 15, 16, 17, 33, 203})
+      for (bool first : {true, false})
+        for (int64_t prefetch : {0, 4096}) {
+          INFO((is_signed ? "int16" : "uint16") << ", wn " << wn << ", first " << first << ", prefetch " << prefetch);
+          const int64_t ystride = wn + 3;
+          const std::vector<uint16_t> x = extreme_bits(static_cast<size_t>(4 * wn), 7);
+          const std::vector<float> acc = ramp_acc(x.size());
+          const auto value = [&](size_t k) { return int16_value(x[k], is_signed); };
+          std::vector<float> y(static_cast<size_t>(4 * ystride), 7.f), want(y.size(), 7.f);
+          for (int64_t w = 0; w < wn; ++w)
+            for (int c = 0; c < 4; ++c) {
+              const size_t k = static_cast<size_t>(4 * w + c);
+              want[c * ystride + w] = (0.f + (first ? value(k) : acc[k] + value(k))) * (1.f / 3.f);
+            }
+          row(first ? nullptr : acc.data(), x.data(), is_signed, wn, y.data(), ystride, 1.f / 3.f, prefetch);
+          CHECK(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
+        }
+}
+
+// A pair_sums4_* row directly, against the formula: output counts around
+// the 8-output steps, a channel stride that is not the row length (nothing
+// written between channels), the types' extremes (sums past 16 bits,
+// negative ones, and pairs that cancel), uint16 and int16 read from the
+// same bits, a block's only row or its last after others.
+void check_pair_sums4(Quads16Row row) {
+  for (bool is_signed : {false, true})
+    for (int64_t wn : {0, 1, 7, 8, 9, 17, 203}) {
+      INFO((is_signed ? "int16" : "uint16") << ", wn " << wn);
+      const int64_t ystride = wn + 3;
+      std::vector<uint16_t> x = extreme_bits(static_cast<size_t>(8 * wn), 9);
+      for (int64_t w = 0; w < wn; w += 5) x[8 * w + 5] = static_cast<uint16_t>(-static_cast<int16_t>(x[8 * w + 1]));
+      const auto value = [&](size_t k) { return int16_value(x[k], is_signed); };
+      std::vector<float> y(static_cast<size_t>(4 * ystride), 7.f), want(y.size(), 7.f);
+      for (int64_t w = 0; w < wn; ++w)
+        for (int c = 0; c < 4; ++c)
+          want[c * ystride + w] = ((0.f + value(8 * w + c)) + value(8 * w + 4 + c)) * (1.f / 3.f);
+      row(nullptr, x.data(), is_signed, wn, y.data(), ystride, 1.f / 3.f, 0);
+      CHECK(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
+      // As a block's last row after others: acc + value per position first.
+      const std::vector<float> acc = ramp_acc(x.size());
+      std::fill(want.begin(), want.end(), 7.f);
+      for (int64_t w = 0; w < wn; ++w)
+        for (int c = 0; c < 4; ++c) {
+          const size_t k = static_cast<size_t>(8 * w + c);
+          want[c * ystride + w] = ((0.f + (acc[k] + value(k))) + (acc[k + 4] + value(k + 4))) * (1.f / 3.f);
+        }
+      for (int64_t prefetch : {0, 4096}) {
+        INFO("after other rows, prefetch " << prefetch);
+        std::fill(y.begin(), y.end(), 7.f);
+        row(acc.data(), x.data(), is_signed, wn, y.data(), ystride, 1.f / 3.f, prefetch);
+        CHECK(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
+      }
+    }
+}
+
+// The whole kernel on CosmoFlow-like cubes [N, D, H, W, 4] for the
+// four-channel rows with last-axis factor 1: levels 1/1, 1/2 along x,
+// 2x2x1, and as the first level of the ladder and of three levels (the
+// hand-written rows take the last row of a block of several), rows of 16 or
+// 21 positions (merged over H where f1 = 1: 64 or 84 positions, a tail of
+// 4; 2x2x1: 16 or 21, a tail of 5), each 16-bit type and the transforms
+// that take the plain rows: every piece and the functors' traversal.
+void check_cosmo_quads_f2_1() {
+  check_cosmo_simd_kernel(
+      4, 4, {16, 21}, 29, {FusedTransform::None, FusedTransform::Scale},
+      {{{1, 1, 1}}, {{2, 1, 1}}, {{2, 2, 1}}, {{2, 1, 1}, {2, 2, 1}}, {{1, 1, 1}, {2, 2, 1}, {4, 4, 1}}});
+}
+
+// The same for the pair sums: 1/2 along the last axis alone, and as the
+// first level of a ladder with 1/8 derived from it (rows merged over H, 48
+// or 54 outputs, a tail of 6); 1/8 and 1x2x2, whose last rows come after
+// others (8 or 9 outputs, a tail of 1); each 16-bit type and transform.
+void check_cosmo_quads_pairs() {
+  check_cosmo_simd_kernel(2, 6, {16, 18}, 23, {FusedTransform::None, FusedTransform::Scale, FusedTransform::Log1p},
+                          {{{1, 1, 2}}, {{1, 1, 2}, {2, 2, 2}}, {{2, 2, 2}}, {{1, 2, 2}}});
 }
 }  // namespace
 
@@ -446,7 +556,7 @@ TEST_CASE("fused downsample: the AVX-512 table rows give the plain loop's bits",
     WARN("AVX-512 rows off (no AVX-512F, or MRMF_CPU_AVX512=0): the table rows take the plain loop only");
     return;
   }
-  const Avx512RowsBackOn restore;
+  const SimdRowsKept restore;
   set_rows_avx512(false);
   CHECK_FALSE(rows_avx512());
   set_rows_avx512(true);
@@ -527,7 +637,7 @@ TEST_CASE("fused downsample: the AVX-512 table rows give the plain loop's bits",
             if (std::any_of(levels.begin(), levels.end(), [&](const auto& f) { return width % f[2] != 0; })) continue;
             INFO(levels.size() << " levels, first " << levels[0][0] << "x" << levels[0][1] << "x" << levels[0][2]);
             spec.levels = levels;
-            check_avx512_kernel(raw, spec, false);
+            check_simd_kernel(raw, spec, false);
           }
         }
 }
@@ -538,7 +648,7 @@ TEST_CASE("fused downsample: the AVX-512 pair sums of three channels give the pl
     WARN("AVX-512 rows off (no AVX-512F, or MRMF_CPU_AVX512=0): the pair sums take the plain loops only");
     return;
   }
-  const Avx512RowsBackOn restore;
+  const SimdRowsKept restore;
 #if defined(MRMF_ROWS_AVX512)  // declared on x86-64 with GCC-compatible compilers only
   const auto bits = [](float v) {
     uint32_t u;
@@ -583,7 +693,7 @@ TEST_CASE("fused downsample: the AVX-512 pair sums of three channels give the pl
           }
           spec.levels =
               with_quarter ? std::vector<std::vector<int64_t>>{{2}, {4}} : std::vector<std::vector<int64_t>>{{2}};
-          check_avx512_kernel(raw, spec, true);
+          check_simd_kernel(raw, spec, true);
         }
 }
 
@@ -593,41 +703,9 @@ TEST_CASE("fused downsample: the AVX-512 four-channel rows without a transform g
     WARN("AVX-512 rows off (no AVX-512F, or MRMF_CPU_AVX512=0): the rows take the plain loops only");
     return;
   }
-  const Avx512RowsBackOn restore;
-  // Directly, against the formula: position counts around the 16-position
-  // steps, a channel stride that is not the row length (nothing written
-  // between channels), the types' extremes, a block's only row or its last
-  // after others (acc), with and without the prefetch; uint16 and int16
-  // read from the same bits.
-  for (bool is_signed : {false, true})
-    for (int64_t wn : {0, 1, 15, 16, 17, 33, 203})
-      for (bool first : {true, false})
-        for (int64_t prefetch : {0, 4096}) {
-          INFO((is_signed ? "int16" : "uint16") << ", wn " << wn << ", first " << first << ", prefetch " << prefetch);
-          const int64_t ystride = wn + 3;
-          const std::vector<uint16_t> x = extreme_bits(static_cast<size_t>(4 * wn), 7);
-          const std::vector<float> acc = ramp_acc(x.size());
-          const auto value = [&](size_t k) { return int16_value(x[k], is_signed); };
-          std::vector<float> y(static_cast<size_t>(4 * ystride), 7.f), want(y.size(), 7.f);
-          for (int64_t w = 0; w < wn; ++w)
-            for (int c = 0; c < 4; ++c) {
-              const size_t k = static_cast<size_t>(4 * w + c);
-              want[c * ystride + w] = (0.f + (first ? value(k) : acc[k] + value(k))) * (1.f / 3.f);
-            }
-          convert_rows_out4_avx512(first ? nullptr : acc.data(), x.data(), is_signed, wn, y.data(), ystride, 1.f / 3.f,
-                                   prefetch);
-          CHECK(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
-        }
-  // The whole kernel on CosmoFlow-like cubes [N, D, H, W, 4]: levels whose
-  // last-axis factor is 1 (1/1, 1/2 along x, 2x2x1, and as the first level
-  // of the ladder and of three levels; the AVX-512 call takes the last row
-  // of a block of several), rows of 16 or 21 positions (merged over H where
-  // f1 = 1: 64 or 84 positions, a tail of 4; 2x2x1: 16 or 21, a tail of 5),
-  // each 16-bit type and the transforms that take the plain rows: AVX-512
-  // on and off, and the functors' traversal.
-  check_cosmo_avx512_kernel(
-      4, 4, {16, 21}, 29, {FusedTransform::None, FusedTransform::Scale},
-      {{{1, 1, 1}}, {{2, 1, 1}}, {{2, 2, 1}}, {{2, 1, 1}, {2, 2, 1}}, {{1, 1, 1}, {2, 2, 1}, {4, 4, 1}}});
+  const SimdRowsKept restore;
+  check_convert_rows_out4(convert_rows_out4_avx512);
+  check_cosmo_quads_f2_1();
 }
 
 TEST_CASE(
@@ -637,47 +715,26 @@ TEST_CASE(
     WARN("AVX-512 rows off (no AVX-512F, or MRMF_CPU_AVX512=0): the pair sums take the plain loops only");
     return;
   }
-  const Avx512RowsBackOn restore;
-  // Directly, against the formula: output counts around the 8-output steps,
-  // a channel stride that is not the row length (nothing written between
-  // channels), the types' extremes (sums past 16 bits, negative ones, and
-  // pairs that cancel), uint16 and int16 read from the same bits.
-  for (bool is_signed : {false, true})
-    for (int64_t wn : {0, 1, 7, 8, 9, 17, 203}) {
-      INFO((is_signed ? "int16" : "uint16") << ", wn " << wn);
-      const int64_t ystride = wn + 3;
-      std::vector<uint16_t> x = extreme_bits(static_cast<size_t>(8 * wn), 9);
-      for (int64_t w = 0; w < wn; w += 5) x[8 * w + 5] = static_cast<uint16_t>(-static_cast<int16_t>(x[8 * w + 1]));
-      const auto value = [&](size_t k) { return int16_value(x[k], is_signed); };
-      std::vector<float> y(static_cast<size_t>(4 * ystride), 7.f), want(y.size(), 7.f);
-      for (int64_t w = 0; w < wn; ++w)
-        for (int c = 0; c < 4; ++c)
-          want[c * ystride + w] = ((0.f + value(8 * w + c)) + value(8 * w + 4 + c)) * (1.f / 3.f);
-      pair_sums4_avx512(nullptr, x.data(), is_signed, wn, y.data(), ystride, 1.f / 3.f);
-      CHECK(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
-      // As a block's last row after others: acc + value per position first.
-      const std::vector<float> acc = ramp_acc(x.size());
-      std::fill(want.begin(), want.end(), 7.f);
-      for (int64_t w = 0; w < wn; ++w)
-        for (int c = 0; c < 4; ++c) {
-          const size_t k = static_cast<size_t>(8 * w + c);
-          want[c * ystride + w] = ((0.f + (acc[k] + value(k))) + (acc[k + 4] + value(k + 4))) * (1.f / 3.f);
-        }
-      for (int64_t prefetch : {0, 4096}) {
-        INFO("after other rows, prefetch " << prefetch);
-        std::fill(y.begin(), y.end(), 7.f);
-        pair_sums4_avx512(acc.data(), x.data(), is_signed, wn, y.data(), ystride, 1.f / 3.f, prefetch);
-        CHECK(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
-      }
-    }
-  // The whole kernel on CosmoFlow-like cubes [N, D, H, W, 4] (1/2 along the
-  // last axis alone, and as the first level of a ladder with 1/8 derived
-  // from it: rows merged over H, 48 or 54 outputs, a tail of 6; 1/8 and
-  // 1x2x2, whose last rows come after others: 8 or 9 outputs, a tail of 1),
-  // each 16-bit type and transform: AVX-512 on and off, and the functors'
-  // traversal.
-  check_cosmo_avx512_kernel(2, 6, {16, 18}, 23, {FusedTransform::None, FusedTransform::Scale, FusedTransform::Log1p},
-                            {{{1, 1, 2}}, {{1, 1, 2}, {2, 2, 2}}, {{2, 2, 2}}, {{1, 2, 2}}});
+  const SimdRowsKept restore;
+  check_pair_sums4(pair_sums4_avx512);
+  check_cosmo_quads_pairs();
+}
+
+TEST_CASE("fused downsample: the AVX2 four-channel rows and pair sums give the formula's and the plain loops' bits",
+          "[fused_downsample]") {
+  const SimdRowsKept restore;
+  if (!use_avx2_rows()) {
+    WARN("no AVX2 on this CPU: the four-channel rows take the plain loops only");
+    return;
+  }
+  check_convert_rows_out4(convert_rows_out4_avx2);
+  check_pair_sums4(pair_sums4_avx2);
+  // The whole kernel: where the AVX-512 rows are on, the two test cases
+  // above have run it with every piece (check_simd_kernel), AVX2 included.
+  if (!restore.avx512) {
+    check_cosmo_quads_f2_1();
+    check_cosmo_quads_pairs();
+  }
 }
 
 TEST_CASE("fused downsample: a plan run per sample or per batch equals the checked call", "[fused_downsample]") {

@@ -1,0 +1,132 @@
+// See kernels/rows_avx2.h.
+#include "kernels/rows_avx2.h"
+
+#include <atomic>
+
+#include "kernels/rows_avx512.h"
+#include "kernels/rows_quads.h"
+
+namespace mrmf::kernels {
+
+namespace {
+using quads::out4_positions;
+using quads::pair4_positions;
+using quads::prefetch_step128;
+using quads::Value16;
+
+bool cpu_has_avx2() {
+#if defined(MRMF_ROWS_AVX512)  // x86-64 with GCC-style builtins (kernels/rows_avx512.h)
+  static const bool yes = __builtin_cpu_supports("avx2");
+  return yes;
+#else
+  return false;
+#endif
+}
+std::atomic<bool>& switch_on() {
+  static std::atomic<bool> on{true};
+  return on;
+}
+}  // namespace
+
+bool rows_avx2() { return cpu_has_avx2() && switch_on().load(std::memory_order_relaxed) && !rows_avx512(); }
+void set_rows_avx2(bool on) { switch_on().store(on, std::memory_order_relaxed); }
+
+#if defined(MRMF_ROWS_AVX512)
+namespace {
+// Eight consecutive 16-bit inputs (two positions of four channels) as
+// floats: [position p: c0 c1 c2 c3 | position p + 1: c0 c1 c2 c3].
+template <bool kSigned>
+__attribute__((target("avx2"))) __m256 two_positions(const uint16_t* x) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
+  return _mm256_cvtepi32_ps(kSigned ? _mm256_cvtepi16_epi32(h) : _mm256_cvtepu16_epi32(h));
+}
+
+// Four registers of two positions each (v[k]: positions 2k and 2k + 1,
+// channels-last, as two_positions() gives them) -> channel c of positions
+// 0-7 in order, stored at y + c * ystride.
+__attribute__((target("avx2"))) void store_transposed(const __m256* v, float* y, int64_t ystride) {
+  const __m256 lo01 = _mm256_unpacklo_ps(v[0], v[1]);  // p0c0 p2c0 p0c1 p2c1 | p1c0 p3c0 p1c1 p3c1
+  const __m256 hi01 = _mm256_unpackhi_ps(v[0], v[1]);  // p0c2 p2c2 p0c3 p2c3 | p1c2 p3c2 p1c3 p3c3
+  const __m256 lo23 = _mm256_unpacklo_ps(v[2], v[3]);  // the same for positions 4-7
+  const __m256 hi23 = _mm256_unpackhi_ps(v[2], v[3]);
+  // Channel c as p0 p2 p4 p6 | p1 p3 p5 p7 (pairs of floats moved as
+  // doubles), then in order.
+  const __m256d l01 = _mm256_castps_pd(lo01), l23 = _mm256_castps_pd(lo23);
+  const __m256d h01 = _mm256_castps_pd(hi01), h23 = _mm256_castps_pd(hi23);
+  const __m256 ch[4] = {_mm256_castpd_ps(_mm256_unpacklo_pd(l01, l23)), _mm256_castpd_ps(_mm256_unpackhi_pd(l01, l23)),
+                        _mm256_castpd_ps(_mm256_unpacklo_pd(h01, h23)), _mm256_castpd_ps(_mm256_unpackhi_pd(h01, h23))};
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int c = 0; c < 4; ++c) _mm256_storeu_ps(y + c * ystride, _mm256_permutevar8x32_ps(ch[c], order));
+}
+
+template <bool kFirst, bool kSigned>
+__attribute__((target("avx2"))) void out_rows4(const float* acc, const uint16_t* x, int64_t wn, float* y,
+                                               int64_t ystride, float inv, int64_t prefetch_bytes) {
+  const __m256 zero = _mm256_setzero_ps(), scale = _mm256_set1_ps(inv);
+  int64_t w = 0;
+  for (; w + 8 <= wn; w += 8) {
+    const uint16_t* xs = x + 4 * w;  // 64 bytes: one line
+    if (prefetch_bytes > 0) prefetch_line(reinterpret_cast<const char*>(xs) + prefetch_bytes);
+    __m256 v[4];
+    for (int k = 0; k < 4; ++k) {
+      __m256 t = two_positions<kSigned>(xs + 8 * k);
+      if (!kFirst) t = _mm256_add_ps(_mm256_loadu_ps(acc + 4 * w + 8 * k), t);
+      v[k] = _mm256_mul_ps(_mm256_add_ps(zero, t), scale);
+    }
+    store_transposed(v, y + w, ystride);
+  }
+  out4_positions(kFirst ? nullptr : acc, x, w, wn, Value16{nullptr, kSigned}, y, ystride, inv);
+}
+
+template <bool kFirst, bool kSigned>
+__attribute__((target("avx2"))) void pair_sums4(const float* acc, const uint16_t* x, int64_t wn, float* y,
+                                                int64_t ystride, float inv, int64_t prefetch_bytes) {
+  const __m256 zero = _mm256_setzero_ps(), scale = _mm256_set1_ps(inv);
+  int64_t w = 0;
+  for (; w + 8 <= wn; w += 8) {
+    const uint16_t* xs = x + 8 * w;  // 16 positions of 4 inputs: 128 bytes, two lines
+    prefetch_step128(xs, prefetch_bytes);
+    __m256 t[8];  // t[j]: output j's two positions, one per 128-bit lane
+    for (int j = 0; j < 8; ++j) {
+      t[j] = two_positions<kSigned>(xs + 8 * j);
+      if (!kFirst) t[j] = _mm256_add_ps(_mm256_loadu_ps(acc + 8 * w + 8 * j), t[j]);
+    }
+    __m256 s[4];  // outputs 2k and 2k + 1, channels-last: (0 + first position) + second
+    for (int k = 0; k < 4; ++k) {
+      const __m256 first = _mm256_permute2f128_ps(t[2 * k], t[2 * k + 1], 0x20);
+      const __m256 second = _mm256_permute2f128_ps(t[2 * k], t[2 * k + 1], 0x31);
+      s[k] = _mm256_mul_ps(_mm256_add_ps(_mm256_add_ps(zero, first), second), scale);
+    }
+    store_transposed(s, y + w, ystride);
+  }
+  pair4_positions(kFirst ? nullptr : acc, x, Value16{nullptr, kSigned}, w, wn, y, ystride, inv);
+}
+}  // namespace
+
+void convert_rows_out4_avx2(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y,
+                            int64_t ystride, float inv, int64_t prefetch_bytes) {
+  quads::by_kind(acc, is_signed, [&](auto first, auto sign) {
+    out_rows4<decltype(first)::value, decltype(sign)::value>(acc, x, wn, y, ystride, inv, prefetch_bytes);
+  });
+}
+
+void pair_sums4_avx2(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y, int64_t ystride,
+                     float inv, int64_t prefetch_bytes) {
+  quads::by_kind(acc, is_signed, [&](auto first, auto sign) {
+    pair_sums4<decltype(first)::value, decltype(sign)::value>(acc, x, wn, y, ystride, inv, prefetch_bytes);
+  });
+}
+#else
+void convert_rows_out4_avx2(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y,
+                            int64_t ystride, float inv, int64_t) {
+  // Never chosen here (rows_avx2() is false); the plain loop, for safety.
+  out4_positions(acc, x, 0, wn, Value16{nullptr, is_signed}, y, ystride, inv);
+}
+void pair_sums4_avx2(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y, int64_t ystride,
+                     float inv, int64_t) {
+  // Never chosen here (rows_avx2() is false); the plain loop, for safety.
+  pair4_positions(acc, x, Value16{nullptr, is_signed}, 0, wn, y, ystride, inv);
+}
+#endif
+
+}  // namespace mrmf::kernels

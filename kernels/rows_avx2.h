@@ -1,0 +1,43 @@
+// Hand-written AVX2 pieces of the fused downsample's CPU rows, for CPUs
+// without AVX-512 (AMD before Zen 4: Perlmutter's Milan hosts) or with it
+// switched off (MRMF_CPU_AVX512=0). The same two rows as the AVX-512
+// pieces 2b and 4 (kernels/rows_avx512.h), with the same formulas and bits:
+// four channels-last 16-bit integer channels (CosmoFlow's raw counts)
+// without a transform,
+//   convert_rows_out4_avx2: a block's last row, last-axis factor 1 (1/2
+//     along x = 2x1x1, 2x2x1): y[c * ystride + w] = (0 + (acc[4w + c] +)
+//     x[4w + c]) * inv;
+//   pair_sums4_avx2: last-axis factor 2 (1/2 along z = 1x1x2, 1/8's last
+//     row): y[c * ystride + w] = ((0 + t[8w + c]) + t[8w + 4 + c]) * inv,
+//     t[k] = (acc[k] +) x[k].
+// Why: g++ compiles the plain deinterleave with the accumulator into
+// 128-bit shuffles with spills, and makes three passes (row into acc, pair
+// sums, deinterleave) for pairs. Here eight positions (two per register,
+// one per 128-bit lane) are converted, summed and scaled in place, then a
+// 4x8 transpose (unpacks and one lane-crossing permute per channel) writes
+// eight outputs per channel. Measured against the plain loops side by side
+// in bench_data's ", plain loops" rows.
+#pragma once
+
+#include <cstdint>
+
+namespace mrmf::kernels {
+
+// True when the AVX2 pieces run: the CPU has AVX2, they are not off
+// (set_rows_avx2), and the AVX-512 pieces, which take the same rows, are
+// not running (rows_avx512()).
+bool rows_avx2();
+// Turns them off (or back on where the CPU has AVX2); process-wide. For the
+// benchmark's plain-loop rows and the tests' comparisons.
+void set_rows_avx2(bool on);
+
+// acc null: the block's only row. x holds 4 * wn inputs, 16-bit integers
+// (int16 where is_signed). prefetch_bytes > 0: a line that far ahead of
+// the input per 64 bytes read.
+void convert_rows_out4_avx2(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y,
+                            int64_t ystride, float inv, int64_t prefetch_bytes = 0);
+// x holds 8 * wn inputs.
+void pair_sums4_avx2(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y, int64_t ystride,
+                     float inv, int64_t prefetch_bytes = 0);
+
+}  // namespace mrmf::kernels
