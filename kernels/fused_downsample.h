@@ -850,24 +850,31 @@ struct FusedDownsample {
   }
 
   // The input lines the next direct rows will read, `per_row` of them
-  // prefetched before each derived output row (see row_cpu()). An offset
-  // into [base, base + bytes), not a moving pointer: a pointer stepped past
-  // the end of the input would be undefined even unread.
+  // prefetched before each derived output row (see row_cpu()): the lines
+  // that hold [base, base + bytes), from the one holding base (which may
+  // start before base, and before the input: integer addresses, not
+  // pointers stepped outside it).
   struct InputLead {
     const char* base = nullptr;
-    int64_t bytes = 0, done = 0, per_row = 0;
+    int64_t bytes = 0, done = 0, per_row = 0;  // done: lines issued
+    uintptr_t first_line() const { return reinterpret_cast<uintptr_t>(base) & ~uintptr_t(63); }
+    int64_t lines() const {
+      return bytes > 0 ? static_cast<int64_t>((reinterpret_cast<uintptr_t>(base) + bytes - 1 - first_line()) / 64) + 1
+                       : 0;
+    }
     // At most this many lines per derived row: a stretch far longer than
     // its derived rows (a 1-D series: the whole next sample for C derived
     // rows) would otherwise go out as a burst, which the header measured
     // as harmful (kPrefetchBytes) and which evicts the rows being summed.
     static constexpr int64_t kMaxLinesPerRow = 16;
     void spread_over(int64_t rows) {
-      const int64_t lines = (bytes + 63) / 64;
-      per_row = rows > 0 ? (lines + rows - 1) / rows : 0;
+      per_row = rows > 0 ? (lines() + rows - 1) / rows : 0;
       if (per_row > kMaxLinesPerRow) per_row = kMaxLinesPerRow;
     }
     MRMF_INLINE void step() {
-      for (int64_t k = 0; k < per_row && done < bytes; ++k, done += 64) prefetch_line(base + done);
+      const int64_t n = lines();
+      for (int64_t k = 0; k < per_row && done < n; ++k, ++done)
+        prefetch_line(reinterpret_cast<const char*>(first_line() + 64 * static_cast<uintptr_t>(done)));
     }
   };
 
@@ -987,7 +994,8 @@ struct FusedDownsample {
   // slab. A level with f1 = 1 streams each of its input planes' rows for the
   // whole group as one stretch (long contiguous reads, what the hardware
   // prefetcher needs; block by block they were 1 KB bursts from planes 128 KB
-  // apart); the group is sized by kSlabBytes (fused_downsample_ops.inl).
+  // apart); the group is sized by kSlabBytes (set_cpu_rows_geometry,
+  // fused_downsample_ops.cpp).
   // The levels advance together along axis 0: after each input plane of the
   // block, every level computes the output rows whose inputs (or source
   // level's rows) are now complete. A derived level thus reads back rows

@@ -33,8 +33,8 @@ inline void out4_positions(const float* acc, const uint16_t* x, int64_t w0, int6
       y[c * ystride + w] = (0.f + (acc ? acc[4 * w + c] + t : t)) * inv;
     }
 }
-// Outputs [w0, w1) of pair_sums4_avx512 one by one: its tail, and the whole
-// where the vector code is not compiled.
+// Outputs [w0, w1) of pair_sums4_avx512 and pair_sums4_avx2 one by one:
+// their tails, and the whole where the vector code is not compiled.
 inline void pair4_positions(const float* acc, const uint16_t* x, Value16 value, int64_t w0, int64_t w1, float* y,
                             int64_t ystride, float inv) {
   const auto t = [&](int64_t k) { return acc ? acc[k] + value(x, k) : value(x, k); };

@@ -131,6 +131,19 @@ TEST_CASE("fused downsample: the prefetched next plane starts where that plane's
   CHECK(longer.per_row == Kernel::InputLead::kMaxLinesPerRow);
   longer.spread_over(0);
   CHECK(longer.per_row == 0);
+  // Whole lines from the one holding base: 14 aligned lines over 7 rows
+  // are 2 per row; shifted by 8 bytes they span 15 lines, 3 per row.
+  alignas(64) static char buffer[16 * 64];
+  Kernel::InputLead exact;
+  exact.base = buffer;
+  exact.bytes = 14 * 64;
+  exact.spread_over(7);
+  CHECK(exact.lines() == 14);
+  CHECK(exact.per_row == 2);
+  exact.base = buffer + 8;
+  exact.spread_over(7);
+  CHECK(exact.lines() == 15);
+  CHECK(exact.per_row == 3);
 }
 
 TEST_CASE("fused downsample: no next-plane prefetch where a plane's rows are not one stretch",
