@@ -619,7 +619,7 @@ int main(int argc, char** argv) {
   // cost with the least interference.
   if (section("kernel")) {
     {
-      char title[96];  // padded to the rows' name column ("    cpu  " and 45 characters)
+      char title[96];  // padded to the rows' name column ("    cpu  " and 60 characters)
       std::snprintf(title, sizeof title, "fused downsample [%d, %d^3, 4] uint16 (%.0f MB)", B, side_b,
                     double(B) * side_b * side_b * side_b * 8 / 1e6);
       row("\n(b) %-65s %9s %9s %9s %7s %6s  (ms, GB/s: medians of 21)\n", title, "ms", "GB/s", "copyGB/s", "paired",

@@ -608,14 +608,8 @@ struct FusedDownsample {
       // and with the call 1/1 and three levels measured level or 1-4 points
       // lower in four runs.
       if constexpr (!kFirst && kIntQuads<kC>) {
-        if (rows_avx512()) {
-          convert_rows_out4_avx512(acc, bits16_row(row), R == RawType::I16, wn, y, ystride, inv, simd_prefetch<kPf>());
+        if (convert_rows_out4_simd(acc, bits16_row(row), R == RawType::I16, wn, y, ystride, inv, simd_prefetch<kPf>()))
           return;
-        }
-        if (rows_avx2()) {
-          convert_rows_out4_avx2(acc, bits16_row(row), R == RawType::I16, wn, y, ystride, inv, simd_prefetch<kPf>());
-          return;
-        }
       }
       const auto positions = [&](int64_t w0, int64_t w1) {
         for (int64_t w = w0; w < w1; ++w)
@@ -636,16 +630,9 @@ struct FusedDownsample {
     // 1/8's last row) in one pass with AVX-512 (kernels/rows_avx512.h),
     // else with AVX2 (kernels/rows_avx2.h).
     if constexpr (kF2 == 2 && kIntQuads<kC>) {
-      if (rows_avx512()) {
-        pair_sums4_avx512(kFirst ? nullptr : acc, bits16_row(row), R == RawType::I16, wn, y, ystride, inv,
-                          simd_prefetch<kPf>());
+      if (pair_sums4_simd(kFirst ? nullptr : acc, bits16_row(row), R == RawType::I16, wn, y, ystride, inv,
+                          simd_prefetch<kPf>()))
         return;
-      }
-      if (rows_avx2()) {
-        pair_sums4_avx2(kFirst ? nullptr : acc, bits16_row(row), R == RawType::I16, wn, y, ystride, inv,
-                        simd_prefetch<kPf>());
-        return;
-      }
     }
 #if defined(MRMF_ROWS_AVX512)
     // Three float32 channels, pairs, one row (the Neuron Inverter's T / 2):

@@ -31,6 +31,28 @@ std::atomic<bool>& switch_on() {
 bool rows_avx2() { return cpu_has_avx2() && switch_on().load(std::memory_order_relaxed) && !rows_avx512(); }
 void set_rows_avx2(bool on) { switch_on().store(on, std::memory_order_relaxed); }
 
+bool convert_rows_out4_simd(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y, int64_t ystride,
+                            float inv, int64_t prefetch_bytes) {
+  if (rows_avx512())
+    convert_rows_out4_avx512(acc, x, is_signed, wn, y, ystride, inv, prefetch_bytes);
+  else if (rows_avx2())
+    convert_rows_out4_avx2(acc, x, is_signed, wn, y, ystride, inv, prefetch_bytes);
+  else
+    return false;
+  return true;
+}
+
+bool pair_sums4_simd(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y, int64_t ystride,
+                     float inv, int64_t prefetch_bytes) {
+  if (rows_avx512())
+    pair_sums4_avx512(acc, x, is_signed, wn, y, ystride, inv, prefetch_bytes);
+  else if (rows_avx2())
+    pair_sums4_avx2(acc, x, is_signed, wn, y, ystride, inv, prefetch_bytes);
+  else
+    return false;
+  return true;
+}
+
 #if defined(MRMF_ROWS_AVX512)
 namespace {
 // Eight consecutive 16-bit inputs (two positions of four channels) as

@@ -40,4 +40,12 @@ void convert_rows_out4_avx2(const float* acc, const uint16_t* x, bool is_signed,
 void pair_sums4_avx2(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y, int64_t ystride,
                      float inv, int64_t prefetch_bytes = 0);
 
+// The fused kernel's entry to both rows: the AVX-512 piece where
+// rows_avx512(), else the AVX2 one where rows_avx2(); false (nothing
+// written) where neither runs, and the plain loops take the row.
+bool convert_rows_out4_simd(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y, int64_t ystride,
+                            float inv, int64_t prefetch_bytes);
+bool pair_sums4_simd(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y, int64_t ystride,
+                     float inv, int64_t prefetch_bytes);
+
 }  // namespace mrmf::kernels

@@ -382,6 +382,15 @@ struct SimdRowsKept {
     set_rows_avx2(true);
   }
 };
+// The AVX-512 test cases' start: a notice naming what then takes the plain
+// loops, and nothing else, where the AVX-512 pieces are off.
+#define SKIP_WITHOUT_AVX512_ROWS(what)                                     \
+  do {                                                                     \
+    if (!rows_avx512()) {                                                  \
+      WARN("AVX-512 rows off (no AVX-512F, or MRMF_CPU_AVX512=0): " what); \
+      return;                                                              \
+    }                                                                      \
+  } while (0)
 // The AVX2 pieces alone (AVX-512 off); false where the CPU has no AVX2.
 bool use_avx2_rows() {
   set_rows_avx512(false);
@@ -552,10 +561,7 @@ void check_cosmo_quads_pairs() {
 }  // namespace
 
 TEST_CASE("fused downsample: the AVX-512 table rows give the plain loop's bits", "[fused_downsample]") {
-  if (!rows_avx512()) {
-    WARN("AVX-512 rows off (no AVX-512F, or MRMF_CPU_AVX512=0): the table rows take the plain loop only");
-    return;
-  }
+  SKIP_WITHOUT_AVX512_ROWS("the table rows take the plain loop only");
   const SimdRowsKept restore;
   set_rows_avx512(false);
   CHECK_FALSE(rows_avx512());
@@ -644,10 +650,7 @@ TEST_CASE("fused downsample: the AVX-512 table rows give the plain loop's bits",
 
 TEST_CASE("fused downsample: the AVX-512 pair sums of three channels give the plain loops' and the functors' bits",
           "[fused_downsample]") {
-  if (!rows_avx512()) {
-    WARN("AVX-512 rows off (no AVX-512F, or MRMF_CPU_AVX512=0): the pair sums take the plain loops only");
-    return;
-  }
+  SKIP_WITHOUT_AVX512_ROWS("the pair sums take the plain loops only");
   const SimdRowsKept restore;
 #if defined(MRMF_ROWS_AVX512)  // declared on x86-64 with GCC-compatible compilers only
   const auto bits = [](float v) {
@@ -699,10 +702,7 @@ TEST_CASE("fused downsample: the AVX-512 pair sums of three channels give the pl
 
 TEST_CASE("fused downsample: the AVX-512 four-channel rows without a transform give the plain loops' bits",
           "[fused_downsample]") {
-  if (!rows_avx512()) {
-    WARN("AVX-512 rows off (no AVX-512F, or MRMF_CPU_AVX512=0): the rows take the plain loops only");
-    return;
-  }
+  SKIP_WITHOUT_AVX512_ROWS("the rows take the plain loops only");
   const SimdRowsKept restore;
   check_convert_rows_out4(convert_rows_out4_avx512);
   check_cosmo_quads_f2_1();
@@ -711,10 +711,7 @@ TEST_CASE("fused downsample: the AVX-512 four-channel rows without a transform g
 TEST_CASE(
     "fused downsample: the AVX-512 pair sums of four 16-bit channels give the formula's and the plain loops' bits",
     "[fused_downsample]") {
-  if (!rows_avx512()) {
-    WARN("AVX-512 rows off (no AVX-512F, or MRMF_CPU_AVX512=0): the pair sums take the plain loops only");
-    return;
-  }
+  SKIP_WITHOUT_AVX512_ROWS("the pair sums take the plain loops only");
   const SimdRowsKept restore;
   check_pair_sums4(pair_sums4_avx512);
   check_cosmo_quads_pairs();
