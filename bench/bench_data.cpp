@@ -669,9 +669,11 @@ int main(int argc, char** argv) {
     // (", table, summed", the default before products); on CPUs with
     // AVX-512 every row without its AVX-512 pieces (", no AVX-512":
     // kernels/rows_avx512.h; what a CPU without AVX-512, such as
-    // Perlmutter's Milan hosts, runs); and on CPUs with AVX2 the rows
-    // without a transform, which have AVX2 pieces (kernels/rows_avx2.h),
-    // with neither (", plain loops"): the A/B of each path.
+    // Perlmutter's Milan hosts, runs), and the table's sums so too; and on
+    // CPUs with AVX2 the rows that have AVX2 pieces (kernels/rows_avx2.h:
+    // those without a transform, and products) with neither (", plain
+    // loops"): the A/B of each path. (Before session 46 a product row's
+    // ", no AVX-512" summed the table.)
     enum class Pieces { Best, NoAvx512, Plain };
     struct Run {
       Case c;
@@ -706,17 +708,21 @@ int main(int argc, char** argv) {
       const bool lg = c.transform == log1p, products = lg && has_product_blocks(c);
       runs.push_back({c, true, Pieces::Best, true});
       if (products) runs.push_back({c, true, Pieces::Best, false});
-      if (has_avx512) runs.push_back({c, true, Pieces::NoAvx512, !products});
-      if (has_avx2 && c.transform == kernels::FusedTransform::None) runs.push_back({c, true, Pieces::Plain, true});
+      if (has_avx512) runs.push_back({c, true, Pieces::NoAvx512, true});
+      if (has_avx512 && products) runs.push_back({c, true, Pieces::NoAvx512, false});
+      if (has_avx2 && (c.transform == kernels::FusedTransform::None || products))
+        runs.push_back({c, true, Pieces::Plain, true});
       if (lg) runs.push_back({c, false, Pieces::Best, false});
     }
     for (const auto& [c, table, pieces, product] : runs) {
       const Tensor& in = c.count_data ? counts : raw;
-      const std::string name = std::string(c.name) + (!table                             ? ", computed"
-                                                      : pieces == Pieces::NoAvx512       ? ", no AVX-512"
-                                                      : pieces == Pieces::Plain          ? ", plain loops"
-                                                      : !product && c.transform == log1p ? ", table, summed"
-                                                                                         : "");
+      const std::string name = std::string(c.name) +
+                               (!table                             ? ", computed"
+                                : !product && c.transform == log1p ? ", table, summed"
+                                                                   : "") +
+                               (pieces == Pieces::NoAvx512 ? ", no AVX-512"
+                                : pieces == Pieces::Plain  ? ", plain loops"
+                                                           : "");
       if (!wanted(name)) continue;
       kernels::FusedDownsampleSpec spec;
       spec.levels = c.levels;

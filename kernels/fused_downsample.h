@@ -578,6 +578,14 @@ struct FusedDownsample {
     const int64_t Cn = kC > 0 ? kC : C;
     if constexpr (kProducts) {
       if (pc > 0) {
+        // Four channels (CosmoFlow's), f2 1 or 2 (2x2x1, 1/8): the factors,
+        // the logarithms and the deinterleave in one pass with AVX-512 or
+        // AVX2 (kernels/rows_avx512.h, piece 5).
+        if constexpr (kC == 4 && (kF2 == 1 || kF2 == 2)) {
+          if (product_rows4_simd(kFirst ? nullptr : acc, bits16_row(row), R == RawType::I16, kF2, pc, wn, y, ystride,
+                                 inv, simd_prefetch<kPf>()))
+            return;
+        }
         seg_add<kFirst, kC, kF2, kPf>(acc, row, wn, C, f2, c_fixed, pc);
         products_out<kC, kF2>(acc, wn, C, f2, y, ystride, inv, pc);
         return;

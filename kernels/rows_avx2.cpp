@@ -9,9 +9,12 @@
 namespace mrmf::kernels {
 
 namespace {
+using quads::Factor16;
 using quads::out4_positions;
 using quads::pair4_positions;
 using quads::prefetch_step128;
+using quads::ProductFold;
+using quads::SumFold;
 using quads::Value16;
 
 bool cpu_has_avx2() {
@@ -53,14 +56,29 @@ bool pair_sums4_simd(const float* acc, const uint16_t* x, bool is_signed, int64_
   return true;
 }
 
+bool product_rows4_simd(const float* acc, const uint16_t* x, bool is_signed, int64_t f2, int64_t cells, int64_t wn,
+                        float* y, int64_t ystride, float inv, int64_t prefetch_bytes) {
+  if (rows_avx512())
+    product_rows4_avx512(acc, x, is_signed, f2, cells, wn, y, ystride, inv, prefetch_bytes);
+  else if (rows_avx2())
+    product_rows4_avx2(acc, x, is_signed, f2, cells, wn, y, ystride, inv, prefetch_bytes);
+  else
+    return false;
+  return true;
+}
+
 #if defined(MRMF_ROWS_AVX512)
 namespace {
 // Eight consecutive 16-bit inputs (two positions of four channels) as
-// floats: [position p: c0 c1 c2 c3 | position p + 1: c0 c1 c2 c3].
-template <bool kSigned>
+// floats: [position p: c0 c1 c2 c3 | position p + 1: c0 c1 c2 c3]; the
+// integers, or (kFactor) their count factors (kernels/log1p_lanes.h).
+template <bool kSigned, bool kFactor = false>
 __attribute__((target("avx2"))) __m256 two_positions(const uint16_t* x) {
   const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
-  return _mm256_cvtepi32_ps(kSigned ? _mm256_cvtepi16_epi32(h) : _mm256_cvtepu16_epi32(h));
+  const __m256i i = kSigned ? _mm256_cvtepi16_epi32(h) : _mm256_cvtepu16_epi32(h);
+  if constexpr (kFactor)
+    return lanes::count_factor_lanes<kSigned, lanes::F32x8>(reinterpret_cast<lanes::I32<lanes::F32x8>>(i));
+  return _mm256_cvtepi32_ps(i);
 }
 
 // Four registers of two positions each (v[k]: positions 2k and 2k + 1,
@@ -81,73 +99,103 @@ __attribute__((target("avx2"))) void store_transposed(const __m256* v, float* y,
   for (int c = 0; c < 4; ++c) _mm256_storeu_ps(y + c * ystride, _mm256_permutevar8x32_ps(ch[c], order));
 }
 
-template <bool kFirst, bool kSigned>
-__attribute__((target("avx2"))) void out_rows4(const float* acc, const uint16_t* x, int64_t wn, float* y,
-                                               int64_t ystride, float inv, int64_t prefetch_bytes) {
-  const __m256 zero = _mm256_setzero_ps(), scale = _mm256_set1_ps(inv);
+// Fold: quads::SumFold (the integers) or ProductFold (their count factors)
+// on floats (the tail's), taken to eight lanes.
+template <bool kFirst, bool kSigned, class Fold>
+__attribute__((target("avx2"))) void out_rows4(const float* acc, const uint16_t* x, int64_t wn, Fold fold, float* y,
+                                               int64_t ystride, int64_t prefetch_bytes) {
+  constexpr bool kFactor = Fold::kProduct;
+  const auto wide = fold.as(lanes::F32x8(_mm256_set1_ps(fold.scale)));
   int64_t w = 0;
   for (; w + 8 <= wn; w += 8) {
     const uint16_t* xs = x + 4 * w;  // 64 bytes: one line
     if (prefetch_bytes > 0) prefetch_line(reinterpret_cast<const char*>(xs) + prefetch_bytes);
     __m256 v[4];
     for (int k = 0; k < 4; ++k) {
-      __m256 t = two_positions<kSigned>(xs + 8 * k);
-      if (!kFirst) t = _mm256_add_ps(_mm256_loadu_ps(acc + 4 * w + 8 * k), t);
-      v[k] = _mm256_mul_ps(_mm256_add_ps(zero, t), scale);
+      __m256 t = two_positions<kSigned, kFactor>(xs + 8 * k);
+      if (!kFirst) t = wide.step(_mm256_loadu_ps(acc + 4 * w + 8 * k), t);
+      v[k] = wide.out(t);
     }
     store_transposed(v, y + w, ystride);
   }
-  out4_positions(kFirst ? nullptr : acc, x, w, wn, Value16{nullptr, kSigned}, y, ystride, inv);
+  if constexpr (kFactor)
+    out4_positions(kFirst ? nullptr : acc, x, w, wn, Factor16<kSigned>{}, fold, y, ystride);
+  else
+    out4_positions(kFirst ? nullptr : acc, x, w, wn, Value16{nullptr, kSigned}, fold, y, ystride);
 }
 
-template <bool kFirst, bool kSigned>
-__attribute__((target("avx2"))) void pair_sums4(const float* acc, const uint16_t* x, int64_t wn, float* y,
-                                                int64_t ystride, float inv, int64_t prefetch_bytes) {
-  const __m256 zero = _mm256_setzero_ps(), scale = _mm256_set1_ps(inv);
+template <bool kFirst, bool kSigned, class Fold>
+__attribute__((target("avx2"))) void pair_rows4(const float* acc, const uint16_t* x, int64_t wn, Fold fold, float* y,
+                                                int64_t ystride, int64_t prefetch_bytes) {
+  constexpr bool kFactor = Fold::kProduct;
+  const auto wide = fold.as(lanes::F32x8(_mm256_set1_ps(fold.scale)));
   int64_t w = 0;
   for (; w + 8 <= wn; w += 8) {
     const uint16_t* xs = x + 8 * w;  // 16 positions of 4 inputs: 128 bytes, two lines
     prefetch_step128(xs, prefetch_bytes);
     __m256 t[8];  // t[j]: output j's two positions, one per 128-bit lane
     for (int j = 0; j < 8; ++j) {
-      t[j] = two_positions<kSigned>(xs + 8 * j);
-      if (!kFirst) t[j] = _mm256_add_ps(_mm256_loadu_ps(acc + 8 * w + 8 * j), t[j]);
+      t[j] = two_positions<kSigned, kFactor>(xs + 8 * j);
+      if (!kFirst) t[j] = wide.step(_mm256_loadu_ps(acc + 8 * w + 8 * j), t[j]);
     }
-    __m256 s[4];  // outputs 2k and 2k + 1, channels-last: (0 + first position) + second
+    __m256 s[4];  // outputs 2k and 2k + 1, channels-last, from the first position and the second
     for (int k = 0; k < 4; ++k) {
       const __m256 first = _mm256_permute2f128_ps(t[2 * k], t[2 * k + 1], 0x20);
       const __m256 second = _mm256_permute2f128_ps(t[2 * k], t[2 * k + 1], 0x31);
-      s[k] = _mm256_mul_ps(_mm256_add_ps(_mm256_add_ps(zero, first), second), scale);
+      s[k] = wide.pair(first, second);
     }
     store_transposed(s, y + w, ystride);
   }
-  pair4_positions(kFirst ? nullptr : acc, x, Value16{nullptr, kSigned}, w, wn, y, ystride, inv);
+  if constexpr (kFactor)
+    pair4_positions(kFirst ? nullptr : acc, x, Factor16<kSigned>{}, fold, w, wn, y, ystride);
+  else
+    pair4_positions(kFirst ? nullptr : acc, x, Value16{nullptr, kSigned}, fold, w, wn, y, ystride);
 }
 }  // namespace
 
 void convert_rows_out4_avx2(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y,
                             int64_t ystride, float inv, int64_t prefetch_bytes) {
   quads::by_kind(acc, is_signed, [&](auto first, auto sign) {
-    out_rows4<decltype(first)::value, decltype(sign)::value>(acc, x, wn, y, ystride, inv, prefetch_bytes);
+    out_rows4<decltype(first)::value, decltype(sign)::value>(acc, x, wn, SumFold<float>{inv}, y, ystride,
+                                                             prefetch_bytes);
   });
 }
 
 void pair_sums4_avx2(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y, int64_t ystride,
                      float inv, int64_t prefetch_bytes) {
   quads::by_kind(acc, is_signed, [&](auto first, auto sign) {
-    pair_sums4<decltype(first)::value, decltype(sign)::value>(acc, x, wn, y, ystride, inv, prefetch_bytes);
+    pair_rows4<decltype(first)::value, decltype(sign)::value>(acc, x, wn, SumFold<float>{inv}, y, ystride,
+                                                              prefetch_bytes);
+  });
+}
+
+void product_rows4_avx2(const float* acc, const uint16_t* x, bool is_signed, int64_t f2, int64_t cells, int64_t wn,
+                        float* y, int64_t ystride, float inv, int64_t prefetch_bytes) {
+  const int n = static_cast<int>(cells);
+  quads::by_kind(acc, is_signed, [&](auto first, auto sign) {
+    constexpr bool kFirst = decltype(first)::value, kSigned = decltype(sign)::value;
+    const ProductFold<float, kSigned> fold{inv, n};
+    if (f2 == 2)
+      pair_rows4<kFirst, kSigned>(acc, x, wn, fold, y, ystride, prefetch_bytes);
+    else
+      out_rows4<kFirst, kSigned>(acc, x, wn, fold, y, ystride, prefetch_bytes);
   });
 }
 #else
 void convert_rows_out4_avx2(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y,
                             int64_t ystride, float inv, int64_t) {
   // Never chosen here (rows_avx2() is false); the plain loop, for safety.
-  out4_positions(acc, x, 0, wn, Value16{nullptr, is_signed}, y, ystride, inv);
+  out4_positions(acc, x, 0, wn, Value16{nullptr, is_signed}, SumFold<float>{inv}, y, ystride);
 }
 void pair_sums4_avx2(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y, int64_t ystride,
                      float inv, int64_t) {
   // Never chosen here (rows_avx2() is false); the plain loop, for safety.
-  pair4_positions(acc, x, Value16{nullptr, is_signed}, 0, wn, y, ystride, inv);
+  pair4_positions(acc, x, Value16{nullptr, is_signed}, SumFold<float>{inv}, 0, wn, y, ystride);
+}
+void product_rows4_avx2(const float* acc, const uint16_t* x, bool is_signed, int64_t f2, int64_t cells, int64_t wn,
+                        float* y, int64_t ystride, float inv, int64_t) {
+  // Never chosen here (rows_avx2() is false); the plain loop, for safety.
+  quads::product_positions(acc, x, is_signed, f2, cells, wn, y, ystride, inv);
 }
 #endif
 

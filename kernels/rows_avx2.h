@@ -1,15 +1,18 @@
 // Hand-written AVX2 pieces of the fused downsample's CPU rows, for CPUs
 // without AVX-512 (AMD before Zen 4: Perlmutter's Milan hosts) or with it
-// switched off (MRMF_CPU_AVX512=0). The same two rows as the AVX-512
-// pieces 2b and 4 (kernels/rows_avx512.h), with the same formulas and bits:
-// four channels-last 16-bit integer channels (CosmoFlow's raw counts)
-// without a transform,
+// switched off (MRMF_CPU_AVX512=0). The same rows as the AVX-512 pieces 2b,
+// 4 and 5 (kernels/rows_avx512.h), with the same formulas and bits: four
+// channels-last 16-bit integer channels (CosmoFlow's raw counts) without a
+// transform,
 //   convert_rows_out4_avx2: a block's last row, last-axis factor 1 (1/2
 //     along x = 2x1x1, 2x2x1): y[c * ystride + w] = (0 + (acc[4w + c] +)
 //     x[4w + c]) * inv;
 //   pair_sums4_avx2: last-axis factor 2 (1/2 along z = 1x1x2, 1/8's last
 //     row): y[c * ystride + w] = ((0 + t[8w + c]) + t[8w + 4 + c]) * inv,
-//     t[k] = (acc[k] +) x[k].
+//     t[k] = (acc[k] +) x[k];
+// and the last row of such a block reduced by products under log1p
+// (product_rows4_avx2: the two loops with count factors multiplied and the
+// logarithm on eight lanes, kernels/log1p_lanes.h).
 // Why: g++ compiles the plain deinterleave with the accumulator into
 // 128-bit shuffles with spills, and makes three passes (row into acc, pair
 // sums, deinterleave) for pairs. Here eight positions (two per register,
@@ -40,12 +43,18 @@ void convert_rows_out4_avx2(const float* acc, const uint16_t* x, bool is_signed,
 void pair_sums4_avx2(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y, int64_t ystride,
                      float inv, int64_t prefetch_bytes = 0);
 
-// The fused kernel's entry to both rows: the AVX-512 piece where
+// Piece 5 of kernels/rows_avx512.h: f2 1 or 2, x holds 4 * f2 * wn inputs.
+void product_rows4_avx2(const float* acc, const uint16_t* x, bool is_signed, int64_t f2, int64_t cells, int64_t wn,
+                        float* y, int64_t ystride, float inv, int64_t prefetch_bytes = 0);
+
+// The fused kernel's entry to these rows: the AVX-512 piece where
 // rows_avx512(), else the AVX2 one where rows_avx2(); false (nothing
 // written) where neither runs, and the plain loops take the row.
 bool convert_rows_out4_simd(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y, int64_t ystride,
                             float inv, int64_t prefetch_bytes);
 bool pair_sums4_simd(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y, int64_t ystride,
                      float inv, int64_t prefetch_bytes);
+bool product_rows4_simd(const float* acc, const uint16_t* x, bool is_signed, int64_t f2, int64_t cells, int64_t wn,
+                        float* y, int64_t ystride, float inv, int64_t prefetch_bytes);
 
 }  // namespace mrmf::kernels

@@ -13,9 +13,12 @@
 namespace mrmf::kernels {
 
 namespace {
+using quads::Factor16;
 using quads::out4_positions;
 using quads::pair4_positions;
 using quads::prefetch_step128;
+using quads::ProductFold;
+using quads::SumFold;
 using quads::Value16;
 
 bool cpu_has_avx512f() {
@@ -115,21 +118,30 @@ struct TableLanes {
     for (int j = 0; j < 4; ++j) v[j] = tab.lookup16(idx[j], small);
   }
 };
-template <bool kSigned>
+// The integers, or (kFactor) their count factors (log1p by products,
+// kernels/log1p_lanes.h).
+template <bool kSigned, bool kFactor = false>
 struct IntLanes {
   explicit IntLanes(const float*) {}  // out_rows4 hands every Lanes the table; the integers need none
   __attribute__((target("avx512f"))) static __m512i widen(__m256i h) {
     return kSigned ? _mm512_cvtepi16_epi32(h) : _mm512_cvtepu16_epi32(h);
   }
   __attribute__((target("avx512f"))) void values(const __m512i* idx, __m512* v) const {
-    for (int j = 0; j < 4; ++j) v[j] = _mm512_cvtepi32_ps(idx[j]);
+    for (int j = 0; j < 4; ++j)
+      v[j] =
+          kFactor
+              ? lanes::count_factor_lanes<kSigned, lanes::F32x16>(reinterpret_cast<lanes::I32<lanes::F32x16>>(idx[j]))
+              : _mm512_cvtepi32_ps(idx[j]);
   }
 };
 
-template <bool kFirst, class Lanes>
-__attribute__((target("avx512f"))) void out_rows4(const float* acc, const uint16_t* x, int64_t wn, Value16 value,
-                                                  float* y, int64_t ystride, float inv, int64_t prefetch_bytes) {
+// Fold: quads::SumFold or ProductFold on floats (the tail's), taken to
+// sixteen lanes.
+template <bool kFirst, class Lanes, class Value, class Fold>
+__attribute__((target("avx512f"))) void out_rows4(const float* acc, const uint16_t* x, int64_t wn, Value value,
+                                                  Fold fold, float* y, int64_t ystride, int64_t prefetch_bytes) {
   const Lanes lanes(value.table);
+  const auto wide = fold.as(lanes::F32x16(_mm512_set1_ps(fold.scale)));
   // Channel c of 16 positions from the four registers that hold them
   // channels-last (input 4i + c of position i): lane i's index is
   // (4i + c) mod 32 into the pair (v0, v1) for positions 0-7 and into
@@ -140,7 +152,6 @@ __attribute__((target("avx512f"))) void out_rows4(const float* acc, const uint16
         _mm512_add_epi32(_mm512_slli_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 2),
                          _mm512_set1_epi32(c)),
         _mm512_set1_epi32(31));
-  const __m512 zero = _mm512_setzero_ps(), scale = _mm512_set1_ps(inv);
   int64_t w = 0;
   for (; w + 16 <= wn; w += 16) {
     const uint16_t* xs = x + 4 * w;  // 128 bytes: two lines
@@ -151,37 +162,39 @@ __attribute__((target("avx512f"))) void out_rows4(const float* acc, const uint16
     __m512 v[4];
     lanes.values(idx, v);
     if (!kFirst)
-      for (int j = 0; j < 4; ++j) v[j] = _mm512_add_ps(_mm512_loadu_ps(acc + 4 * w + 16 * j), v[j]);
+      for (int j = 0; j < 4; ++j) v[j] = wide.step(_mm512_loadu_ps(acc + 4 * w + 16 * j), v[j]);
     for (int c = 0; c < 4; ++c) {
       const __m512 ch = _mm512_mask_blend_ps(0xFF00, _mm512_permutex2var_ps(v[0], pick[c], v[1]),
                                              _mm512_permutex2var_ps(v[2], pick[c], v[3]));
-      _mm512_storeu_ps(y + c * ystride + w, _mm512_mul_ps(_mm512_add_ps(zero, ch), scale));
+      _mm512_storeu_ps(y + c * ystride + w, wide.out(ch));
     }
   }
-  out4_positions(kFirst ? nullptr : acc, x, w, wn, value, y, ystride, inv);
+  out4_positions(kFirst ? nullptr : acc, x, w, wn, value, fold, y, ystride);
 }
 
-template <class Lanes>
-void out_rows4_from(const float* acc, const uint16_t* x, int64_t wn, Value16 value, float* y, int64_t ystride,
-                    float inv, int64_t prefetch_bytes) {
+template <class Lanes, class Value, class Fold>
+void out_rows4_from(const float* acc, const uint16_t* x, int64_t wn, Value value, Fold fold, float* y, int64_t ystride,
+                    int64_t prefetch_bytes) {
   if (acc)
-    out_rows4<false, Lanes>(acc, x, wn, value, y, ystride, inv, prefetch_bytes);
+    out_rows4<false, Lanes>(acc, x, wn, value, fold, y, ystride, prefetch_bytes);
   else
-    out_rows4<true, Lanes>(acc, x, wn, value, y, ystride, inv, prefetch_bytes);
+    out_rows4<true, Lanes>(acc, x, wn, value, fold, y, ystride, prefetch_bytes);
 }
 
-// See pair_sums4_avx512() in the header.
-template <bool kFirst, bool kSigned>
-__attribute__((target("avx512f"))) void pair_sums4(const float* acc, const uint16_t* x, int64_t wn, float* y,
-                                                   int64_t ystride, float inv, int64_t prefetch_bytes) {
+// See pair_sums4_avx512() in the header; with ProductFold and count
+// factors, product_rows4_avx512()'s f2 = 2.
+template <bool kFirst, bool kSigned, class Fold>
+__attribute__((target("avx512f"))) void pair_rows4(const float* acc, const uint16_t* x, int64_t wn, Fold fold, float* y,
+                                                   int64_t ystride, int64_t prefetch_bytes) {
+  constexpr bool kFactor = Fold::kProduct;
   // Output w's channel c lies at lane 4w + c of the pair (outputs 0-3,
   // outputs 4-7): lanes 0-7 of `c01` pick channel 0 of outputs 0-7 and
   // lanes 8-15 channel 1; `c23` channels 2 and 3.
   const __m512i out_w = _mm512_slli_epi32(_mm512_set_epi32(7, 6, 5, 4, 3, 2, 1, 0, 7, 6, 5, 4, 3, 2, 1, 0), 2);
   const __m512i c01 = _mm512_add_epi32(out_w, _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0));
   const __m512i c23 = _mm512_add_epi32(c01, _mm512_set1_epi32(2));
-  const __m512 zero = _mm512_setzero_ps(), scale = _mm512_set1_ps(inv);
-  const IntLanes<kSigned> lanes(nullptr);
+  const auto wide = fold.as(lanes::F32x16(_mm512_set1_ps(fold.scale)));
+  const IntLanes<kSigned, kFactor> lanes(nullptr);
   int64_t w = 0;
   for (; w + 8 <= wn; w += 8) {
     const uint16_t* xs = x + 8 * w;  // 16 positions of 4 inputs: 128 bytes, two lines
@@ -189,15 +202,15 @@ __attribute__((target("avx512f"))) void pair_sums4(const float* acc, const uint1
     __m512i idx[4];
     for (int j = 0; j < 4; ++j)
       idx[j] = IntLanes<kSigned>::widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + 16 * j)));
-    __m512 v[4];  // positions 4j to 4j + 3, one per 128-bit lane: (acc +) value
+    __m512 v[4];  // positions 4j to 4j + 3, one per 128-bit lane: (acc +) value, or (acc *) factor
     lanes.values(idx, v);
     if (!kFirst)
-      for (int j = 0; j < 4; ++j) v[j] = _mm512_add_ps(_mm512_loadu_ps(acc + 8 * w + 16 * j), v[j]);
-    __m512 s[2];  // outputs 0-3 and 4-7, channels-last: (0 + position 2w) + position 2w + 1, by 128-bit lanes
+      for (int j = 0; j < 4; ++j) v[j] = wide.step(_mm512_loadu_ps(acc + 8 * w + 16 * j), v[j]);
+    __m512 s[2];  // outputs 0-3 and 4-7, channels-last, from positions 2w and 2w + 1, by 128-bit lanes
     for (int j = 0; j < 2; ++j) {
       const __m512 even = _mm512_shuffle_f32x4(v[2 * j], v[2 * j + 1], _MM_SHUFFLE(2, 0, 2, 0));
       const __m512 odd = _mm512_shuffle_f32x4(v[2 * j], v[2 * j + 1], _MM_SHUFFLE(3, 1, 3, 1));
-      s[j] = _mm512_mul_ps(_mm512_add_ps(_mm512_add_ps(zero, even), odd), scale);
+      s[j] = wide.pair(even, odd);
     }
     const __m512 lo = _mm512_permutex2var_ps(s[0], c01, s[1]), hi = _mm512_permutex2var_ps(s[0], c23, s[1]);
     _mm256_storeu_ps(y + w, _mm512_castps512_ps256(lo));
@@ -205,7 +218,10 @@ __attribute__((target("avx512f"))) void pair_sums4(const float* acc, const uint1
     _mm256_storeu_ps(y + 2 * ystride + w, _mm512_castps512_ps256(hi));
     _mm256_storeu_ps(y + 3 * ystride + w, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(hi), 1)));
   }
-  pair4_positions(kFirst ? nullptr : acc, x, Value16{nullptr, kSigned}, w, wn, y, ystride, inv);
+  if constexpr (kFactor)
+    pair4_positions(kFirst ? nullptr : acc, x, Factor16<kSigned>{}, fold, w, wn, y, ystride);
+  else
+    pair4_positions(kFirst ? nullptr : acc, x, Value16{nullptr, kSigned}, fold, w, wn, y, ystride);
 }
 }  // namespace
 #if !defined(__clang__)
@@ -215,22 +231,37 @@ __attribute__((target("avx512f"))) void pair_sums4(const float* acc, const uint1
 void pair_sums4_avx512(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y, int64_t ystride,
                        float inv, int64_t prefetch_bytes) {
   quads::by_kind(acc, is_signed, [&](auto first, auto sign) {
-    pair_sums4<decltype(first)::value, decltype(sign)::value>(acc, x, wn, y, ystride, inv, prefetch_bytes);
+    pair_rows4<decltype(first)::value, decltype(sign)::value>(acc, x, wn, SumFold<float>{inv}, y, ystride,
+                                                              prefetch_bytes);
   });
 }
 
 void table_rows_out4_avx512(const float* acc, const uint16_t* x, int64_t wn, const float* table, float* y,
                             int64_t ystride, float inv, int64_t prefetch_bytes) {
-  out_rows4_from<TableLanes>(acc, x, wn, Value16{table, false}, y, ystride, inv, prefetch_bytes);
+  out_rows4_from<TableLanes>(acc, x, wn, Value16{table, false}, SumFold<float>{inv}, y, ystride, prefetch_bytes);
 }
 
 void convert_rows_out4_avx512(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y,
                               int64_t ystride, float inv, int64_t prefetch_bytes) {
   const Value16 value{nullptr, is_signed};
+  const SumFold<float> fold{inv};
   if (is_signed)
-    out_rows4_from<IntLanes<true>>(acc, x, wn, value, y, ystride, inv, prefetch_bytes);
+    out_rows4_from<IntLanes<true>>(acc, x, wn, value, fold, y, ystride, prefetch_bytes);
   else
-    out_rows4_from<IntLanes<false>>(acc, x, wn, value, y, ystride, inv, prefetch_bytes);
+    out_rows4_from<IntLanes<false>>(acc, x, wn, value, fold, y, ystride, prefetch_bytes);
+}
+
+void product_rows4_avx512(const float* acc, const uint16_t* x, bool is_signed, int64_t f2, int64_t cells, int64_t wn,
+                          float* y, int64_t ystride, float inv, int64_t prefetch_bytes) {
+  const int n = static_cast<int>(cells);
+  quads::by_kind(acc, is_signed, [&](auto first, auto sign) {
+    constexpr bool kFirst = decltype(first)::value, kSigned = decltype(sign)::value;
+    const ProductFold<float, kSigned> fold{inv, n};
+    if (f2 == 2)
+      pair_rows4<kFirst, kSigned>(acc, x, wn, fold, y, ystride, prefetch_bytes);
+    else
+      out_rows4<kFirst, IntLanes<kSigned, true>>(acc, x, wn, Factor16<kSigned>{}, fold, y, ystride, prefetch_bytes);
+  });
 }
 
 void table_rows_add_avx512(float* acc, const uint16_t* x, int64_t n, const float* table, bool first,
@@ -244,17 +275,22 @@ void table_rows_add_avx512(float* acc, const uint16_t* x, int64_t n, const float
 void table_rows_out4_avx512(const float* acc, const uint16_t* x, int64_t wn, const float* table, float* y,
                             int64_t ystride, float inv, int64_t) {
   // Never chosen here (rows_avx512() is false); the plain loop, for safety.
-  out4_positions(acc, x, 0, wn, Value16{table, false}, y, ystride, inv);
+  out4_positions(acc, x, 0, wn, Value16{table, false}, quads::SumFold<float>{inv}, y, ystride);
 }
 void convert_rows_out4_avx512(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y,
                               int64_t ystride, float inv, int64_t) {
   // Never chosen here (rows_avx512() is false); the plain loop, for safety.
-  out4_positions(acc, x, 0, wn, Value16{nullptr, is_signed}, y, ystride, inv);
+  out4_positions(acc, x, 0, wn, Value16{nullptr, is_signed}, quads::SumFold<float>{inv}, y, ystride);
 }
 void pair_sums4_avx512(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y, int64_t ystride,
                        float inv, int64_t) {
   // Never chosen here (rows_avx512() is false); the plain loop, for safety.
-  pair4_positions(acc, x, Value16{nullptr, is_signed}, 0, wn, y, ystride, inv);
+  pair4_positions(acc, x, Value16{nullptr, is_signed}, quads::SumFold<float>{inv}, 0, wn, y, ystride);
+}
+void product_rows4_avx512(const float* acc, const uint16_t* x, bool is_signed, int64_t f2, int64_t cells, int64_t wn,
+                          float* y, int64_t ystride, float inv, int64_t) {
+  // Never chosen here (rows_avx512() is false); the plain loop, for safety.
+  quads::product_positions(acc, x, is_signed, f2, cells, wn, y, ystride, inv);
 }
 void table_rows_add_avx512(float* acc, const uint16_t* x, int64_t n, const float* table, bool first, int64_t) {
   // Never chosen here (rows_avx512() is false); the plain loop, for safety.

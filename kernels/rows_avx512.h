@@ -53,11 +53,23 @@
 //    permutes deinterleave eight outputs per channel. Emerald Rapids VM,
 //    the same rounds: 1/2 along z 62-65 -> 85-87 % of memcpy, 1/8 82-84 ->
 //    85-95 %, and with the row above the CosmoFlow ladder 62-77 -> 79-80 %.
+// 5. product_rows4_avx512: the last row of a block of four channels-last
+//    16-bit count channels reduced by products under log1p (2x2x1 and 1/8
+//    of CosmoFlow's counts; kernels/log1p_products.h), f2 = 1 or 2:
+//      f2 = 1: y[c * ystride + w] = L((acc[4w + c] *) u(x[4w + c])) * inv,
+//      f2 = 2: y[c * ystride + w] = L((1 * t[8w + c]) * t[8w + 4 + c]) * inv,
+//              t[k] = (acc[k] *) u(x[k]),
+//    u = count_factor, L = log_of_count_product(., cells): 2b's and 4's
+//    loops with multiplications, and the logarithm on sixteen lanes
+//    (kernels/log1p_lanes.h). The plain code made three passes over acc
+//    (the factors, a logarithm per output, the deinterleave): on the
+//    Emerald Rapids VM 2x2x1 with log1p on counts ran at 52 % of memcpy
+//    where summing the table ran at 82 %.
 //
 // Host only. Wherever AVX-512F is absent (AMD before Zen 4, e.g. Perlmutter's
 // Milan hosts) or switched off (set_rows_avx512(false): the benchmark's
 // side-by-side rows and the tests' comparison), the plain loops run, except
-// for 2b and 4, which have AVX2 versions (kernels/rows_avx2.h).
+// for 2b, 4 and 5, which have AVX2 versions (kernels/rows_avx2.h).
 #pragma once
 
 #include <cstdint>
@@ -107,6 +119,12 @@ void convert_rows_out4_avx512(const float* acc, const uint16_t* x, bool is_signe
 // (int16 where is_signed).
 void pair_sums4_avx512(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y, int64_t ystride,
                        float inv, int64_t prefetch_bytes = 0);
+
+// 5. (see above) with AVX-512F; call only when rows_avx512(). f2 is 1 or
+// 2; x holds 4 * f2 * wn inputs; cells: the block's element count (its
+// factors' scale).
+void product_rows4_avx512(const float* acc, const uint16_t* x, bool is_signed, int64_t f2, int64_t cells, int64_t wn,
+                          float* y, int64_t ystride, float inv, int64_t prefetch_bytes = 0);
 
 #if defined(MRMF_ROWS_AVX512)
 // 3. (see above): for w < wn and c < 3,
