@@ -578,9 +578,10 @@ struct FusedDownsample {
     const int64_t Cn = kC > 0 ? kC : C;
     if constexpr (kProducts) {
       if (pc > 0) {
-        // Four channels (CosmoFlow's), f2 1 or 2 (2x2x1, 1/8): the factors,
-        // the logarithms and the deinterleave in one pass with AVX-512 or
-        // AVX2 (kernels/rows_avx512.h, piece 5).
+        // Four channels (CosmoFlow's), f2 1 or 2 (2x2x1, 1/8, any block of
+        // 4-15 cells with such a last axis): the factors, the logarithms and
+        // the deinterleave in one pass with AVX-512 or AVX2
+        // (kernels/rows_avx512.h, piece 5).
         if constexpr (kC == 4 && (kF2 == 1 || kF2 == 2)) {
           if (product_rows4_simd(kFirst ? nullptr : acc, bits16_row(row), R == RawType::I16, kF2, pc, wn, y, ystride,
                                  inv, simd_prefetch<kPf>()))
@@ -673,7 +674,9 @@ struct FusedDownsample {
       for (int64_t c = 0; c < Cn; ++c) y[c * ystride + w] = t[w * Cn + c] * inv;
   }
 
-  // seg_out() of a block reduced by products, after its last row's factors:
+  // seg_out() of a block reduced by products, after its last row's factors,
+  // where no vector row takes it (other channel counts or last-axis
+  // factors, a CPU without AVX2, the pieces off):
   // per output (w, c) the product over z from 1 of acc's per-position
   // products, its logarithm (a flat loop, which vectorizes), then the
   // deinterleave, scaled.

@@ -2,14 +2,16 @@
 // vector of float lanes: count_factor, log_pow2_normal_f32 and log_pow2_f32
 // (kernels/log1p.h) for the hand-written AVX-512 and AVX2 rows
 // (kernels/rows_avx512.cpp, rows_avx2.cpp), with the scalar functions'
-// operations in the same order, so that every lane has their bits -- and so
-// the GPU's (tests/unit/test_log1p_lanes.cpp compares them lane by lane).
+// operations in the same order, so that every lane has their bits, which
+// the GPU kernels' products compute too (tests/unit/test_log1p_lanes.cpp
+// compares them lane by lane; the GPU's products have not run yet).
 //
 // Why: the CPU rows of a block reduced by products ended in three passes
 // over the accumulator -- the last row's factors, a logarithm per output,
 // the deinterleave to channels-first -- and on an Emerald Rapids VM 2x2x1
-// with log1p on counts ran at 52 % of memcpy where summing the same block
-// from the table ran at 82 %. The vector rows do all three per register.
+// with log1p on counts ran at 46-62 % of memcpy where summing the same
+// block from the table ran at 72-92 %; in one pass per register, 55-79 %
+// (bench/results/cpu_data_2026-11-30f.txt).
 //
 // Written once with GCC vector extensions on the intrinsics' own types
 // (__m512 and __m256 are vectors of floats), so one template serves both
@@ -19,16 +21,23 @@
 // the same per-lane IEEE operations. Host only; no contraction
 // (-ffp-contract=off, as for log1p.h). Files that include it build with
 // -Wno-psabi: GCC warns at every instantiation that a 64-byte vector passed
-// by value has another ABI where AVX-512 is off, a call that never exists
-// here (CMakeLists.txt).
+// by value has another ABI where AVX-512 is off; every function here that
+// takes or returns lanes (and the folds of kernels/rows_quads.h) is
+// always_inline, so no such call is made, optimized or not (CMakeLists.txt).
 #pragma once
 
-#if defined(__GNUC__) && !defined(__CUDACC__)
 #include <cstdint>
 
 #include "kernels/log1p_products.h"
 
+#if defined(__GNUC__)
 #define MRMF_LANES_INLINE [[gnu::always_inline]] inline
+#else
+#define MRMF_LANES_INLINE inline
+#endif
+
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#define MRMF_HAVE_LANES 1
 
 namespace mrmf::kernels::lanes {
 
@@ -110,18 +119,26 @@ MRMF_LANES_INLINE F count_factor_lanes(I32<F> x) {
   return reinterpret_cast<F>((reinterpret_cast<U>(u) & keep) | (0x7fc00000u & ~keep));
 }
 
-// log_of_count_product<kSigned> (kernels/log1p_products.h) for a float or
-// for lanes: the block's sum of log1p from the product of its `cells`
-// count factors.
-template <bool kSigned, class F>
-MRMF_LANES_INLINE F log_of_count_product_any(F p, int cells) {
-  if constexpr (sizeof(F) == sizeof(float))
-    return log_of_count_product<kSigned>(p, cells);
-  else if constexpr (kSigned)
-    return log_pow2_lanes(p, 8 * cells);
-  else
-    return log_pow2_normal_lanes(p, 8 * cells);
-}
-
 }  // namespace mrmf::kernels::lanes
 #endif
+
+namespace mrmf::kernels::lanes {
+// log_of_count_product<kSigned> (kernels/log1p_products.h) for a float or,
+// where vector extensions exist, for lanes: the block's sum of log1p from
+// the product of its `cells` count factors.
+template <bool kSigned, class F>
+MRMF_LANES_INLINE F log_of_count_product_any(F p, int cells) {
+  if constexpr (sizeof(F) == sizeof(float)) {
+    return log_of_count_product<kSigned>(p, cells);
+  } else {
+#if defined(MRMF_HAVE_LANES)
+    if constexpr (kSigned)
+      return log_pow2_lanes(p, 8 * cells);
+    else
+      return log_pow2_normal_lanes(p, 8 * cells);
+#else
+    static_assert(sizeof(F) == sizeof(float), "lanes need GCC's vector extensions");
+#endif
+  }
+}
+}  // namespace mrmf::kernels::lanes

@@ -16,7 +16,8 @@
 // Why: g++ compiles the plain deinterleave with the accumulator into
 // 128-bit shuffles with spills, and makes three passes (row into acc, pair
 // sums, deinterleave) for pairs. Here eight positions (two per register,
-// one per 128-bit lane) are converted, summed and scaled in place, then a
+// one per 128-bit lane) are converted (or made count factors), summed (or
+// multiplied, and their logarithm taken) and scaled in place, then a
 // 4x8 transpose (unpacks and one lane-crossing permute per channel) writes
 // eight outputs per channel. Measured against the plain loops side by side
 // in bench_data's ", plain loops" rows.

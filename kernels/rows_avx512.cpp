@@ -127,11 +127,12 @@ struct IntLanes {
     return kSigned ? _mm512_cvtepi16_epi32(h) : _mm512_cvtepu16_epi32(h);
   }
   __attribute__((target("avx512f"))) void values(const __m512i* idx, __m512* v) const {
-    for (int j = 0; j < 4; ++j)
-      v[j] =
-          kFactor
-              ? lanes::count_factor_lanes<kSigned, lanes::F32x16>(reinterpret_cast<lanes::I32<lanes::F32x16>>(idx[j]))
-              : _mm512_cvtepi32_ps(idx[j]);
+    for (int j = 0; j < 4; ++j) {
+      if constexpr (kFactor)
+        v[j] = lanes::count_factor_lanes<kSigned, lanes::F32x16>(reinterpret_cast<lanes::I32<lanes::F32x16>>(idx[j]));
+      else
+        v[j] = _mm512_cvtepi32_ps(idx[j]);
+    }
   }
 };
 
@@ -140,7 +141,7 @@ struct IntLanes {
 template <bool kFirst, class Lanes, class Value, class Fold>
 __attribute__((target("avx512f"))) void out_rows4(const float* acc, const uint16_t* x, int64_t wn, Value value,
                                                   Fold fold, float* y, int64_t ystride, int64_t prefetch_bytes) {
-  const Lanes lanes(value.table);
+  const Lanes vals(value.table);
   const auto wide = fold.as(lanes::F32x16(_mm512_set1_ps(fold.scale)));
   // Channel c of 16 positions from the four registers that hold them
   // channels-last (input 4i + c of position i): lane i's index is
@@ -160,7 +161,7 @@ __attribute__((target("avx512f"))) void out_rows4(const float* acc, const uint16
     for (int j = 0; j < 4; ++j)
       idx[j] = Lanes::widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + 16 * j)));
     __m512 v[4];
-    lanes.values(idx, v);
+    vals.values(idx, v);
     if (!kFirst)
       for (int j = 0; j < 4; ++j) v[j] = wide.step(_mm512_loadu_ps(acc + 4 * w + 16 * j), v[j]);
     for (int c = 0; c < 4; ++c) {
@@ -194,7 +195,7 @@ __attribute__((target("avx512f"))) void pair_rows4(const float* acc, const uint1
   const __m512i c01 = _mm512_add_epi32(out_w, _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0));
   const __m512i c23 = _mm512_add_epi32(c01, _mm512_set1_epi32(2));
   const auto wide = fold.as(lanes::F32x16(_mm512_set1_ps(fold.scale)));
-  const IntLanes<kSigned, kFactor> lanes(nullptr);
+  const IntLanes<kSigned, kFactor> vals(nullptr);
   int64_t w = 0;
   for (; w + 8 <= wn; w += 8) {
     const uint16_t* xs = x + 8 * w;  // 16 positions of 4 inputs: 128 bytes, two lines
@@ -203,7 +204,7 @@ __attribute__((target("avx512f"))) void pair_rows4(const float* acc, const uint1
     for (int j = 0; j < 4; ++j)
       idx[j] = IntLanes<kSigned>::widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + 16 * j)));
     __m512 v[4];  // positions 4j to 4j + 3, one per 128-bit lane: (acc +) value, or (acc *) factor
-    lanes.values(idx, v);
+    vals.values(idx, v);
     if (!kFirst)
       for (int j = 0; j < 4; ++j) v[j] = wide.step(_mm512_loadu_ps(acc + 8 * w + 16 * j), v[j]);
     __m512 s[2];  // outputs 0-3 and 4-7, channels-last, from positions 2w and 2w + 1, by 128-bit lanes

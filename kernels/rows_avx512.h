@@ -1,8 +1,9 @@
 // Hand-written AVX-512 pieces of the fused downsample's CPU rows
 // (kernels/fused_downsample.h), for the loops g++ leaves far from memory
 // bandwidth. Each gives the bits of the loop it replaces: the same values
-// added in the same order, no contraction (tested against the plain loops
-// and the functors, tests/unit/test_fused_downsample.cpp). Code compiled for
+// added (or, for 5, multiplied) in the same order, no contraction (tested
+// against the plain loops and the functors, tests/unit/
+// test_fused_downsample.cpp and test_product_rows.cpp). Code compiled for
 // AVX-512 may use FMA, which g++ contracts into unless told not to: the
 // build says -ffp-contract=off.
 //
@@ -63,8 +64,9 @@
 //    loops with multiplications, and the logarithm on sixteen lanes
 //    (kernels/log1p_lanes.h). The plain code made three passes over acc
 //    (the factors, a logarithm per output, the deinterleave): on the
-//    Emerald Rapids VM 2x2x1 with log1p on counts ran at 52 % of memcpy
-//    where summing the table ran at 82 %.
+//    Emerald Rapids VM 2x2x1 with log1p on counts ran at 46-62 % of memcpy
+//    where summing the table ran at 72-92 %; now 55-79 % (1/8: 56-64 ->
+//    56-78 %; bench/results/cpu_data_2026-11-30f.txt).
 //
 // Host only. Wherever AVX-512F is absent (AMD before Zen 4, e.g. Perlmutter's
 // Milan hosts) or switched off (set_rows_avx512(false): the benchmark's

@@ -48,7 +48,7 @@ struct SumFold {
   MRMF_LANES_INLINE F out(F s) const { return (0.f + s) * scale; }
   MRMF_LANES_INLINE F pair(F a, F b) const { return ((0.f + a) + b) * scale; }
   template <class G>
-  SumFold<G> as(G wide_scale) const {
+  MRMF_LANES_INLINE SumFold<G> as(G wide_scale) const {
     return {wide_scale};
   }
 };
@@ -64,7 +64,7 @@ struct ProductFold {
   MRMF_LANES_INLINE F out(F p) const { return lanes::log_of_count_product_any<kSigned>(p, cells) * scale; }
   MRMF_LANES_INLINE F pair(F a, F b) const { return out((1.f * a) * b); }
   template <class G>
-  ProductFold<G, kSigned> as(G wide_scale) const {
+  MRMF_LANES_INLINE ProductFold<G, kSigned> as(G wide_scale) const {
     return {wide_scale, cells};
   }
 };

@@ -2,7 +2,7 @@
 // scalar functions it mirrors (kernels/log1p.h, log1p_products.h), bit for
 // bit, at both widths the CPU rows use. Compiled here without AVX, so GCC
 // splits the lanes into SSE2 registers: the same per-lane IEEE operations
-// the AVX-512 and AVX2 rows run (which tests/unit/test_fused_downsample.cpp
+// the AVX-512 and AVX2 rows run (which tests/unit/test_product_rows.cpp
 // checks whole, where the CPU has them).
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -141,7 +141,8 @@ TEST_CASE("count factors on lanes equal count_factor for every 16-bit pattern", 
 }
 
 TEST_CASE("log_of_count_product_any takes the scalar rule for a float and the lanes' for vectors", "[log1p]") {
-  // A product of 8 uint16 factors and one with an int16 -1 (a zero factor).
+  // A product of three uint16 factors (taken as a block of 8 cells: the
+  // scale only), and a zero product (an int16 -1 among the factors).
   const float p = count_factor<false>(7) * count_factor<false>(300) * count_factor<false>(65535);
   F16 v = {};
   v += p;

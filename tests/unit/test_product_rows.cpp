@@ -3,6 +3,7 @@
 // by products under log1p, against the formula written here from the
 // scalar rule (kernels/log1p_products.h), and the whole kernel with and
 // without them against the functors (the GPU's math).
+#include <array>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <limits>
@@ -89,39 +90,45 @@ void check_product_row(ProductRow row) {
           }
 }
 
-// Count-like cubes [2, d, 4, width, 4] (int16: a -1 now and then, a zero
+// Count-like cubes [2, d, h, width, 4] (int16: a -1 now and then, a zero
 // factor; rarely -2, a NaN), every level whose blocks the products take with
-// last-axis factor 1 or 2 -- alone, or first of several -- with and without
-// the vector rows, against the functors.
+// last-axis factor 1 or 2 -- alone, or first of several -- and blocks of 10,
+// 12 and 15 cells (the largest scale), with and without the vector rows,
+// against the functors.
 void check_product_kernel() {
+  using Levels = std::vector<std::vector<int64_t>>;
+  const std::vector<std::pair<std::array<int64_t, 2>, std::vector<Levels>>> cases = {
+      {{4, 4},
+       {{{2, 2, 1}},
+        {{2, 2, 2}},
+        {{1, 2, 2}},
+        {{2, 1, 2}},
+        {{4, 1, 1}},
+        {{4, 2, 2}},
+        {{2, 2, 1}, {4, 4, 1}},
+        {{2, 2, 2}, {4, 4, 2}},
+        {{1, 1, 1}, {2, 2, 1}, {2, 2, 2}}}},
+      {{6, 5}, {{{3, 5, 1}}, {{1, 5, 2}}, {{6, 1, 2}}}}};
   for (DType dt : {DType::U16, DType::I16})
-    for (int64_t width : {16, 18, 42}) {
-      Tensor raw = Tensor::empty({2, 4, 4, width, 4}, dt);
-      auto* p = static_cast<uint16_t*>(raw.raw_data());
-      for (int64_t i = 0; i < raw.numel(); ++i) {
-        const uint32_t h = static_cast<uint32_t>(i * 2654435761u >> 9);
-        p[i] = static_cast<uint16_t>(h % 211 == 0 ? 300 + h % 60000 : h % 24);
-        if (dt == DType::I16 && h % 97 == 1) p[i] = static_cast<uint16_t>(h % 5 == 0 ? -2 : -1);
+    for (const auto& [dh, level_lists] : cases)
+      for (int64_t width : {16, 18, 42}) {
+        Tensor raw = Tensor::empty({2, dh[0], dh[1], width, 4}, dt);
+        auto* p = static_cast<uint16_t*>(raw.raw_data());
+        for (int64_t i = 0; i < raw.numel(); ++i) {
+          const uint32_t h = static_cast<uint32_t>(i * 2654435761u >> 9);
+          p[i] = static_cast<uint16_t>(h % 211 == 0 ? 300 + h % 60000 : h % 24);
+          if (dt == DType::I16 && h % 97 == 1) p[i] = static_cast<uint16_t>(h % 5 == 0 ? -2 : -1);
+        }
+        for (const Levels& levels : level_lists) {
+          INFO(dtype_name(dt) << ", " << dh[0] << "x" << dh[1] << "x" << width << ", " << levels.size()
+                              << " levels, first " << levels[0][0] << "x" << levels[0][1] << "x" << levels[0][2]);
+          FusedDownsampleSpec spec;
+          spec.layout = InputLayout::ChannelsLast;
+          spec.transform = FusedTransform::Log1p;
+          spec.levels = levels;
+          check_simd_kernel(raw, spec, true);
+        }
       }
-      for (const auto& levels : std::vector<std::vector<std::vector<int64_t>>>{{{2, 2, 1}},
-                                                                               {{2, 2, 2}},
-                                                                               {{1, 2, 2}},
-                                                                               {{2, 1, 2}},
-                                                                               {{4, 1, 1}},
-                                                                               {{4, 2, 2}},
-                                                                               {{2, 2, 1}, {4, 4, 1}},
-                                                                               {{2, 2, 2}, {4, 4, 2}},
-                                                                               {{1, 1, 1}, {2, 2, 1}, {2, 2, 2}}}) {
-        if (width % levels.back()[2] != 0) continue;
-        INFO(dtype_name(dt) << ", width " << width << ", " << levels.size() << " levels, first " << levels[0][0] << "x"
-                            << levels[0][1] << "x" << levels[0][2]);
-        FusedDownsampleSpec spec;
-        spec.layout = InputLayout::ChannelsLast;
-        spec.transform = FusedTransform::Log1p;
-        spec.levels = levels;
-        check_simd_kernel(raw, spec, true);
-      }
-    }
 }
 
 }  // namespace
