@@ -17,7 +17,6 @@ using quads::Factor16;
 using quads::out4_positions;
 using quads::pair4_positions;
 using quads::prefetch_step128;
-using quads::ProductFold;
 using quads::SumFold;
 using quads::Value16;
 
@@ -254,10 +253,8 @@ void convert_rows_out4_avx512(const float* acc, const uint16_t* x, bool is_signe
 
 void product_rows4_avx512(const float* acc, const uint16_t* x, bool is_signed, int64_t f2, int64_t cells, int64_t wn,
                           float* y, int64_t ystride, float inv, int64_t prefetch_bytes) {
-  const int n = static_cast<int>(cells);
-  quads::by_kind(acc, is_signed, [&](auto first, auto sign) {
+  quads::by_product_kind(acc, is_signed, cells, inv, [&](auto first, auto sign, auto fold) {
     constexpr bool kFirst = decltype(first)::value, kSigned = decltype(sign)::value;
-    const ProductFold<float, kSigned> fold{inv, n};
     if (f2 == 2)
       pair_rows4<kFirst, kSigned>(acc, x, wn, fold, y, ystride, prefetch_bytes);
     else

@@ -124,6 +124,16 @@ void by_kind(const float* acc, bool is_signed, const Row& row) {
     row(std::true_type{}, std::false_type{});
 }
 
+// Calls row(first, is_signed, fold) as by_kind() does, with the
+// ProductFold of a block of `cells` elements: product_rows4_*'s
+// instantiations.
+template <class Row>
+void by_product_kind(const float* acc, bool is_signed, int64_t cells, float inv, const Row& row) {
+  by_kind(acc, is_signed, [&](auto first, auto sign) {
+    row(first, sign, ProductFold<float, decltype(sign)::value>{inv, static_cast<int>(cells)});
+  });
+}
+
 // The two lines of a 128-byte step `bytes` ahead (none where bytes is 0).
 inline void prefetch_step128(const uint16_t* xs, int64_t bytes) {
   if (bytes > 0) {
