@@ -596,13 +596,12 @@ struct FusedDownsample {
       // Two passes, the same additions: log1p's ~40 operations per element
       // inside the deinterleave kept g++ from vectorizing it (1/1 with log1p
       // at 7 % of memcpy); the unit-stride pass into acc vectorizes. Four
-      // channels with AVX-512: one pass after all (kernels/rows_avx512.h).
+      // channels with AVX-512 or AVX2: one pass after all
+      // (kernels/rows_avx512.h, rows_avx2.h).
       if constexpr (kC == 4 && RawLoad<R>::kBits16) {
-        if (by_table() && rows_avx512()) {
-          table_rows_out4_avx512(kFirst ? nullptr : acc, bits16_row(row), wn, lut, y, ystride, inv,
-                                 simd_prefetch<kPf>());
+        if (by_table() && table_rows_out4_simd(kFirst ? nullptr : acc, bits16_row(row), wn, lut, y, ystride, inv,
+                                               simd_prefetch<kPf>()))
           return;
-        }
       }
       seg_add<kFirst, kC, kF2, kPf>(acc, row, wn, C, f2, c_fixed, 0);
       for (int64_t w = 0; w < wn; ++w)

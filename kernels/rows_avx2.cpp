@@ -55,6 +55,17 @@ bool pair_sums4_simd(const float* acc, const uint16_t* x, bool is_signed, int64_
   return true;
 }
 
+bool table_rows_out4_simd(const float* acc, const uint16_t* x, int64_t wn, const float* table, float* y,
+                          int64_t ystride, float inv, int64_t prefetch_bytes) {
+  if (rows_avx512())
+    table_rows_out4_avx512(acc, x, wn, table, y, ystride, inv, prefetch_bytes);
+  else if (rows_avx2())
+    table_rows_out4_avx2(acc, x, wn, table, y, ystride, inv, prefetch_bytes);
+  else
+    return false;
+  return true;
+}
+
 bool product_rows4_simd(const float* acc, const uint16_t* x, bool is_signed, int64_t f2, int64_t cells, int64_t wn,
                         float* y, int64_t ystride, float inv, int64_t prefetch_bytes) {
   if (rows_avx512())
@@ -80,6 +91,14 @@ __attribute__((target("avx2"))) __m256 two_positions(const uint16_t* x) {
   return _mm256_cvtepi32_ps(i);
 }
 
+// The same eight inputs' log1p from the table: scalar loads into the lanes,
+// as g++ compiles the plain loop (AVX2's gathers were slower on counts,
+// bench/results/cpu_data_2026-11-27e.txt; its permutes over the table's
+// first 64 entries slower on a Milan VM, kernels/rows_avx512.h).
+__attribute__((target("avx2"))) __m256 two_positions_table(const uint16_t* x, const float* t) {
+  return _mm256_setr_ps(t[x[0]], t[x[1]], t[x[2]], t[x[3]], t[x[4]], t[x[5]], t[x[6]], t[x[7]]);
+}
+
 // Four registers of two positions each (v[k]: positions 2k and 2k + 1,
 // channels-last, as two_positions() gives them) -> channel c of positions
 // 0-7 in order, stored at y + c * ystride.
@@ -98,11 +117,12 @@ __attribute__((target("avx2"))) void store_transposed(const __m256* v, float* y,
   for (int c = 0; c < 4; ++c) _mm256_storeu_ps(y + c * ystride, _mm256_permutevar8x32_ps(ch[c], order));
 }
 
-// Fold: quads::SumFold (the integers) or ProductFold (their count factors)
-// on floats (the tail's), taken to eight lanes.
+// Fold: quads::SumFold (the integers, or with a table their log1p) or
+// ProductFold (their count factors) on floats (the tail's), taken to eight
+// lanes.
 template <bool kFirst, bool kSigned, class Fold>
 __attribute__((target("avx2"))) void out_rows4(const float* acc, const uint16_t* x, int64_t wn, Fold fold, float* y,
-                                               int64_t ystride, int64_t prefetch_bytes) {
+                                               int64_t ystride, int64_t prefetch_bytes, const float* table = nullptr) {
   constexpr bool kFactor = Fold::kProduct;
   const auto wide = fold.as(lanes::F32x8(_mm256_set1_ps(fold.scale)));
   int64_t w = 0;
@@ -111,7 +131,7 @@ __attribute__((target("avx2"))) void out_rows4(const float* acc, const uint16_t*
     if (prefetch_bytes > 0) prefetch_line(reinterpret_cast<const char*>(xs) + prefetch_bytes);
     __m256 v[4];
     for (int k = 0; k < 4; ++k) {
-      __m256 t = two_positions<kSigned, kFactor>(xs + 8 * k);
+      __m256 t = table ? two_positions_table(xs + 8 * k, table) : two_positions<kSigned, kFactor>(xs + 8 * k);
       if (!kFirst) t = wide.step(_mm256_loadu_ps(acc + 4 * w + 8 * k), t);
       v[k] = wide.out(t);
     }
@@ -120,7 +140,7 @@ __attribute__((target("avx2"))) void out_rows4(const float* acc, const uint16_t*
   if constexpr (kFactor)
     out4_positions(kFirst ? nullptr : acc, x, w, wn, Factor16<kSigned>{}, fold, y, ystride);
   else
-    out4_positions(kFirst ? nullptr : acc, x, w, wn, Value16{nullptr, kSigned}, fold, y, ystride);
+    out4_positions(kFirst ? nullptr : acc, x, w, wn, Value16{table, kSigned}, fold, y, ystride);
 }
 
 template <bool kFirst, bool kSigned, class Fold>
@@ -160,6 +180,14 @@ void convert_rows_out4_avx2(const float* acc, const uint16_t* x, bool is_signed,
   });
 }
 
+void table_rows_out4_avx2(const float* acc, const uint16_t* x, int64_t wn, const float* table, float* y,
+                          int64_t ystride, float inv, int64_t prefetch_bytes) {
+  if (acc)
+    out_rows4<false, false>(acc, x, wn, SumFold<float>{inv}, y, ystride, prefetch_bytes, table);
+  else
+    out_rows4<true, false>(acc, x, wn, SumFold<float>{inv}, y, ystride, prefetch_bytes, table);
+}
+
 void pair_sums4_avx2(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y, int64_t ystride,
                      float inv, int64_t prefetch_bytes) {
   quads::by_kind(acc, is_signed, [&](auto first, auto sign) {
@@ -188,6 +216,11 @@ void pair_sums4_avx2(const float* acc, const uint16_t* x, bool is_signed, int64_
                      float inv, int64_t) {
   // Never chosen here (rows_avx2() is false); the plain loop, for safety.
   pair4_positions(acc, x, Value16{nullptr, is_signed}, SumFold<float>{inv}, 0, wn, y, ystride);
+}
+void table_rows_out4_avx2(const float* acc, const uint16_t* x, int64_t wn, const float* table, float* y,
+                          int64_t ystride, float inv, int64_t) {
+  // Never chosen here (rows_avx2() is false); the plain loop, for safety.
+  out4_positions(acc, x, 0, wn, Value16{table, false}, SumFold<float>{inv}, y, ystride);
 }
 void product_rows4_avx2(const float* acc, const uint16_t* x, bool is_signed, int64_t f2, int64_t cells, int64_t wn,
                         float* y, int64_t ystride, float inv, int64_t) {

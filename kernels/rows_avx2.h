@@ -12,7 +12,10 @@
 //     t[k] = (acc[k] +) x[k];
 // and the last row of such a block reduced by products under log1p
 // (product_rows4_avx2: the two loops with count factors multiplied and the
-// logarithm on eight lanes, kernels/log1p_lanes.h).
+// logarithm on eight lanes, kernels/log1p_lanes.h), and log1p from the
+// table with last-axis factor 1 (table_rows_out4_avx2: CosmoFlow's 1/1 and
+// 1/2 along x with log1p, whose plain code makes a second pass to
+// deinterleave).
 // Why: g++ compiles the plain deinterleave with the accumulator into
 // 128-bit shuffles with spills, and makes three passes (row into acc, pair
 // sums, deinterleave) for pairs. Here eight positions (two per register,
@@ -44,6 +47,12 @@ void convert_rows_out4_avx2(const float* acc, const uint16_t* x, bool is_signed,
 void pair_sums4_avx2(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y, int64_t ystride,
                      float inv, int64_t prefetch_bytes = 0);
 
+// Piece 2 of kernels/rows_avx512.h (log1p from the table, f2 = 1, the
+// block's last or only row), its lookups scalar loads into the lanes; x
+// holds 4 * wn 16-bit patterns.
+void table_rows_out4_avx2(const float* acc, const uint16_t* x, int64_t wn, const float* table, float* y,
+                          int64_t ystride, float inv, int64_t prefetch_bytes = 0);
+
 // Piece 5 of kernels/rows_avx512.h: f2 1 or 2, x holds 4 * f2 * wn inputs.
 void product_rows4_avx2(const float* acc, const uint16_t* x, bool is_signed, int64_t f2, int64_t cells, int64_t wn,
                         float* y, int64_t ystride, float inv, int64_t prefetch_bytes = 0);
@@ -57,5 +66,7 @@ bool pair_sums4_simd(const float* acc, const uint16_t* x, bool is_signed, int64_
                      float inv, int64_t prefetch_bytes);
 bool product_rows4_simd(const float* acc, const uint16_t* x, bool is_signed, int64_t f2, int64_t cells, int64_t wn,
                         float* y, int64_t ystride, float inv, int64_t prefetch_bytes);
+bool table_rows_out4_simd(const float* acc, const uint16_t* x, int64_t wn, const float* table, float* y,
+                          int64_t ystride, float inv, int64_t prefetch_bytes);
 
 }  // namespace mrmf::kernels

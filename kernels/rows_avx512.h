@@ -71,7 +71,7 @@
 // Host only. Wherever AVX-512F is absent (AMD before Zen 4, e.g. Perlmutter's
 // Milan hosts) or switched off (set_rows_avx512(false): the benchmark's
 // side-by-side rows and the tests' comparison), the plain loops run, except
-// for 2b, 4 and 5, which have AVX2 versions (kernels/rows_avx2.h).
+// for 2, 2b, 4 and 5, which have AVX2 versions (kernels/rows_avx2.h).
 #pragma once
 
 #include <cstdint>

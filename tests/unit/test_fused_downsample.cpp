@@ -466,6 +466,54 @@ void check_pair_sums4(Quads16Row row) {
     }
 }
 
+// n 16-bit inputs for the table rows: pattern 0 every value below 64 (the
+// AVX-512 rows' entries in registers), 1 around 64 (62-65), 2 a rare large
+// count among small ones, 3 uniform (the AVX-512 rows' gathers).
+std::vector<uint16_t> table_test_bits(int64_t n, int pattern) {
+  std::vector<uint16_t> x(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) {
+    const uint32_t h = static_cast<uint32_t>(k * 2654435761u >> 7);
+    x[k] = pattern == 0   ? static_cast<uint16_t>(h % 64)
+           : pattern == 1 ? static_cast<uint16_t>(62 + h % 4)
+           : pattern == 2 ? static_cast<uint16_t>(h % 100 == 0 ? 65535 : h % 40)
+                          : static_cast<uint16_t>(h);
+  }
+  return x;
+}
+
+// A table_rows_out4_* row (log1p from the table, a block's last or only row
+// of four channels, f2 = 1) directly against the formula, straight into
+// channel-major outputs: position counts around the 8- and 16-lane steps,
+// each input pattern, a first row or after others, with and without the
+// prefetch; nothing written past a channel.
+using TableOut4Row = void (*)(const float*, const uint16_t*, int64_t, const float*, float*, int64_t, float, int64_t);
+void check_table_rows_out4(TableOut4Row row) {
+  const float* table = log1p_table(RawType::U16);
+  for (int64_t n : {0, 1, 7, 8, 9, 15, 16, 17, 31, 33, 200})
+    for (int pattern = 0; pattern < 4; ++pattern)
+      for (bool first : {true, false}) {
+        INFO("n " << n << ", pattern " << pattern << ", first " << first);
+        const std::vector<uint16_t> x = table_test_bits(n, pattern);
+        const int64_t ystride = n + 3;
+        std::vector<uint16_t> x4(static_cast<size_t>(4 * n));
+        for (int64_t k = 0; k < 4 * n; ++k) x4[k] = x[k % std::max<int64_t>(n, 1)] ^ static_cast<uint16_t>(k & 3);
+        std::vector<float> acc4(static_cast<size_t>(4 * n));
+        for (int64_t k = 0; k < 4 * n; ++k) acc4[k] = 0.5f * static_cast<float>(k % 5) - 1.f;
+        std::vector<float> want4(static_cast<size_t>(4 * ystride), 7.f);
+        for (int64_t w = 0; w < n; ++w)
+          for (int c = 0; c < 4; ++c) {
+            const float t = table[x4[4 * w + c]];
+            want4[c * ystride + w] = (0.f + (first ? t : acc4[4 * w + c] + t)) * (1.f / 3.f);
+          }
+        for (int64_t prefetch : {0, 4096}) {
+          INFO("prefetch " << prefetch);
+          std::vector<float> y4(want4.size(), 7.f);
+          row(first ? nullptr : acc4.data(), x4.data(), n, table, y4.data(), ystride, 1.f / 3.f, prefetch);
+          CHECK(std::memcmp(y4.data(), want4.data(), y4.size() * sizeof(float)) == 0);
+        }
+      }
+}
+
 // The whole kernel on CosmoFlow-like cubes [N, D, H, W, 4] for the
 // four-channel rows with last-axis factor 1: levels 1/1, 1/2 along x,
 // 2x2x1, and as the first level of the ladder and of three levels (the
@@ -507,41 +555,14 @@ TEST_CASE("fused downsample: the AVX-512 table rows give the plain loop's bits",
     for (int pattern = 0; pattern < 4; ++pattern)
       for (bool first : {true, false}) {
         INFO("n " << n << ", pattern " << pattern << ", first " << first);
-        std::vector<uint16_t> x(static_cast<size_t>(n));
-        for (int64_t k = 0; k < n; ++k) {
-          const uint32_t h = static_cast<uint32_t>(k * 2654435761u >> 7);
-          x[k] = pattern == 0   ? static_cast<uint16_t>(h % 64)                         // every group in registers
-                 : pattern == 1 ? static_cast<uint16_t>(62 + h % 4)                     // 62-65: the boundary
-                 : pattern == 2 ? static_cast<uint16_t>(h % 100 == 0 ? 65535 : h % 40)  // a rare large count
-                                : static_cast<uint16_t>(h);                             // uniform: gathers
-        }
+        const std::vector<uint16_t> x = table_test_bits(n, pattern);
         std::vector<float> acc(static_cast<size_t>(n)), want(static_cast<size_t>(n));
         for (int64_t k = 0; k < n; ++k) acc[k] = want[k] = 0.25f * static_cast<float>(k % 7);
         table_rows_add_avx512(acc.data(), x.data(), n, table, first);
         for (int64_t k = 0; k < n; ++k) want[k] = first ? table[x[k]] : want[k] + table[x[k]];
         CHECK(same_bits(acc, want));
-        // The same rows as a block's last row of four channels, straight
-        // into channel-major outputs (n positions), with and without the
-        // prefetch: the formula's bits, and nothing written past a channel.
-        const int64_t ystride = n + 3;
-        std::vector<uint16_t> x4(static_cast<size_t>(4 * n));
-        for (int64_t k = 0; k < 4 * n; ++k) x4[k] = x[k % std::max<int64_t>(n, 1)] ^ static_cast<uint16_t>(k & 3);
-        std::vector<float> acc4(static_cast<size_t>(4 * n));
-        for (int64_t k = 0; k < 4 * n; ++k) acc4[k] = 0.5f * static_cast<float>(k % 5) - 1.f;
-        std::vector<float> want4(static_cast<size_t>(4 * ystride), 7.f);
-        for (int64_t w = 0; w < n; ++w)
-          for (int c = 0; c < 4; ++c) {
-            const float t = table[x4[4 * w + c]];
-            want4[c * ystride + w] = (0.f + (first ? t : acc4[4 * w + c] + t)) * (1.f / 3.f);
-          }
-        for (int64_t prefetch : {0, 4096}) {
-          INFO("four channels out, prefetch " << prefetch);
-          std::vector<float> y4(want4.size(), 7.f);
-          table_rows_out4_avx512(first ? nullptr : acc4.data(), x4.data(), n, table, y4.data(), ystride, 1.f / 3.f,
-                                 prefetch);
-          CHECK(same_bits(y4, want4));
-        }
       }
+  check_table_rows_out4(table_rows_out4_avx512);
   // The whole kernel, with and without the vector rows, on count-like cubes
   // (a few large counts among small ones) for each 16-bit type and layout.
   // Rows of 21 positions where f1 = 2: a 16-lane step and a tail (where
@@ -655,11 +676,29 @@ TEST_CASE("fused downsample: the AVX2 four-channel rows and pair sums give the f
   }
   check_convert_rows_out4(convert_rows_out4_avx2);
   check_pair_sums4(pair_sums4_avx2);
-  // The whole kernel: where the AVX-512 rows are on, the two test cases
-  // above have run it with every piece (check_simd_kernel), AVX2 included.
+  check_table_rows_out4(table_rows_out4_avx2);
+  // The whole kernel: where the AVX-512 rows are on, the test cases above
+  // have run it with every piece (check_simd_kernel), AVX2 included.
   if (!restore.avx512) {
     check_cosmo_quads_f2_1();
     check_cosmo_quads_pairs();
+    // log1p from the table, last-axis factor 1: 1/1 (a block's only row),
+    // 1/2 along x and 2x2x1 summed (their last rows after others), and the
+    // ladder's first level.
+    FusedDownsampleSpec spec;
+    spec.layout = InputLayout::ChannelsLast;
+    spec.transform = FusedTransform::Log1p;
+    spec.log1p_product = false;
+    for (const auto& levels : std::vector<std::vector<std::vector<int64_t>>>{
+             {{1, 1, 1}}, {{2, 1, 1}}, {{2, 2, 1}}, {{2, 1, 1}, {2, 2, 2}}}) {
+      spec.levels = levels;
+      for (DType dt : {DType::U16, DType::I16, DType::F16})
+        for (int64_t width : {16, 18, 21}) {
+          if (width % levels.back()[2] != 0) continue;  // the ladder's 1/8
+          INFO(dtype_name(dt) << ", width " << width << ", first level " << levels[0][0] << "x" << levels[0][1]);
+          check_simd_kernel(raw_tensor({2, 4, 4, width, 4}, dt, 31), spec, true);
+        }
+    }
   }
 }
 
