@@ -117,13 +117,14 @@ __attribute__((target("avx2"))) void store_transposed(const __m256* v, float* y,
   for (int c = 0; c < 4; ++c) _mm256_storeu_ps(y + c * ystride, _mm256_permutevar8x32_ps(ch[c], order));
 }
 
-// Fold: quads::SumFold (the integers, or with a table their log1p) or
-// ProductFold (their count factors) on floats (the tail's), taken to eight
-// lanes.
-template <bool kFirst, bool kSigned, class Fold>
+// Fold: quads::SumFold (the integers, or with kTable their log1p from
+// `table`) or ProductFold (their count factors) on floats (the tail's),
+// taken to eight lanes.
+template <bool kFirst, bool kSigned, class Fold, bool kTable = false>
 __attribute__((target("avx2"))) void out_rows4(const float* acc, const uint16_t* x, int64_t wn, Fold fold, float* y,
                                                int64_t ystride, int64_t prefetch_bytes, const float* table = nullptr) {
   constexpr bool kFactor = Fold::kProduct;
+  static_assert(!(kTable && kFactor), "the table's values are summed");
   const auto wide = fold.as(lanes::F32x8(_mm256_set1_ps(fold.scale)));
   int64_t w = 0;
   for (; w + 8 <= wn; w += 8) {
@@ -131,7 +132,7 @@ __attribute__((target("avx2"))) void out_rows4(const float* acc, const uint16_t*
     if (prefetch_bytes > 0) prefetch_line(reinterpret_cast<const char*>(xs) + prefetch_bytes);
     __m256 v[4];
     for (int k = 0; k < 4; ++k) {
-      __m256 t = table ? two_positions_table(xs + 8 * k, table) : two_positions<kSigned, kFactor>(xs + 8 * k);
+      __m256 t = kTable ? two_positions_table(xs + 8 * k, table) : two_positions<kSigned, kFactor>(xs + 8 * k);
       if (!kFirst) t = wide.step(_mm256_loadu_ps(acc + 4 * w + 8 * k), t);
       v[k] = wide.out(t);
     }
@@ -183,9 +184,9 @@ void convert_rows_out4_avx2(const float* acc, const uint16_t* x, bool is_signed,
 void table_rows_out4_avx2(const float* acc, const uint16_t* x, int64_t wn, const float* table, float* y,
                           int64_t ystride, float inv, int64_t prefetch_bytes) {
   if (acc)
-    out_rows4<false, false>(acc, x, wn, SumFold<float>{inv}, y, ystride, prefetch_bytes, table);
+    out_rows4<false, false, SumFold<float>, true>(acc, x, wn, SumFold<float>{inv}, y, ystride, prefetch_bytes, table);
   else
-    out_rows4<true, false>(acc, x, wn, SumFold<float>{inv}, y, ystride, prefetch_bytes, table);
+    out_rows4<true, false, SumFold<float>, true>(acc, x, wn, SumFold<float>{inv}, y, ystride, prefetch_bytes, table);
 }
 
 void pair_sums4_avx2(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y, int64_t ystride,

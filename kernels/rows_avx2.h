@@ -1,9 +1,9 @@
 // Hand-written AVX2 pieces of the fused downsample's CPU rows, for CPUs
 // without AVX-512 (AMD before Zen 4: Perlmutter's Milan hosts) or with it
-// switched off (MRMF_CPU_AVX512=0). The same rows as the AVX-512 pieces 2b,
-// 4 and 5 (kernels/rows_avx512.h), with the same formulas and bits: four
-// channels-last 16-bit integer channels (CosmoFlow's raw counts) without a
-// transform,
+// switched off (MRMF_CPU_AVX512=0). The same rows as the AVX-512 pieces 2,
+// 2b, 4 and 5 (kernels/rows_avx512.h), with the same formulas and bits, on
+// four channels-last 16-bit channels: CosmoFlow's raw counts (uint16 or
+// int16) without a transform,
 //   convert_rows_out4_avx2: a block's last row, last-axis factor 1 (1/2
 //     along x = 2x1x1, 2x2x1): y[c * ystride + w] = (0 + (acc[4w + c] +)
 //     x[4w + c]) * inv;
@@ -13,14 +13,16 @@
 // and the last row of such a block reduced by products under log1p
 // (product_rows4_avx2: the two loops with count factors multiplied and the
 // logarithm on eight lanes, kernels/log1p_lanes.h), and log1p from the
-// table with last-axis factor 1 (table_rows_out4_avx2: CosmoFlow's 1/1 and
-// 1/2 along x with log1p, whose plain code makes a second pass to
-// deinterleave).
+// table (any 16-bit type, float16 included) with last-axis factor 1
+// (table_rows_out4_avx2: CosmoFlow's 1/1 with log1p, 1/2 along x, 2x2x1
+// summed, the ladder's first level, whose plain code makes a second pass
+// to deinterleave).
 // Why: g++ compiles the plain deinterleave with the accumulator into
 // 128-bit shuffles with spills, and makes three passes (row into acc, pair
 // sums, deinterleave) for pairs. Here eight positions (two per register,
-// one per 128-bit lane) are converted (or made count factors), summed (or
-// multiplied, and their logarithm taken) and scaled in place, then a
+// one per 128-bit lane) are converted (or made count factors, or looked up
+// in the table), summed (or multiplied, and their logarithm taken) and
+// scaled in place, then a
 // 4x8 transpose (unpacks and one lane-crossing permute per channel) writes
 // eight outputs per channel. Measured against the plain loops side by side
 // in bench_data's ", plain loops" rows.

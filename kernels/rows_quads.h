@@ -15,8 +15,8 @@
 namespace mrmf::kernels::quads {
 
 // The value of 16-bit input k for the four-channel rows: log1p from the
-// table (table_rows_out4_avx512), or the integer itself
-// (convert_rows_out4_avx512; int16 where `is_signed`).
+// table (table_rows_out4_*), or the integer itself (convert_rows_out4_*,
+// pair_sums4_*; int16 where `is_signed`).
 struct Value16 {
   const float* table;  // null: the integer
   bool is_signed;

@@ -489,7 +489,7 @@ std::vector<uint16_t> table_test_bits(int64_t n, int pattern) {
 using TableOut4Row = void (*)(const float*, const uint16_t*, int64_t, const float*, float*, int64_t, float, int64_t);
 void check_table_rows_out4(TableOut4Row row) {
   const float* table = log1p_table(RawType::U16);
-  for (int64_t n : {0, 1, 7, 8, 9, 15, 16, 17, 31, 33, 200})
+  for (int64_t n : {0, 1, 7, 8, 9, 15, 16, 17, 31, 33, 200, 2048})
     for (int pattern = 0; pattern < 4; ++pattern)
       for (bool first : {true, false}) {
         INFO("n " << n << ", pattern " << pattern << ", first " << first);
