@@ -33,48 +33,46 @@ std::atomic<bool>& switch_on() {
 bool rows_avx2() { return cpu_has_avx2() && switch_on().load(std::memory_order_relaxed) && !rows_avx512(); }
 void set_rows_avx2(bool on) { switch_on().store(on, std::memory_order_relaxed); }
 
-bool convert_rows_out4_simd(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y, int64_t ystride,
-                            float inv, int64_t prefetch_bytes) {
+namespace {
+template <class T>
+struct Same {
+  using type = T;
+};
+// The pieces' entry: the AVX-512 function where rows_avx512(), else the
+// AVX2 one where rows_avx2(); false (nothing run) where neither runs. The
+// arguments' types come from the functions.
+template <class... A>
+bool run_simd(void (*avx512)(A...), void (*avx2)(A...), typename Same<A>::type... args) {
   if (rows_avx512())
-    convert_rows_out4_avx512(acc, x, is_signed, wn, y, ystride, inv, prefetch_bytes);
+    avx512(args...);
   else if (rows_avx2())
-    convert_rows_out4_avx2(acc, x, is_signed, wn, y, ystride, inv, prefetch_bytes);
+    avx2(args...);
   else
     return false;
   return true;
+}
+}  // namespace
+
+bool convert_rows_out4_simd(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y, int64_t ystride,
+                            float inv, int64_t prefetch_bytes) {
+  return run_simd(convert_rows_out4_avx512, convert_rows_out4_avx2, acc, x, is_signed, wn, y, ystride, inv,
+                  prefetch_bytes);
 }
 
 bool pair_sums4_simd(const float* acc, const uint16_t* x, bool is_signed, int64_t wn, float* y, int64_t ystride,
                      float inv, int64_t prefetch_bytes) {
-  if (rows_avx512())
-    pair_sums4_avx512(acc, x, is_signed, wn, y, ystride, inv, prefetch_bytes);
-  else if (rows_avx2())
-    pair_sums4_avx2(acc, x, is_signed, wn, y, ystride, inv, prefetch_bytes);
-  else
-    return false;
-  return true;
+  return run_simd(pair_sums4_avx512, pair_sums4_avx2, acc, x, is_signed, wn, y, ystride, inv, prefetch_bytes);
 }
 
 bool table_rows_out4_simd(const float* acc, const uint16_t* x, int64_t wn, const float* table, float* y,
                           int64_t ystride, float inv, int64_t prefetch_bytes) {
-  if (rows_avx512())
-    table_rows_out4_avx512(acc, x, wn, table, y, ystride, inv, prefetch_bytes);
-  else if (rows_avx2())
-    table_rows_out4_avx2(acc, x, wn, table, y, ystride, inv, prefetch_bytes);
-  else
-    return false;
-  return true;
+  return run_simd(table_rows_out4_avx512, table_rows_out4_avx2, acc, x, wn, table, y, ystride, inv, prefetch_bytes);
 }
 
 bool product_rows4_simd(const float* acc, const uint16_t* x, bool is_signed, int64_t f2, int64_t cells, int64_t wn,
                         float* y, int64_t ystride, float inv, int64_t prefetch_bytes) {
-  if (rows_avx512())
-    product_rows4_avx512(acc, x, is_signed, f2, cells, wn, y, ystride, inv, prefetch_bytes);
-  else if (rows_avx2())
-    product_rows4_avx2(acc, x, is_signed, f2, cells, wn, y, ystride, inv, prefetch_bytes);
-  else
-    return false;
-  return true;
+  return run_simd(product_rows4_avx512, product_rows4_avx2, acc, x, is_signed, f2, cells, wn, y, ystride, inv,
+                  prefetch_bytes);
 }
 
 #if defined(MRMF_ROWS_AVX512)
