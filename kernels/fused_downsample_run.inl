@@ -5,7 +5,7 @@
 // one translation unit per stored type (fused_downsample_cpu_*.cpp): the
 // flattened AVX2 row copies made the single TU take ~4 minutes to compile,
 // the longest step of a 16-core build. The variants no real data set runs
-// (FusedDownsample::block_runtime, the per-position fallbacks) stay out of
+// (FusedRowsCpu::block_runtime, the per-position fallbacks) stay out of
 // those copies: 273-366 -> 101-164 s per TU in a 2-core build.
 #pragma once
 
@@ -16,8 +16,11 @@
 #include <utility>
 
 #include "kernels/fused_downsample.h"
-#include "kernels/fused_downsample_ops.h"
 #include "kernels/fused_downsample_chain.h"
+#include "kernels/fused_downsample_ops.h"
+#if !defined(__CUDACC__)
+#include "kernels/fused_downsample_rows.h"
+#endif
 
 namespace mrmf::kernels::MRMF_BACKEND_NS {
 
@@ -127,17 +130,18 @@ void run2(Stream& s, const void* x, const FusedOutputs& o, const FusedGeom& g) {
   // altogether: entering even a one-thread region costs about as much as
   // converting a Neuron Inverter sample.
   const int64_t calls = g.calls();
+  const FusedRowsCpu<R, TF> rows_f(f);
   const bool par = calls > 1 && g.n * g.c * g.in[0] * g.in[1] * g.in[2] >= (int64_t(1) << 15) &&
                    omp_get_max_threads() > 1;
   if (!par) {
-    run_rows(f, 0, calls);
+    run_rows(rows_f, 0, calls);
     return;
   }
   // One contiguous range of rows per thread (what schedule(static) does).
 #pragma omp parallel
   {
     const int64_t nt = omp_get_num_threads(), id = omp_get_thread_num();
-    run_rows(f, calls * id / nt, calls * (id + 1) / nt);
+    run_rows(rows_f, calls * id / nt, calls * (id + 1) / nt);
   }
 #endif
 }

@@ -1,5 +1,5 @@
 // The input lines the fused downsample's CPU rows prefetch while derived
-// levels sum (FusedDownsample::plane_stretch, used by row_cpu): plane t of a
+// levels sum (FusedRowsCpu::plane_stretch, used by row_cpu): plane t of a
 // call's slab, or at t == block[0] the first plane of the next call. The
 // outputs do not depend on these lines (a prefetch never changes a value),
 // so the kernel tests cannot see a wrong plane, offset or length; this test
@@ -8,15 +8,15 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/fused_downsample.h"
 #include "kernels/fused_downsample_ops.h"
+#include "kernels/fused_downsample_rows.h"
 
 using namespace mrmf;
 using namespace mrmf::kernels;
 
 namespace {
 
-using Kernel = FusedDownsample<RawType::U16, FusedTransform::None>;
+using Kernel = FusedRowsCpu<RawType::U16, FusedTransform::None>;
 
 // The CPU backend's geometry for `shape` (axis 1 merged into the last where
 // no level averages along it, whole rows per call), with slabs of group1
@@ -35,7 +35,7 @@ FusedGeom cpu_geom(const Shape& shape, const FusedDownsampleSpec& spec, int64_t 
 std::vector<int> stretch_count(const Shape& shape, const FusedDownsampleSpec& spec, int64_t group1) {
   const FusedGeom g = cpu_geom(shape, spec, group1);
   std::vector<uint16_t> x(static_cast<size_t>(shape.numel()));
-  const Kernel k{x.data(), {}, g};
+  const Kernel k{Kernel::Base{x.data(), {}, g}};
   std::vector<int> count(x.size(), 0);
   const char* const base = reinterpret_cast<const char*>(x.data());
   const auto mark = [&](int64_t i, int64_t t) {
@@ -109,7 +109,7 @@ TEST_CASE("fused downsample: the prefetched next plane starts where that plane's
   const FusedGeom g = cpu_geom(Shape{2, 8, 12, 8, 4}, spec, 2);
   REQUIRE(g.block[0] == 4);
   std::vector<uint16_t> x(static_cast<size_t>(2 * 8 * 12 * 8 * 4));
-  const Kernel k{x.data(), {}, g};
+  const Kernel k{Kernel::Base{x.data(), {}, g}};
   const auto at = [&](int64_t elems) { return reinterpret_cast<const char*>(x.data() + elems); };
   Kernel::InputLead lead;
   k.plane_stretch(0, 1, lead);
