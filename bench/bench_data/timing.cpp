@@ -1,0 +1,98 @@
+// bench_data's timing helpers (bench/bench_data/sections.h).
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "bench/bench_data/sections.h"
+
+namespace mrmf::bench {
+
+using Clock = std::chrono::steady_clock;
+
+double secs(Clock::time_point a) { return std::chrono::duration<double>(Clock::now() - a).count(); }
+
+double best_of(int reps, const std::function<void()>& fn) {
+  fn();
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = Clock::now();
+    fn();
+    best = std::min(best, secs(t0));
+  }
+  return best;
+}
+
+Paired paired(int reps, const std::function<void()>& a, const std::function<void()>& b) {
+  a();
+  b();
+  std::vector<double> ta, tb, r;
+  for (int i = 0; i < reps; ++i) {
+    auto t0 = Clock::now();
+    a();
+    ta.push_back(secs(t0));
+    t0 = Clock::now();
+    b();
+    tb.push_back(secs(t0));
+    r.push_back(tb.back() / ta.back());
+  }
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  return {median(ta), median(tb), median(r), *std::min_element(ta.begin(), ta.end()),
+          *std::min_element(tb.begin(), tb.end())};
+}
+
+double time_dev(Stream& s, int reps, const std::function<void()>& fn) {
+  fn();
+  s.synchronize();
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    Event a = Event::create(s.device()), b = Event::create(s.device());
+    a.record(s);
+    fn();
+    b.record(s);
+    b.synchronize();
+    best = std::min(best, b.elapsed_ms_since(a) * 1e-3);
+  }
+  return best;
+}
+
+void par_memcpy(void* dst, const void* src, size_t bytes) {
+#pragma omp parallel
+  {
+    const int nt = omp_get_num_threads(), id = omp_get_thread_num();
+    const size_t lo = bytes * id / nt, hi = bytes * (id + 1) / nt;
+    std::memcpy(static_cast<char*>(dst) + lo, static_cast<const char*>(src) + lo, hi - lo);
+  }
+}
+
+namespace {
+std::string g_table;
+}  // namespace
+
+const std::string& table() { return g_table; }
+
+void row(const char* fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  std::fputs(buf, stdout);
+  g_table += buf;
+}
+uint16_t geometric_count(int64_t i) {
+  const double keep = 8.0 / 9.0;  // P(count > k) = keep^k: mean keep / (1 - keep) = 8
+  const uint64_t h = static_cast<uint64_t>(i) * 2654435761u;
+  const double u = (static_cast<double>((h ^ (h >> 29)) * 0x9E3779B97F4A7C15ull >> 11) + 0.5) / 9007199254740992.0;
+  return static_cast<uint16_t>(std::min(65535.0, std::floor(std::log(u) / std::log(keep))));
+}
+
+}  // namespace mrmf::bench
