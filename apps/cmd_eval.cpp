@@ -95,7 +95,7 @@ class SplitReader {
       layout_ = reinterpret_ ? kernels::InputLayout::ChannelsFirst : kernels::InputLayout::ChannelsLast;
       dtype_ = in.dtype;
     } else {
-      const auto paths = cosmo_paths(path, split);
+      const auto paths = data::cosmoflow_split_files(spec_);  // the loaders' files, in their order
       if (format_ == "cosmoflow") {
         cf_ = std::make_unique<data::CosmoFlowFiles>(data::CosmoFlowFiles::open(paths));
         const auto d = cf_->dims();
@@ -164,16 +164,6 @@ class SplitReader {
   }
 
  private:
-  // Mirrors data/loader.cpp: a folder means <folder>/<split>/*.h5 (or *.h5 in
-  // it); anything else is a glob or a comma list.
-  static std::vector<std::string> cosmo_paths(const std::string& path, data::Split split) {
-    if (fs::is_directory(path)) {
-      const fs::path sub = fs::path(path) / data::split_name(split);
-      return data::expand_file_list(((fs::is_directory(sub) ? sub : fs::path(path)) / "*.h5").string());
-    }
-    return data::expand_file_list(path);
-  }
-
   data::Split split_;
   std::string format_, what_;
   std::unique_ptr<data::NeuronInverterFile> ni_;

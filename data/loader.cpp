@@ -367,6 +367,8 @@ std::unique_ptr<Loader> open_loader(const DataSpec& spec, LoaderOptions opts) {
   return loader;
 }
 
+std::vector<std::string> cosmoflow_split_files(const DataSpec& spec) { return detail::cosmo_paths(spec); }
+
 Shape dataset_sample_shape(const DataSpec& spec) {
   std::lock_guard<std::recursive_mutex> lk(hdf5_mutex());
   switch (spec.format) {

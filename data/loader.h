@@ -219,6 +219,11 @@ std::unique_ptr<Loader> open_loader(const DataSpec& spec, LoaderOptions opts);
 // metadata alone (no data is read): for validating resolution ladders.
 Shape dataset_sample_shape(const DataSpec& spec);
 
+// The files of a CosmoFlow split, in the order the loaders read them: a
+// folder means <folder>/<split>/*.h5 (or *.h5 in it), anything else a glob
+// or a comma-separated list. A Data error naming the split where none match.
+std::vector<std::string> cosmoflow_split_files(const DataSpec& spec);
+
 // What a data set is, for `mrmf experiment --resume` to tell whether the data
 // changed: "<N> samples of <shape> <dtype>, labels #<hash of the first 256
 // labels>" (data/fingerprint.cpp). Reads metadata and labels only.

@@ -41,7 +41,7 @@ struct Source {
   // Preloaded (and mapped) sources hand out pointers into RAM; streamed
   // ones copy into dst. Where raw_ptr() serves samples, read_raw() calls no
   // HDF5 and may run on any thread, for distinct samples at once (the
-  // device's raw batches are made so, data/loader.cpp).
+  // device's raw batches are made so, data/loader_batches.cpp).
   virtual const void* raw_ptr(int64_t /*local*/) const { return nullptr; }
   // Writable bytes of a preloaded sample (the loader may convert them in place).
   virtual void* mutable_raw_ptr(int64_t /*local*/) { return nullptr; }

@@ -10,7 +10,7 @@
 // of one thread gathering the pieces. With the file mapped and each chunk's
 // place known (H5File::packed_units), every thread that takes a part of a
 // batch decodes or puts together its own samples (data/mapped_shard.cpp,
-// data/loader.cpp).
+// data/loader_batches.cpp).
 //
 // The deflate filter stores a zlib stream (compress2); the shuffle filter
 // stores byte j of every element before byte j + 1 of any. The inflate is

@@ -519,6 +519,28 @@ TEST_CASE("loader: next() lends a batch its OpenMP team less one thread per load
   CHECK(makers.size() <= 6);
 }
 
+TEST_CASE("loader: a CosmoFlow split's files as the loaders and mrmf eval list them", "[loader]") {
+  Tmp d;
+  write_cf(d / "flat", 3, 1, 4);       // c00.h5 .. c02.h5 in the folder itself
+  write_cf(d / "split/val", 2, 1, 4);  // <folder>/<split>/
+  const auto files = [](const std::string& path, Split s) {
+    return cosmoflow_split_files({DataFormat::CosmoFlow, path, s});
+  };
+  const auto flat = files(d / "flat", Split::Val);
+  REQUIRE(flat.size() == 3);
+  for (size_t i = 0; i < flat.size(); ++i) REQUIRE(fs::path(flat[i]).filename() == "c0" + std::to_string(i) + ".h5");
+  const auto val = files(d / "split", Split::Val);
+  REQUIRE(val.size() == 2);
+  REQUIRE(fs::path(val[1]).parent_path().filename() == "val");
+  // A comma-separated list keeps its order.
+  const auto listed = files(flat[2] + "," + flat[0], Split::Train);
+  REQUIRE(listed == std::vector<std::string>{flat[2], flat[0]});
+  // No test split under the folder (and no files beside it): named.
+  const std::string e = err([&] { files(d / "split", Split::Test); });
+  REQUIRE_THAT(e, Catch::Contains("CosmoFlow split 'test'"));
+  REQUIRE_THAT(e, Catch::Contains((fs::path(d / "split") / "test").string()));
+}
+
 TEST_CASE("loader: CosmoFlow file shards and the LBANN layout", "[loader]") {
   Tmp d;
   write_cf(d / "cf", 3, 4, 4);
