@@ -522,16 +522,7 @@ int main(int argc, char** argv) {
   }
 
   // (b) fused kernel vs memcpy of the same bytes (bench/bench_data/kernel_rows.cpp).
-  if (section("kernel")) {
-    KernelRowsArgs k;
-    k.batch = B;
-    k.side = side_b;
-    k.wanted = wanted;
-    k.ab_var = ab_var;
-    k.ab_a = ab_a;
-    k.ab_b = ab_b;
-    kernel_rows(k);
-  }
+  if (section("kernel")) kernel_rows({B, side_b, wanted, ab_var, ab_a, ab_b});
 
   // (c) prefetch under a simulated compute step of 1.5x the I/O time per
   // batch, 4 epochs of one loader each, with and without prefetching across
