@@ -3,7 +3,7 @@
 // bandwidth. Each gives the bits of the loop it replaces: the same values
 // added (or, for 5, multiplied) in the same order, no contraction (tested
 // against the plain loops and the functors, tests/unit/
-// test_fused_downsample.cpp and test_product_rows.cpp). Code compiled for
+// test_simd_rows.cpp and test_product_rows.cpp). Code compiled for
 // AVX-512 may use FMA, which g++ contracts into unless told not to: the
 // build says -ffp-contract=off.
 //

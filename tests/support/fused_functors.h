@@ -1,6 +1,7 @@
 // The fused downsample's functor traversals (the GPU's math) run on the
 // CPU, one call at a time, for tests that compare them with the CPU rows
-// bit for bit (tests/unit/test_fused_downsample.cpp, test_log1p_products.cpp).
+// bit for bit (tests/unit/test_fused_downsample.cpp, test_simd_rows.cpp,
+// test_log1p_products.cpp).
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -8,10 +9,24 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "data/formats.h"
 #include "kernels/fused_downsample_chain.h"
 #include "kernels/fused_downsample_ops.h"
 
 namespace mrmf::kernels::test {
+
+// A test input of shape s in stored type dt: integers 0..999 (int16:
+// -500..499; float16 and float32: hundredths), a hash of the index and seed.
+inline Tensor raw_tensor(const Shape& s, DType dt, uint64_t seed) {
+  Tensor f = Tensor::empty(s, DType::F32);
+  for (int64_t i = 0; i < f.numel(); ++i) {
+    const uint64_t h = (static_cast<uint64_t>(i) + seed) * 2654435761u % 1000;
+    f.data<float>()[i] = dt == DType::I16
+                             ? static_cast<float>(h) - 500.f
+                             : static_cast<float>(h) * (dt == DType::F16 || dt == DType::F32 ? 0.01f : 1.f);
+  }
+  return data::from_float32(f, dt);
+}
 
 // The GPU path's math on the CPU, one call at a time: operator() over one
 // coarse position per call (Full), the single-level kernel

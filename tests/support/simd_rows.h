@@ -1,7 +1,7 @@
 // The fused downsample's hand-written CPU rows (kernels/rows_avx512.h,
 // rows_avx2.h) in tests: their process-wide switches kept, inputs for the
 // direct checks, and the whole kernel run with each set of pieces
-// (tests/unit/test_fused_downsample.cpp, test_product_rows.cpp).
+// (tests/unit/test_simd_rows.cpp, test_product_rows.cpp).
 #pragma once
 
 #include <catch2/catch.hpp>
