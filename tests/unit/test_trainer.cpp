@@ -1,19 +1,15 @@
 // The trainer end to end on a small generated Neuron Inverter file (T = 64,
 // 256 training samples, a 3-stage model with kernel 3 and pool 2 so that T/2
 // still fits): metrics and checkpoint files, bit-identical determinism,
-// kill-and-resume, the stop rules, NaN handling, --init/--freeze, and clear
-// errors for foreign checkpoints. Every case takes well under a second or two.
-#include <unistd.h>
+// the stop rules, BN re-calibration, warm-up. Checkpoints (kill-and-resume,
+// NaN handling, --init/--freeze, foreign checkpoints):
+// test_trainer_checkpoint.cpp. Every case takes well under a second or two.
 
-#include <catch2/catch.hpp>
-#include <cstdlib>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <fmt/format.h>
 
+#include <catch2/catch.hpp>
+#include <cstring>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "core/communicator.h"
 #include "core/error.h"
@@ -24,112 +20,11 @@
 #include "fusion/config.h"
 #include "fusion/fuse.h"
 #include "fusion/trainer.h"
+#include "support/trainer_fixtures.h"
 
 using namespace mrmf;
-namespace fs = std::filesystem;
 
-namespace {
-
-// One temporary folder per test process (CTest runs each case in its own
-// process) holding the generated files; removed at exit.
-struct Scratch {
-  fs::path dir;
-  Scratch() {
-    dir = fs::temp_directory_path() / ("mrmf_trainer_" + std::to_string(::getpid()));
-    fs::create_directories(dir);
-  }
-  ~Scratch() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-};
-Scratch& scratch() {
-  static Scratch s;
-  return s;
-}
-
-// A singleton MPI world: the trainer talks to a Communicator even on one rank.
-Communicator& world() {
-  static bool inited = [] {
-    mpi_init(nullptr, nullptr);
-    std::atexit([] { mpi_finalize(); });
-    return true;
-  }();
-  (void)inited;
-  static Communicator w = Communicator::world();
-  return w;
-}
-
-const std::string& ni_file() {
-  static std::string path = [] {
-    const std::string p = (scratch().dir / "ni64.h5").string();
-    data::NeuronGenOptions o;
-    o.train = 256;
-    o.val = 64;
-    o.test = 64;
-    o.seed = 5;
-    o.time_bins = 64;
-    o.zscore_samples = 256;
-    data::generate_neuron_inverter(p, o);
-    return p;
-  }();
-  return path;
-}
-
-// A small model (about 10k parameters) with the original's structure: conv
-// stages, the flat BatchNorm, FC with dropout -- so BN running statistics and
-// the dropout RNG are part of what resume must restore.
-std::string base_yaml() {
-  return "model:\n"
-         "  name: neuron_inverter\n"
-         "  options: {conv_channels: '8,16,16', kernel: 3, pool: 2, fc: '32,32', dropout: 0.1}\n"
-         "data: {format: neuron_inverter, path: '" +
-         ni_file() +
-         "', prefetch: 2}\n"
-         "train: {batch_size: 32, seed: 3, deterministic: true, checkpoint_every: 1}\n"
-         "optimizer: {name: adam, lr: 2.0e-3}\n"
-         "schedule: {type: plateau, warmup_epochs: 2, plateau_patience: 1, plateau_cooldown: 0, "
-         "plateau_factor: 0.5}\n"
-         "stop: {max_epochs: 4}\n"
-         "runtime: {device: cpu}\n";
-}
-
-RunConfig config(std::vector<std::string> sets = {}) { return parse_run_config(base_yaml(), sets); }
-
-FitResult run(const RunConfig& cfg, const std::string& out, bool resume = false,
-              std::function<void(const EpochRecord&)> on_epoch = nullptr) {
-  TrainerOptions o;
-  o.out_dir = out;
-  o.resume = resume;
-  o.progress = false;
-  o.on_epoch = std::move(on_epoch);
-  Trainer t(cfg, world(), Device::cpu(), o);
-  return t.fit();
-}
-
-std::string out_dir(const std::string& name) { return (scratch().dir / name).string(); }
-std::string ckpt(const std::string& dir) { return (fs::path(dir) / "checkpoint.h5").string(); }
-
-// Parameters and buffers (BN running statistics) of a checkpoint, as raw bytes.
-std::string weights_of(const std::string& path) {
-  LoadedModel m = load_model_from_checkpoint(path, Device::cpu());
-  const Tensor v = m.model->params().values(), b = m.model->params().buffers();
-  std::string s(static_cast<const char*>(v.raw_data()), v.nbytes());
-  if (b.numel() > 0) s.append(static_cast<const char*>(b.raw_data()), b.nbytes());
-  return s;
-}
-
-std::vector<nlohmann::json> metrics_of(const std::string& dir) {
-  std::vector<nlohmann::json> v;
-  std::ifstream in(fs::path(dir) / "metrics.jsonl");
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) v.push_back(nlohmann::json::parse(line));
-  return v;
-}
-
-struct Thrown {};  // simulates a kill from inside the epoch loop
-
-}  // namespace
+using namespace mrmf::test::trainer;
 
 TEST_CASE("trainer: metrics.jsonl has every column per epoch and a checkpoint is written", "[trainer]") {
   const std::string out = out_dir("metrics");
@@ -176,140 +71,6 @@ TEST_CASE("trainer: the deterministic mode gives bit-identical weights for the s
   CHECK(a == weights_of(ckpt(out_dir("det_b"))));
   CHECK(a != weights_of(ckpt(out_dir("det_c"))));
   CHECK(metrics_of(out_dir("det_a"))[1]["train_loss"] == metrics_of(out_dir("det_b"))[1]["train_loss"]);
-}
-
-TEST_CASE("trainer: kill and resume ends with bit-identical weights", "[trainer]") {
-  // Reference: 4 epochs in one go.
-  const FitResult full = run(config(), out_dir("res_full"));
-  REQUIRE(full.epochs() == 4);
-  const std::string want = weights_of(ckpt(out_dir("res_full")));
-  const auto want_metrics = metrics_of(out_dir("res_full"));
-
-  SECTION("2 epochs, then --resume to 4") {
-    const std::string out = out_dir("res_2_4");
-    run(config({"stop.max_epochs=2"}), out);
-    const FitResult rest = run(config(), out, /*resume=*/true);
-    CHECK(rest.epochs() == 2);  // only the missing epochs ran
-    CHECK(weights_of(ckpt(out)) == want);
-    const auto m = metrics_of(out);
-    REQUIRE(m.size() == 4);
-    for (size_t e = 0; e < 4; ++e) CHECK(m[e]["train_loss"] == want_metrics[e]["train_loss"]);
-    CHECK(read_checkpoint_header(ckpt(out)).training.step == 32);
-  }
-  SECTION("killed in epoch 3 after its metrics line, with a torn line after it") {
-    const std::string out = out_dir("res_kill");
-    // The callback runs after epoch 2's metrics are written and before its
-    // checkpoint: throwing there leaves checkpoint = epoch 2, metrics = 3 lines.
-    CHECK_THROWS_AS(run(config(), out, false,
-                        [](const EpochRecord& r) {
-                          if (r.epoch == 2) throw Thrown{};
-                        }),
-                    Thrown);
-    CHECK(read_checkpoint_header(ckpt(out)).training.epoch == 2);
-    CHECK(metrics_of(out).size() == 3);
-    std::ofstream(fs::path(out) / "metrics.jsonl", std::ios::app) << "{\"epoch\": 3, \"train_lo";  // torn write
-    run(config(), out, /*resume=*/true);
-    CHECK(weights_of(ckpt(out)) == want);
-    const auto m = metrics_of(out);  // parses: the torn line and epoch 2's first attempt are gone
-    REQUIRE(m.size() == 4);
-    for (size_t e = 0; e < 4; ++e) {
-      CHECK(m[e]["epoch"].get<int64_t>() == static_cast<int64_t>(e));
-      CHECK(m[e]["val_loss"] == want_metrics[e]["val_loss"]);
-    }
-  }
-  SECTION("killed mid-epoch, resumed from a mid-epoch checkpoint") {
-    const std::string out = out_dir("res_mid");
-    // Checkpoints every 5 steps; killed at step 11 (epoch 1, after 3 of its 8
-    // batches): the last checkpoint is step 10, inside epoch 1 after 2 batches.
-    TrainerOptions o;
-    o.out_dir = out;
-    o.progress = false;
-    o.on_step = [](int64_t step) {
-      if (step == 11) throw Thrown{};
-    };
-    {
-      Trainer t(config({"train.checkpoint_every_steps=5"}), world(), Device::cpu(), o);
-      CHECK_THROWS_AS(t.fit(), Thrown);
-    }
-    const CheckpointHeader h = read_checkpoint_header(ckpt(out));
-    CHECK(h.training.epoch == 1);
-    CHECK(h.training.step == 10);
-    CHECK(std::get<int64_t>(h.training.state.at("loader_batch")) == 2);
-    // Resumed (the interval may change on resume): the rest of epoch 1 with
-    // the same sample order, dropout stream and running loss, then epochs 2-3.
-    const FitResult rest = run(config({"train.checkpoint_every_steps=3"}), out, /*resume=*/true);
-    CHECK(rest.epochs() == 3);
-    CHECK(weights_of(ckpt(out)) == want);
-    const auto m = metrics_of(out);
-    REQUIRE(m.size() == 4);
-    for (size_t e = 0; e < 4; ++e) {
-      CHECK(m[e]["train_loss"] == want_metrics[e]["train_loss"]);
-      CHECK(m[e]["val_loss"] == want_metrics[e]["val_loss"]);
-      // The continued epoch is partial: its steps are the 6 this process ran.
-      const int64_t done_before = e == 1 ? 2 : 0;
-      CHECK(m[e]["steps"].get<int64_t>() == want_metrics[e]["steps"].get<int64_t>() - done_before);
-      CHECK(m[e].value("resumed_at_step", int64_t{0}) == done_before);
-    }
-  }
-  SECTION("resuming with a different training configuration is refused") {
-    const std::string out = out_dir("res_cfg");
-    run(config({"stop.max_epochs=1"}), out);
-    REQUIRE_THROWS_WITH(run(config({"optimizer.lr=1e-2"}), out, true),
-                        Catch::Contains("--resume") && Catch::Contains("different configuration") &&
-                            Catch::Contains("optimizer.lr: ") && Catch::Contains("-> 0.01"));
-  }
-  SECTION("resuming a finished run trains nothing and reports its last validation loss") {
-    const std::string out = out_dir("res_done");
-    const FitResult done = run(config({"stop.max_epochs=1"}), out);
-    const FitResult again = run(config({"stop.max_epochs=1"}), out, /*resume=*/true);
-    CHECK(again.epochs() == 0);
-    CHECK(again.resumed_epochs == 1);
-    CHECK(again.final_val_loss == done.final_val_loss);
-    // A NaN validation loss is written as null: resuming still works.
-    const fs::path mp = fs::path(out) / "metrics.jsonl";
-    std::string line;
-    std::getline(std::ifstream(mp) >> std::ws, line);
-    auto j = nlohmann::json::parse(line);
-    j["val_loss"] = nullptr;
-    std::ofstream(mp) << j.dump() << "\n";
-    CHECK_NOTHROW(run(config({"stop.max_epochs=1"}), out, /*resume=*/true));
-  }
-  SECTION("resuming a run that stopped on its target or plateau trains nothing more") {
-    const std::string out = out_dir("res_target");
-    const FitResult done = run(config({"stop.target_val_loss=10"}), out);  // met after the first epoch
-    REQUIRE(done.stop_reason == "target");
-    REQUIRE(done.epochs() == 1);
-    const FitResult again = run(config({"stop.target_val_loss=10"}), out, /*resume=*/true);
-    CHECK(again.epochs() == 0);
-    CHECK(again.stop_reason == "target");
-    CHECK(again.reached_target);
-    CHECK(again.final_val_loss == done.final_val_loss);
-    // A lower target lets the same run go on.
-    CHECK(run(config({"stop.target_val_loss=1e-6", "stop.max_epochs=2"}), out, true).epochs() == 1);
-    const std::string out2 = out_dir("res_plateau");
-    const FitResult flat = run(config({"stop.plateau_threshold=10", "stop.plateau_patience=1"}), out2);
-    REQUIRE(flat.stop_reason == "plateau");
-    const FitResult again2 = run(config({"stop.plateau_threshold=10", "stop.plateau_patience=1"}), out2, true);
-    CHECK(again2.epochs() == 0);
-    CHECK(again2.stop_reason == "plateau");
-  }
-  SECTION("stop.min_epochs holds a plateau rule back, also across a resume") {
-    // Threshold 10: every reduction is "small", so the rule alone stops
-    // after epoch 2 (above); min_epochs 4 makes it epoch 4, and a run
-    // interrupted after 2 epochs and resumed stops there too.
-    const std::vector<std::string> rule = {"stop.plateau_threshold=10", "stop.plateau_patience=1",
-                                           "stop.min_epochs=4", "stop.max_epochs=6"};
-    const FitResult held = run(config(rule), out_dir("min_epochs"));
-    CHECK(held.stop_reason == "plateau");
-    CHECK(held.epochs() == 4);
-    std::vector<std::string> first_two = rule;
-    first_two.back() = "stop.max_epochs=2";
-    const std::string out3 = out_dir("min_epochs_resumed");
-    REQUIRE(run(config(first_two), out3).epochs() == 2);
-    const FitResult resumed = run(config(rule), out3, /*resume=*/true);
-    CHECK(resumed.stop_reason == "plateau");
-    CHECK(resumed.epochs() == 2);  // epochs 3 and 4
-  }
 }
 
 TEST_CASE("trainer: target validation loss and the plateau rule stop exactly when they should", "[trainer]") {
@@ -444,112 +205,6 @@ TEST_CASE("trainer: end_extra_epoch ends an extra epoch at a step, recorded as c
   const CheckpointHeader h = read_checkpoint_header(ckpt(out));
   CHECK(h.training.epoch == 3);
   CHECK(h.training.step == 19);
-}
-
-TEST_CASE("trainer: a non-finite loss stops with the epoch and step and keeps the last good checkpoint",
-          "[trainer]") {
-  // Epoch 0 trains at 1e-3; from step 8 (epoch 1) the learning rate is 1e30,
-  // which blows the weights up and the loss becomes NaN/Inf a step later.
-  const std::string out = out_dir("nan");
-  const RunConfig cfg = config({"schedule.type=piecewise", "schedule.warmup_epochs=0", "schedule.boundaries=[8]",
-                                "schedule.values=[1e-3, 1e30]"});
-  try {
-    run(cfg, out);
-    FAIL("no error for an exploding loss");
-  } catch (const NonFiniteLoss& e) {
-    CHECK(e.kind() == ErrorKind::Runtime);
-    // Step 8 is the first at 1e30; the loss it reports is still finite, a later one is not
-    // (flat BN keeps the blown-up activations bounded for a step or two).
-    CHECK_THAT(std::string(e.what()), Catch::Contains("non-finite training loss") &&
-                                          Catch::Matches(".*at epoch 1, step (9|1[0-5]);.*") && Catch::Contains(out));
-  }
-  const CheckpointHeader h = read_checkpoint_header(ckpt(out));
-  CHECK(h.training.epoch == 1);
-  CHECK(h.training.step == 8);
-  const std::string w = weights_of(ckpt(out));
-  const float* p = reinterpret_cast<const float*>(w.data());
-  for (size_t i = 0; i < w.size() / 4; ++i) REQUIRE(std::isfinite(p[i]));
-  CHECK(metrics_of(out).size() == 1);
-  // Blown up within the first epoch: no checkpoint to point to, and the message says so.
-  try {
-    run(config({"schedule.type=piecewise", "schedule.warmup_epochs=0", "schedule.boundaries=[1]",
-                "schedule.values=[1e30, 1e30]"}),
-        out_dir("nan0"));
-    FAIL("no error for an exploding loss");
-  } catch (const NonFiniteLoss& e) {
-    CHECK_THAT(std::string(e.what()), Catch::Contains("at epoch 0") && Catch::Contains("no checkpoint had been written yet"));
-  }
-  CHECK_FALSE(fs::exists(ckpt(out_dir("nan0"))));
-}
-
-TEST_CASE("trainer: --init from another run's checkpoint, all or bottom only with freeze", "[trainer]") {
-  const std::string src = out_dir("init_src");
-  run(config({"stop.max_epochs=1"}), src);
-  LoadedModel a = load_model_from_checkpoint(ckpt(src), Device::cpu());
-  auto group_bytes = [](Model& m, ParamGroup g) {
-    const auto [b, e] = m.params().group_range(g);
-    const Tensor v = m.params().values();
-    return std::string(static_cast<const char*>(v.raw_data()) + b * 4, static_cast<size_t>(e - b) * 4);
-  };
-  SECTION("all") {
-    TrainerOptions o;
-    o.progress = false;
-    Trainer t(config({"train.init=" + ckpt(src), "train.seed=9"}), world(), Device::cpu(), o);
-    CHECK(group_bytes(t.model(), ParamGroup::Bottom) == group_bytes(*a.model, ParamGroup::Bottom));
-    CHECK(group_bytes(t.model(), ParamGroup::Top) == group_bytes(*a.model, ParamGroup::Top));
-  }
-  SECTION("bottom only, frozen, from a coarse (T/2) run") {
-    const std::string coarse = out_dir("init_coarse");
-    run(config({"stop.max_epochs=1", "data.reduce=[2]"}), coarse);
-    LoadedModel c = load_model_from_checkpoint(ckpt(coarse), Device::cpu());
-    const std::string out = out_dir("init_bottom");
-    TrainerOptions o;
-    o.progress = false;
-    o.out_dir = out;
-    Trainer t(config({"train.init=" + ckpt(coarse), "train.init_groups=bottom", "train.freeze=bottom",
-                      "stop.max_epochs=1"}),
-              world(), Device::cpu(), o);
-    CHECK(group_bytes(t.model(), ParamGroup::Bottom) == group_bytes(*c.model, ParamGroup::Bottom));
-    const std::string top0 = group_bytes(t.model(), ParamGroup::Top);
-    t.fit();
-    CHECK(group_bytes(t.model(), ParamGroup::Bottom) == group_bytes(*c.model, ParamGroup::Bottom));  // frozen
-    CHECK(group_bytes(t.model(), ParamGroup::Top) != top0);                                         // trained
-  }
-}
-
-TEST_CASE("trainer: a checkpoint from another model or shape is a clear error", "[trainer]") {
-  const std::string coarse = out_dir("other_coarse");
-  run(config({"stop.max_epochs=1", "data.reduce=[2]"}), coarse);
-  TrainerOptions o;
-  o.progress = false;
-  // Full init needs the same input shape: (3, 32) vs (3, 64).
-  REQUIRE_THROWS_WITH(Trainer(config({"train.init=" + ckpt(coarse)}), world(), Device::cpu(), o),
-                      Catch::Contains("[3, 32]") && Catch::Contains("[3, 64]"));
-  // Another architecture: the parameter and both shapes are named.
-  const std::string wide = out_dir("other_wide");
-  run(parse_run_config(base_yaml(), {"stop.max_epochs=1", "model.options.conv_channels='8,16,24'"}), wide);
-  try {
-    Trainer t(config({"train.init=" + ckpt(wide)}), world(), Device::cpu(), o);
-    FAIL("no error for a checkpoint of another architecture");
-  } catch (const Error& e) {
-    CHECK(e.kind() == ErrorKind::Shape);
-    CHECK_THAT(std::string(e.what()), Catch::Contains("cnn_block.6.weight") && Catch::Contains("(24, 16, 3)"));
-  }
-  // A validation set at another resolution than the training set (a coarse
-  // copy given as data.val_files): the split and its file are named.
-  {
-    const std::string coarse_val = out_dir("val_t32.h5");
-    data::NeuronInverterWriter w(coarse_val, DType::F32);
-    w.create_split(data::Split::Val, 64, 32, 3);
-    w.write(data::Split::Val, 0, Tensor::full({64, 32, 3}, 0.5f), Tensor::full({64, 19}, 0.f));
-    w.close();
-    REQUIRE_THROWS_WITH(Trainer(config({"data.val_files=" + coarse_val}), world(), Device::cpu(), o),
-                        Catch::Contains("the val split (" + coarse_val + ") has samples of [3, 32]") &&
-                            Catch::Contains("the model expects [3, 64]"));
-  }
-  // Another model altogether (a missing file is a Data error naming it).
-  REQUIRE_THROWS_WITH(Trainer(config({"train.init=" + out_dir("nope.h5")}), world(), Device::cpu(), o),
-                      Catch::Contains("nope.h5"));
 }
 
 TEST_CASE("trainer: the Neuron Inverter learns generated data on the CPU", "[trainer][learning]") {
