@@ -307,13 +307,19 @@ int main(int argc, char** argv) {
   // quarters of a sample ("gzip split": chunks of (1, D/2, H/2, W, 4)), decoded and put
   // in place by the same threads since session 41 (decode_unit); and the
   // same quarters unfiltered ("split"), put together by those threads since
-  // session 42. Each paired with a plain HDF5 read of the same files (which
-  // inflates and gathers on one thread).
+  // session 42. And gzip chunks that each hold rows of two samples ("gzip
+  // shared", as h5py's automatic chunking makes them from ~16 samples a
+  // file): not mapped (a sample's read would decode its neighbour's rows
+  // too), read through HDF5 on the I/O thread, with an info line and the
+  // h5repack command that rewrites such files (data/mapped_shard.h,
+  // layout_advice). Each paired with a plain HDF5 read of the same files
+  // (which inflates and gathers on one thread).
   if (section("cf"))
     for (const auto& [what, opts] : {std::pair<const char*, data::WriteOptions>{"chunked", {1, 0}},
                                      {"gzip", {1, 4}},
                                      {"gzip split", {0, 4, false, {1, side / 2, side / 2, side, 4}}},
-                                     {"split", {0, 0, false, {1, side / 2, side / 2, side, 4}}}}) {
+                                     {"split", {0, 0, false, {1, side / 2, side / 2, side, 4}}},
+                                     {"gzip shared", {0, 4, false, {2, side / 2, side / 2, side, 4}}}}) {
       std::string folder = what;
       std::replace(folder.begin(), folder.end(), ' ', '_');
       const fs::path ch = dir / folder;
