@@ -6,6 +6,7 @@
 #include "data/loader.h"
 
 #include <chrono>
+#include <cstring>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -140,6 +141,36 @@ LoaderImpl::~LoaderImpl() {
   drop(inflight_);
   std::lock_guard<std::recursive_mutex> h(hdf5_mutex());  // HDF5 handles close under the lock
   src_.reset();
+}
+
+// The set-up that needs no HDF5 call, run by open_loader() after it has
+// released the process-wide HDF5 lock: converting a large preloaded shard
+// takes seconds, and holding the lock meanwhile would stall the shared I/O
+// thread serving every other loader of the process.
+void LoaderImpl::finish_setup() {
+  if (convert_pending_) convert_in_place();
+  convert_pending_ = false;
+}
+
+void LoaderImpl::convert_in_place() {
+  Source& s = *src_;
+  const int64_t n = s.count(), bytes = s.raw_bytes(), floats = bytes / 4;
+  // One sample of scratch per thread, allocated before the parallel region
+  // (nothing in it can throw: an exception escaping it would terminate).
+  const int threads = omp_get_max_threads();
+  std::vector<float> scratch(static_cast<size_t>(threads * floats));
+#pragma omp parallel num_threads(threads)
+  {
+    kernels::FusedOutputs y;
+    y.y[0] = scratch.data() + omp_get_thread_num() * floats;
+    Stream cpu;
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      kernels::run_fused_downsample(cpu, plan_, s.raw_ptr(i), y);
+      std::memcpy(s.mutable_raw_ptr(i), y.y[0], static_cast<size_t>(bytes));
+    }
+  }
+  converted_in_place_ = true;
 }
 
 bool LoaderImpl::next(LoaderBatch& out) {

@@ -88,7 +88,8 @@ class LoaderImpl final : public Loader {
     return Shape(d);
   }
 
-  // The epoch's schedule and the prefetch queue (data/loader.cpp).
+  // Set-up, the epoch's schedule and the prefetch queue (data/loader.cpp).
+  void convert_in_place();
   int64_t key_of(int64_t epoch) const { return o_.shuffle ? epoch : 0; }
   Order order_of(int64_t epoch);
   void begin(int64_t epoch, int64_t batch);
@@ -104,7 +105,6 @@ class LoaderImpl final : public Loader {
   Produced produce_host(const std::vector<int64_t>& order, int64_t b, int slot, WorkOffer* offer);
   template <class One>
   void from_ram(const std::vector<int64_t>& order, int64_t b, char* xb, WorkOffer* offer, int64_t ob, const One& one);
-  void convert_in_place();
   const char* cached_sample(int64_t i) const;
   const char* ram_bytes(int64_t i) const;
   const char* decoded(int64_t i, std::vector<char>& scratch);

@@ -158,13 +158,13 @@ void kernel_rows(const KernelRowsArgs& a) {
           a.ab_a.c_str(), q.a * 1e3, a.ab_b.c_str(), q.b * 1e3, q.ratio, q.b_best / q.a_best);
       continue;
     }
-    std::vector<char> a(static_cast<size_t>(bytes / 2), 1), b2(static_cast<size_t>(bytes / 2));
+    std::vector<char> src(static_cast<size_t>(bytes / 2), 1), dst(static_cast<size_t>(bytes / 2));
     // Kernel and copy alternate, and the ratio is taken per pair: on a
     // shared VM the bandwidth drifts by 2x within seconds, so best-of-N
     // times taken apart do not compare.
     const Paired pr = paired(
         21, [&] { kernels::fused_downsample(cpu_stream(), in, ys, spec); },
-        [&] { par_memcpy(b2.data(), a.data(), a.size()); });
+        [&] { par_memcpy(dst.data(), src.data(), src.size()); });
     use(Pieces::Best);
     row("    cpu  %-60s %9.3f %9.2f %9.2f %6.0f%% %5.0f%%\n", name.c_str(), pr.a * 1e3, bytes / pr.a / 1e9,
         bytes / pr.b / 1e9, 100 * pr.ratio, 100 * pr.b_best / pr.a_best);

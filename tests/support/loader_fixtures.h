@@ -1,4 +1,5 @@
-// Fixtures shared by the loader tests (test_loader.cpp, test_loader_mapped.cpp):
+// Fixtures shared by the loader tests (test_loader.cpp, test_loader_mapped.cpp,
+// test_loader_input.cpp):
 // small Neuron Inverter and CosmoFlow files whose values name their sample,
 // an epoch's sample ids, exact tensor equality, an error's text.
 #pragma once

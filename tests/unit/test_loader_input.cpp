@@ -29,7 +29,9 @@ namespace fs = std::filesystem;
 
 using namespace mrmf::test::loader;
 
-TEST_CASE("loader: a CosmoFlow split's files as the loaders and mrmf eval list them", "[loader]") {
+// (mrmf eval lists them with the same function; its CosmoFlow eval runs in
+// tests/scripts/test_torch_state_dict.py.)
+TEST_CASE("loader: a CosmoFlow split's files in the order the loaders read them", "[loader]") {
   Tmp d;
   write_cf(d / "flat", 3, 1, 4);       // c00.h5 .. c02.h5 in the folder itself
   write_cf(d / "split/val", 2, 1, 4);  // <folder>/<split>/
@@ -41,7 +43,12 @@ TEST_CASE("loader: a CosmoFlow split's files as the loaders and mrmf eval list t
   for (size_t i = 0; i < flat.size(); ++i) REQUIRE(fs::path(flat[i]).filename() == "c0" + std::to_string(i) + ".h5");
   const auto val = files(d / "split", Split::Val);
   REQUIRE(val.size() == 2);
-  REQUIRE(fs::path(val[1]).parent_path().filename() == "val");
+  for (size_t i = 0; i < val.size(); ++i) {
+    REQUIRE(fs::path(val[i]).filename() == "c0" + std::to_string(i) + ".h5");
+    REQUIRE(fs::path(val[i]).parent_path().filename() == "val");
+  }
+  // A glob, sorted.
+  REQUIRE(files(d / "flat/c0[12].h5", Split::Train) == std::vector<std::string>{flat[1], flat[2]});
   // A comma-separated list keeps its order.
   const auto listed = files(flat[2] + "," + flat[0], Split::Train);
   REQUIRE(listed == std::vector<std::string>{flat[2], flat[0]});
