@@ -34,22 +34,18 @@ struct FusedRowsCpu : FusedDownsample<R, TF> {
   using Base = FusedDownsample<R, TF>;
   // The functor's members, named here because a dependent base's are not
   // found by unqualified lookup.
-  using Base::block_sums;
   using Base::by_product;
   using Base::by_table;
   using Base::derived_outputs;
-  using Base::factor;
   using Base::factor_of_bits;
   using Base::g;
   using Base::kProducts;
   using Base::level_outputs;
   using Base::log_of_product;
   using Base::lut;
-  using Base::lut_at;
   using Base::o;
   using Base::transform;
   using Base::value;
-  using Base::value_of_bits;
   using Base::x;
   using typename Base::T;
 
