@@ -10,7 +10,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -18,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/timing.h"
 #include "core/device.h"
 #include "kernels/batchnorm_ops.h"
 #include "kernels/dropout_ops.h"
@@ -52,28 +52,6 @@ double max_rel(const Tensor& got, const Tensor& want) {
     mb = std::max(mb, std::fabs(double(b[i])));
   }
   return m / (mb + 1e-12);
-}
-
-// Wall time of fn in seconds (best of reps, after one warm-up), stream-synchronized.
-double time_it(Stream& s, int reps, const std::function<void()>& fn) {
-  fn();
-  s.synchronize();
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    if (s.device().is_cuda()) {
-      Event a = Event::create(s.device()), b = Event::create(s.device());
-      a.record(s);
-      fn();
-      b.record(s);
-      b.synchronize();
-      best = std::min(best, b.elapsed_ms_since(a) * 1e-3);
-    } else {
-      const auto t0 = std::chrono::steady_clock::now();
-      fn();
-      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-  }
-  return best;
 }
 
 struct Op {
@@ -179,7 +157,7 @@ void run_suite(const Host& h, Device d, int reps) {
       std::printf("%-40s VALIDATION FAILED: max rel error %.3g > %.3g\n", op.name.c_str(), err, op.tol);
       continue;
     }
-    const double t = time_it(s, reps, op.run);
+    const double t = bench::best_time(s, reps, op.run);
     // The same number of bytes through a plain copy (half read, half written).
     const int64_t half = static_cast<int64_t>(op.bytes / 8);
     Tensor src = empty({half}), dst = empty({half});
@@ -188,21 +166,12 @@ void run_suite(const Host& h, Device d, int reps) {
     } else {
       std::memset(src.raw_data(), 0, src.nbytes());
     }
-    const double tc = time_it(s, reps, [&] {
+    const double tc = bench::best_time(s, reps, [&] {
       if (d.is_cuda()) {
         dst.copy_from(src, s);
         return;
       }
-      // Parallel memcpy: the CPU kernels run on all threads, so does the reference.
-      const char* a = static_cast<const char*>(src.raw_data());
-      char* b = static_cast<char*>(dst.raw_data());
-      const int64_t bytes = static_cast<int64_t>(src.nbytes());
-#pragma omp parallel
-      {
-        const int nt = omp_get_num_threads(), id = omp_get_thread_num();
-        const int64_t lo = bytes * id / nt, hi = bytes * (id + 1) / nt;
-        std::memcpy(b + lo, a + lo, static_cast<size_t>(hi - lo));
-      }
+      bench::par_memcpy(dst.raw_data(), src.raw_data(), src.nbytes());
     });
     const double gbs = op.bytes / t * 1e-9, cgbs = op.bytes / tc * 1e-9;
     std::printf("%-40s %9.3f %9.1f %9.1f %7.0f%% %10.2g\n", op.name.c_str(), t * 1e3, gbs, cgbs, 100 * gbs / cgbs, err);

@@ -449,13 +449,14 @@ struct FusedRowsCpu : FusedDownsample<R, TF> {
     // rows) would otherwise go out as a burst, which the header measured
     // as harmful (kPrefetchBytes) and which evicts the rows being summed.
     static constexpr int64_t kMaxLinesPerRow = 16;
+    int64_t total = 0;  // lines(), set by spread_over() once base and bytes are
     void spread_over(int64_t rows) {
-      per_row = rows > 0 ? (lines() + rows - 1) / rows : 0;
+      total = lines();
+      per_row = rows > 0 ? (total + rows - 1) / rows : 0;
       if (per_row > kMaxLinesPerRow) per_row = kMaxLinesPerRow;
     }
     MRMF_INLINE void step() {
-      const int64_t n = lines();
-      for (int64_t k = 0; k < per_row && done < n; ++k, ++done)
+      for (int64_t k = 0; k < per_row && done < total; ++k, ++done)
         prefetch_line(reinterpret_cast<const char*>(first_line() + 64 * static_cast<uintptr_t>(done)));
     }
   };
@@ -600,11 +601,13 @@ struct FusedRowsCpu : FusedDownsample<R, TF> {
     for (int64_t t = 1; t <= g.block[0]; ++t) {
       // Each level's rows [ua, ub) along axis 0 that plane t completes.
       int64_t ua[kFusedMaxLevels] = {}, ub[kFusedMaxLevels] = {}, derived_rows = 0;
+      bool plain[kFusedMaxLevels] = {};
       for (int k = 0; k < g.levels; ++k) {
         const int l = g.order[k];
         const bool derived = g.src[l] >= 0;
+        plain[k] = plain_level(l);
         ua[k] = ub[k] = done[l];
-        if (plain_level(l)) {
+        if (plain[k]) {
           if (t == g.block[0]) ub[k] = g.per[l][0];
         } else {
           const int64_t ready = derived ? done[g.src[l]] / g.r[l][0] : t / g.f[l][0];
@@ -623,7 +626,7 @@ struct FusedRowsCpu : FusedDownsample<R, TF> {
         const int64_t* f = g.f[l];
         const int64_t r1 = g.per[l][1];
         if (ub[k] <= ua[k]) continue;
-        if (plain_level(l)) {
+        if (plain[k]) {
           for (int64_t p1 = p1a; p1 < p1b; ++p1)
             g.src[l] >= 0 ? derived_outputs(l, n, p0, p1, 0, g.nblk[2]) : level_outputs(l, n, p0, p1, 0, g.nblk[2]);
         } else if (g.src[l] >= 0) {

@@ -194,8 +194,8 @@ void kernel_rows(const KernelRowsArgs& a) {
         spec.vector_loads = kind != Kind::Positions;
         spec.chain_preload = kind != Kind::TwoRows;
         spec.vector_preload = kind == Kind::VecPreload;
-        const double tg = time_dev(s, 10, [&] { kernels::fused_downsample(s, draw, dys, spec); });
-        const double tgc = time_dev(s, 10, [&] { db.copy_from(da, s); });
+        const double tg = best_time(s, 10, [&] { kernels::fused_downsample(s, draw, dys, spec); });
+        const double tgc = best_time(s, 10, [&] { db.copy_from(da, s); });
         const char* what = kind == Kind::Positions    ? ", per position"
                            : kind == Kind::TwoRows    ? ", chain, two rows in flight"
                            : kind == Kind::VecPreload ? ", vector, preloaded"

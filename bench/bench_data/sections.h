@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 
+#include "bench/common/timing.h"  // best_time, par_memcpy
 #include "core/stream.h"
 
 namespace mrmf::bench {
@@ -21,12 +22,6 @@ struct Paired {
   double a_best, b_best;  // fastest of each: the code's own cost with the least interference
 };
 Paired paired(int reps, const std::function<void()>& a, const std::function<void()>& b);
-
-// The best of `reps` device times of fn on s (events).
-double time_dev(Stream& s, int reps, const std::function<void()>& fn);
-
-// A memcpy split over the OpenMP threads (what the kernels are compared with).
-void par_memcpy(void* dst, const void* src, size_t bytes);
 
 // A line of the results table: printed, and kept for --out (table()).
 void row(const char* fmt, ...) __attribute__((format(printf, 1, 2)));

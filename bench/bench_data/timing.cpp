@@ -1,12 +1,9 @@
 // bench_data's timing helpers (bench/bench_data/sections.h).
-#include <omp.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
-#include <cstring>
 #include <vector>
 
 #include "bench/bench_data/sections.h"
@@ -47,30 +44,6 @@ Paired paired(int reps, const std::function<void()>& a, const std::function<void
   };
   return {median(ta), median(tb), median(r), *std::min_element(ta.begin(), ta.end()),
           *std::min_element(tb.begin(), tb.end())};
-}
-
-double time_dev(Stream& s, int reps, const std::function<void()>& fn) {
-  fn();
-  s.synchronize();
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    Event a = Event::create(s.device()), b = Event::create(s.device());
-    a.record(s);
-    fn();
-    b.record(s);
-    b.synchronize();
-    best = std::min(best, b.elapsed_ms_since(a) * 1e-3);
-  }
-  return best;
-}
-
-void par_memcpy(void* dst, const void* src, size_t bytes) {
-#pragma omp parallel
-  {
-    const int nt = omp_get_num_threads(), id = omp_get_thread_num();
-    const size_t lo = bytes * id / nt, hi = bytes * (id + 1) / nt;
-    std::memcpy(static_cast<char*>(dst) + lo, static_cast<const char*>(src) + lo, hi - lo);
-  }
 }
 
 namespace {

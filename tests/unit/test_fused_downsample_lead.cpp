@@ -144,6 +144,11 @@ TEST_CASE("fused downsample: the prefetched next plane starts where that plane's
   exact.spread_over(7);
   CHECK(exact.lines() == 15);
   CHECK(exact.per_row == 3);
+  // step() issues each line once, per_row a row, and then nothing.
+  for (int row = 0; row < 4; ++row) exact.step();
+  CHECK(exact.done == 12);
+  for (int row = 0; row < 6; ++row) exact.step();
+  CHECK(exact.done == 15);
 }
 
 TEST_CASE("fused downsample: no next-plane prefetch where a plane's rows are not one stretch",

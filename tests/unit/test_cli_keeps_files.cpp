@@ -1,0 +1,301 @@
+// What is already saved is never lost: the `mrmf` command's outputs
+// against --force, a full disk, a failing --force (the earlier run or
+// report put back) and SIGTERM (a checkpoint that --resume continues).
+// The rest of the CLI's behaviour: test_cli.cpp; the shared runner:
+// tests/support/cli_runner.h.
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "support/cli_runner.h"
+
+using namespace mrmf;
+using namespace mrmf::clitest;
+
+TEST_CASE("cli: results already written are not replaced without --force, inputs never", "[cli]") {
+  SKIP_WITHOUT_BINARY();
+  Scratch s;
+  const std::string data = (s.dir / "ni.h5").string();
+  make_tiny_ni(data, " --train 64 --val 32 --test 32 --seed 1 --time-bins 64");
+  const std::string cfg = write_config(s.dir, data), out = (s.dir / "run").string();
+  REQUIRE(run("train --config " + cfg + " --out " + out + " --set stop.max_epochs=1").code == 0);
+  const auto size_of = [](const fs::path& p) { return fs::file_size(p); };
+  const fs::path metrics = fs::path(out) / "metrics.jsonl", ck = fs::path(out) / "checkpoint.h5";
+  const auto metrics_size = size_of(metrics), data_size = size_of(data);
+
+  // train into a folder holding a run: refused, the run untouched; --force replaces it.
+  Result r = run("train --config " + cfg + " --out " + out + " --set optimizer.lr=1e-2");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("already holds results") && Catch::Contains("--resume") &&
+                        Catch::Contains("--force") && Catch::Contains("checkpoint.h5"));
+  CHECK(size_of(metrics) == metrics_size);
+  r = run("train --config " + cfg + " --out " + out + " --set optimizer.lr=1e-2 --set stop.max_epochs=1 --force");
+  CHECK(r.code == 0);
+  // --resume of the finished run: nothing to train, and the summary keeps its loss.
+  r = run("train --config " + cfg + " --out " + out + " --set optimizer.lr=1e-2 --set stop.max_epochs=1 --resume");
+  CHECK(r.code == 0);
+  const auto summary = nlohmann::json::parse(std::ifstream(fs::path(out) / "summary.json"));
+  CHECK(summary["epochs"] == 1);
+  CHECK(summary["final_val_loss"].get<double>() > 0);
+
+  // predict: never onto its data or checkpoint (also through a link), an existing file only with --force.
+  const fs::path link = s.dir / "link.h5";
+  fs::create_symlink(data, link);
+  for (const std::string& target : {data, ck.string(), link.string()}) {
+    r = run("predict --checkpoint " + ck.string() + " --data " + link.string() + " --out " + target + " --force");
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains("same file as the input"));
+  }
+  CHECK(size_of(data) == data_size);
+  const std::string pred = (s.dir / "pred.h5").string();
+  REQUIRE(run("predict --checkpoint " + ck.string() + " --data " + data + " --out " + pred).code == 0);
+  r = run("predict --checkpoint " + ck.string() + " --data " + data + " --out " + pred);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("already exists") && Catch::Contains("--force"));
+  CHECK(run("predict --checkpoint " + ck.string() + " --data " + data + " --out " + pred + " --force").code == 0);
+
+  // ... nor into a (CosmoFlow) data folder, whatever --force says.
+  fs::create_directories(s.dir / "cf" / "test");
+  r = run("predict --checkpoint " + ck.string() + " --data " + (s.dir / "cf").string() + " --out " +
+          (s.dir / "cf" / "test" / "a.h5").string() + " --force");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("is inside the data folder"));
+
+  // train --force with --init from the run it replaces: the checkpoint is read before it goes.
+  r = run("train --config " + cfg + " --out " + out + " --set stop.max_epochs=1 --force --init " + ck.string());
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("initialized"));
+
+  // downsample: the output may not be the input under another name.
+  r = run("downsample --in " + link.string() + " --out " + data + " --factor 2 --force");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("--out must differ from --in"));
+  CHECK(size_of(data) == data_size);
+
+  // experiment into a folder holding a report: refused before any training.
+  const fs::path exp_out = s.dir / "exp";
+  fs::create_directories(exp_out);
+  std::ofstream(exp_out / "report.md") << "an earlier report\n";
+  std::ofstream(s.dir / "exp.yaml") << "base: tiny.yaml\nexperiment: {methods: [baseline], seeds: [1], "
+                                       "target_val_loss: 0.001, max_epochs: 1}\n";
+  r = run("experiment --config " + (s.dir / "exp.yaml").string() + " --out " + exp_out.string());
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("report.md") && Catch::Contains("--force"));
+  CHECK(size_of(exp_out / "report.md") == std::string("an earlier report\n").size());
+}
+
+TEST_CASE("cli: a disk that fills up while writing keeps the earlier file and exits 1 without a crash", "[cli]") {
+  SKIP_WITHOUT_BINARY();
+  Scratch s;
+  const std::string data = (s.dir / "ni.h5").string(), out = (s.dir / "coarse.h5").string();
+  make_tiny_ni(data, " --train 256 --val 64 --test 64 --seed 1 --time-bins 64");
+  REQUIRE(run("downsample --in " + data + " --out " + out + " --factor 2").code == 0);
+  const std::string before = slurp(out);
+  // `ulimit -f` stands in for a full disk (writes past it fail with EFBIG):
+  // cut at several points of the file, some inside the data and some in
+  // the metadata HDF5 writes only when the file is closed. Each must fail
+  // (exit 1, not HDF5 1.10's crash at exit after a failed close) and leave
+  // the file it would have replaced as it was. UCX_TLS keeps MPI's start-up
+  // off shared-memory files, which the limit would also stop.
+  for (const double part : {0.3, 0.7, 0.95, 0.995}) {
+    const long kib = static_cast<long>(part * static_cast<double>(before.size()) / 1024);
+    INFO("limit " << kib << " KiB of " << before.size() << " bytes");
+    const Result r = run_prefixed(
+        "UCX_TLS=self,tcp bash -c 'trap \"\" XFSZ; ulimit -f " + std::to_string(kib) + "; exec \"$0\" \"$@\"' ",
+        "downsample --in " + data + " --out " + out + " --factor 2 --force");
+    INFO(r.out);
+    CHECK(r.code == 1);
+    CHECK(slurp(out) == before);
+  }
+  int temps = 0;
+  for (const auto& e : fs::directory_iterator(s.dir)) temps += e.path().string().find(".tmp.") != std::string::npos;
+  CHECK(temps == 0);
+  // A data set that cannot fit where it goes is refused before it is generated.
+  for (const std::string& what : {"neuron-inverter --out " + (s.dir / "huge.h5").string() + " --time-bins 8",
+                                  "cosmoflow --out " + (s.dir / "huge_cf").string() + " --size 512"}) {
+    const Result r = run("datagen " + what + " --train 999999999999 --val 1 --test 1");
+    INFO(r.out);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains("GB free"));
+  }
+  CHECK_FALSE(fs::exists(s.dir / "huge.h5"));
+}
+
+TEST_CASE(
+    "cli: every stage an experiment plans is checked before the first trains, and a failing --force keeps the report",
+    "[cli][experiment]") {
+  SKIP_WITHOUT_BINARY();
+  Scratch s;
+  const fs::path exp = tiny_experiment(s, 128,
+                                       "  methods: [baseline]\n"
+                                       "  coarse_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n"
+                                       "  dense_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n");
+  const fs::path out = s.dir / "exp";
+  const std::string base = "experiment --config " + exp.string() + " --out " + out.string();
+  REQUIRE(run(base).code == 0);
+  const std::string report = slurp(out / "report.md");
+  // Each of these fails in a later stage than the first: found before the
+  // baseline trains (no epoch is logged) and before the report is replaced.
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      // the coarse rung's batch empties its shard (128 samples)
+      {"--set 'experiment.resolution_overrides={\"2\": [train.batch_size=256]}'",
+       "stage mrmf1/stage1/coarse@2 (1 rank(s)) cannot run"},
+      // the coarse rung's model does not fuse with the dense one
+      {"--set 'experiment.resolution_overrides={\"2\": [\"model.options.conv_channels=4,8,8\"]}'",
+       "the fusion of mrmf1/stage1/"},
+      // a checkpoint for another resolution to start the dense model from
+      {"--set 'experiment.resolution_overrides={\"2\": [train.init=" + (s.dir / "nothing.h5").string() + "]}'",
+       "nothing.h5"},
+      // the reduction on a device this run does not have
+      {"--set 'experiment.resolution_overrides={\"2\": [data.reduce_on=device]}'", "needs a CUDA device"},
+  };
+  for (const auto& [set, needle] : cases) {
+    const Result r = run(base + " --force --methods baseline mrmf1 " + set);
+    INFO(set << "\n" << r.out);
+    CHECK(r.code != 0);
+    CHECK_THAT(r.out, Catch::Contains(needle) && !Catch::Contains("epoch   0"));
+    CHECK(slurp(out / "report.md") == report);
+  }
+  // The run configuration's runtime.device applies to experiments as to `train`.
+  const Result r = run(base + " --force --set runtime.device=cuda:99");
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("cuda"));
+}
+
+TEST_CASE("cli: a train --force that fails before its first checkpoint puts the earlier run back", "[cli]") {
+  SKIP_WITHOUT_BINARY();
+  Scratch s;
+  const std::string data = (s.dir / "ni.h5").string();
+  make_tiny_ni(data, " --train 64 --val 32 --test 32 --seed 1 --time-bins 64");
+  const std::string cfg = write_config(s.dir, data), out = (s.dir / "run").string();
+  REQUIRE(run("train --config " + cfg + " --out " + out + " --set stop.max_epochs=1").code == 0);
+  const std::string ck = slurp(fs::path(out) / "checkpoint.h5"), metrics = slurp(fs::path(out) / "metrics.jsonl");
+  // A learning rate that diverges at once: the run stops at step 1, without a checkpoint.
+  Result r = run("train --config " + cfg + " --out " + out + " --force --set optimizer.lr=1e30");
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("non-finite") && Catch::Contains("restored"));
+  CHECK(slurp(fs::path(out) / "checkpoint.h5") == ck);
+  CHECK(slurp(fs::path(out) / "metrics.jsonl") == metrics);
+  CHECK_FALSE(fs::exists(fs::path(out) / "previous_run"));
+  // A --force run that finishes replaces the earlier one and leaves nothing aside.
+  REQUIRE(run("train --config " + cfg + " --out " + out + " --force --set stop.max_epochs=1 --set train.seed=2").code ==
+          0);
+  CHECK(slurp(fs::path(out) / "checkpoint.h5") != ck);
+  CHECK_FALSE(fs::exists(fs::path(out) / "previous_run"));
+
+  // A --force run killed before its first epoch (a crash, a time limit): the earlier run waits in previous_run/,
+  // and the next --force keeps it there rather than the killed attempt's leftovers -- here that one fails too,
+  // and the earlier run comes back.
+  const std::string ck2 = slurp(fs::path(out) / "checkpoint.h5");
+  r = run_prefixed("MRMF_FAULT_EXIT=0:1 ", "train --config " + cfg + " --out " + out + " --force --set train.seed=3");
+  CHECK(r.code != 0);
+  CHECK(slurp(fs::path(out) / "previous_run" / "checkpoint.h5") == ck2);
+  r = run("train --config " + cfg + " --out " + out + " --force --set optimizer.lr=1e30");
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("an earlier --force attempt set aside"));
+  CHECK(slurp(fs::path(out) / "checkpoint.h5") == ck2);
+  CHECK_FALSE(fs::exists(fs::path(out) / "previous_run"));
+
+  // --resume and --force together; --resume with metrics but no checkpoint (it would start over).
+  r = run("train --config " + cfg + " --out " + out + " --resume --force");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("contradict each other"));
+  fs::remove(fs::path(out) / "checkpoint.h5");
+  const std::string kept = slurp(fs::path(out) / "metrics.jsonl");
+  r = run("train --config " + cfg + " --out " + out + " --resume");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("no checkpoint.h5 to continue from"));
+  CHECK(slurp(fs::path(out) / "metrics.jsonl") == kept);
+
+  // --resume where metrics.jsonl lost its lines: the checkpoint's epoch count is the run's.
+  const std::string r4 = (s.dir / "r4").string();
+  REQUIRE(run("train --config " + cfg + " --out " + r4 + " --set stop.max_epochs=2").code == 0);
+  fs::remove(fs::path(r4) / "metrics.jsonl");
+  r = run("train --config " + cfg + " --out " + r4 + " --set stop.max_epochs=3 --resume");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("holds 0 readable record(s) of the 2 epoch(s)"));
+  CHECK(nlohmann::json::parse(std::ifstream(fs::path(r4) / "summary.json"))["epochs"] == 3);
+
+  // A run that died in its first epoch left an empty metrics.jsonl and no checkpoint: --resume starts it over.
+  const std::string r5 = (s.dir / "r5").string();
+  CHECK(run_prefixed("MRMF_FAULT_EXIT=0:1 ", "train --config " + cfg + " --out " + r5).code != 0);
+  r = run("train --config " + cfg + " --out " + r5 + " --set stop.max_epochs=1 --resume");
+  INFO(r.out);
+  CHECK(r.code == 0);
+
+  // An output that is no regular file is refused, --force or not; a thread count that would crash is a usage error.
+  fs::create_directories(s.dir / "a_folder");
+  r = run("train --config " + cfg + " --out " + (s.dir / "t2").string() + " --set stop.max_epochs=1");
+  REQUIRE(r.code == 0);
+  r = run("predict --checkpoint " + (s.dir / "t2" / "checkpoint.h5").string() + " --data " + data + " --out " +
+          (s.dir / "a_folder").string() + " --force");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("is a folder; the output must be a file"));
+  r = run("train --config " + cfg + " --out " + (s.dir / "t3").string() + " --threads 100000");
+  CHECK(r.code == 2);
+}
+
+TEST_CASE("cli: SIGTERM (a job's time limit) stops training with a checkpoint that --resume continues exactly",
+          "[cli]") {
+  SKIP_WITHOUT_BINARY();
+  Scratch s;
+  const std::string data = (s.dir / "ni_sig.h5").string();  // tiny_experiment below makes ni.h5
+  make_tiny_ni(data, " --train 128 --val 32 --test 32 --seed 1 --time-bins 64");
+  const std::string cfg = write_config(s.dir, data);
+  const auto final_loss = [](const fs::path& dir) {
+    return nlohmann::json::parse(std::ifstream(dir / "summary.json"))["final_val_loss"].get<double>();
+  };
+  const fs::path whole = s.dir / "whole", cut = s.dir / "cut";
+  REQUIRE(run("train --config " + cfg + " --out " + whole.string() + " --set stop.max_epochs=3").code == 0);
+  // Step 6 of 4 per epoch: inside the second epoch (a step checkpoint), and
+  // step 8: its last step (the epoch's own checkpoint).
+  for (const char* at : {"0:6", "0:8"}) {
+    INFO("signal at " << at);
+    fs::remove_all(cut);
+    Result r = run_prefixed(std::string("MRMF_FAULT_SIGNAL=") + at + " ",
+                            "train --config " + cfg + " --out " + cut.string() + " --set stop.max_epochs=3");
+    INFO(r.out);
+    CHECK(r.code == 1);
+    CHECK_THAT(r.out, Catch::Contains("stopped by SIGTERM") &&
+                          Catch::Contains("with --resume (in place of --force) continues"));
+    REQUIRE(fs::exists(cut / "checkpoint.h5"));
+    r = run("train --config " + cfg + " --out " + cut.string() + " --set stop.max_epochs=3 --resume");
+    INFO(r.out);
+    REQUIRE(r.code == 0);
+    CHECK(final_loss(cut) == final_loss(whole));  // bit for bit (deterministic CPU run)
+  }
+  // A command that does not train keeps the default: SIGTERM ends it at once (status 128 + 15).
+  {
+    const std::string cmd = "OMP_NUM_THREADS=1 MRMF_DEVICE=cpu " + mrmf_bin() + " datagen neuron-inverter --out " +
+                            (s.dir / "big.h5").string() +
+                            " --train 200000 --val 8 --test 8 > /dev/null 2>&1 & "
+                            "pid=$!; sleep 1; kill -TERM $pid; wait $pid; echo status=$?";
+    FILE* p = ::popen(("bash -c '" + cmd + "'").c_str(), "r");
+    REQUIRE(p != nullptr);
+    char buf[256] = {};
+    const size_t n = std::fread(buf, 1, sizeof buf - 1, p);
+    ::pclose(p);
+    CHECK_THAT(std::string(buf, n), Catch::Contains("status=143"));
+  }
+  // Inside an experiment: the stage stops with its checkpoint, and --resume finishes the experiment.
+  const fs::path exp = tiny_experiment(s, 128,
+                                       "  methods: [mrmf1]\n"
+                                       "  coarse_stop: {threshold: 0.0, patience: 1, max_epochs: 2}\n"
+                                       "  dense_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n");
+  const std::string base = "experiment --config " + exp.string() + " --out " + (s.dir / "exp").string();
+  Result r = run_prefixed("MRMF_FAULT_SIGNAL=0:3 ", base);
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("stopped by SIGTERM"));
+  r = run(base + " --resume");
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("resumed from"));
+}
