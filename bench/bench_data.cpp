@@ -309,11 +309,12 @@ int main(int argc, char** argv) {
   // same quarters unfiltered ("split"), put together by those threads since
   // session 42. And gzip chunks that each hold rows of two samples ("gzip
   // shared", as h5py's automatic chunking makes them from ~16 samples a
-  // file): not mapped (a sample's read would decode its neighbour's rows
-  // too), read through HDF5 on the I/O thread, with an info line and the
-  // h5repack command that rewrites such files (data/mapped_shard.h,
-  // layout_advice). Each paired with a plain HDF5 read of the same files
-  // (which inflates and gathers on one thread).
+  // file): through HDF5 on the I/O thread until session 47; since session
+  // 48 mapped, each sample's chunks inflated whole by the threads that make
+  // a batch (twice the inflating of a sample per chunk, said once in an
+  // info line with the h5repack command that removes it). Each paired with
+  // a plain HDF5 read of the same files (which inflates and gathers on one
+  // thread).
   if (section("cf"))
     for (const auto& [what, opts] : {std::pair<const char*, data::WriteOptions>{"chunked", {1, 0}},
                                      {"gzip", {1, 4}},

@@ -89,6 +89,20 @@ Tensor to_float32(const Tensor& t) {
   return out;
 }
 
+namespace {
+// s rounded to the nearest integers (ties to even) and clamped to
+// [lo, hi] into o. A NaN is a Data error: no integer stands for it (and
+// converting it would be undefined behaviour).
+template <class T>
+void round_clamp(const float* s, int64_t n, T* o, float lo, float hi, DType dtype) {
+  for (int64_t i = 0; i < n; ++i) {
+    MRMF_CHECK_KIND(Data, !std::isnan(s[i]), "from_float32: element ", i, " is NaN, which ", dtype_name(dtype),
+                    " cannot hold");
+    o[i] = static_cast<T>(std::clamp(std::nearbyint(s[i]), lo, hi));
+  }
+}
+}  // namespace
+
 Tensor from_float32(const Tensor& t, DType dtype) {
   MRMF_CHECK(t.dtype() == DType::F32 && t.is_contiguous() && !t.device().is_cuda(),
              "from_float32 expects a contiguous float32 CPU tensor, got ", t.str());
@@ -102,26 +116,11 @@ Tensor from_float32(const Tensor& t, DType dtype) {
       for (int64_t i = 0; i < n; ++i) o[i] = float_to_half(s[i]);
       break;
     }
-    case DType::U16: {
-      auto* o = out.data<uint16_t>();
-      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<uint16_t>(std::clamp(std::nearbyint(s[i]), 0.f, 65535.f));
-      break;
-    }
-    case DType::I16: {
-      auto* o = out.data<int16_t>();
-      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<int16_t>(std::clamp(std::nearbyint(s[i]), -32768.f, 32767.f));
-      break;
-    }
-    case DType::I32: {
-      auto* o = out.data<int32_t>();
-      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<int32_t>(std::nearbyint(s[i]));
-      break;
-    }
-    case DType::U8: {
-      auto* o = out.data<uint8_t>();
-      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<uint8_t>(std::clamp(std::nearbyint(s[i]), 0.f, 255.f));
-      break;
-    }
+    // 2147483520 is the largest float below 2^31.
+    case DType::U16: round_clamp(s, n, out.data<uint16_t>(), 0.f, 65535.f, dtype); break;
+    case DType::I16: round_clamp(s, n, out.data<int16_t>(), -32768.f, 32767.f, dtype); break;
+    case DType::I32: round_clamp(s, n, out.data<int32_t>(), -2147483648.f, 2147483520.f, dtype); break;
+    case DType::U8: round_clamp(s, n, out.data<uint8_t>(), 0.f, 255.f, dtype); break;
     default: MRMF_THROW(Data, "from_float32: unsupported dtype ", dtype_name(dtype));
   }
   return out;

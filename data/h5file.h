@@ -106,6 +106,11 @@ struct PackedUnits {
   bool shuffle = false;
   int64_t per_unit = 1;
   std::vector<int64_t> unit_shape, chunk_shape;  // where per_unit > 1 (data/packed_chunks.h, ChunkGrid)
+  // Units whose rows share each chunk along axis 0 (> 1: chunks of several
+  // samples, as h5py's automatic chunking makes them); unit u's rows start
+  // (u % units_per_chunk) * rows_per_unit rows into its chunks, which
+  // `units` lists again for each of them.
+  int64_t units_per_chunk = 1;
 };
 
 struct WriteOptions {
@@ -174,14 +179,19 @@ class H5File {
   // For a chunked dataset -- unfiltered, or filtered by deflate alone or by
   // shuffle then deflate (h5py's compression="gzip", with or without
   // shuffle=True), as exactly `dtype`'s little-endian file type, in a file
-  // without a user block -- where no chunk holds rows of two units (the
-  // chunk's row count divides rows_per_unit, or the dataset is one unit),
-  // a unit lies in at most kMaxChunksPerUnit chunks, every chunk is
-  // allocated, and partial edge chunks are filtered too (HDF5's default;
-  // unfiltered: every chunk stored whole): where each unit's chunks lie and which filters each skipped, for decoding
-  // them (or, unfiltered, putting them together) without HDF5 on any thread (data/packed_chunks.h). Empty units
-  // otherwise. Why: serial HDF5 inflates and gathers on the one thread that calls it; h5py writes a sample per chunk
-  // given chunks=(1, D, H, W, 4), and other writers split a sample by channel or into sub-cubes (unfiltered too:
+  // without a user block -- where a chunk holds rows of one unit (its row
+  // count divides rows_per_unit, or the dataset is one unit) or the rows of
+  // whole units (rows_per_unit divides its row count:
+  // PackedUnits::units_per_chunk), a unit lies in at most kMaxChunksPerUnit
+  // chunks, every chunk is allocated, and partial edge chunks are filtered
+  // too (HDF5's default; unfiltered: every chunk stored whole): where each
+  // unit's chunks lie and which filters each skipped, for decoding them (or,
+  // unfiltered, putting them together) without HDF5 on any thread
+  // (data/packed_chunks.h). Empty units otherwise. Why: serial HDF5 inflates
+  // and gathers on the one thread that calls it; h5py writes a sample per
+  // chunk given chunks=(1, D, H, W, 4), chunks of several samples given
+  // compression="gzip" alone (its automatic chunk shape), and other writers
+  // split a sample by channel or into sub-cubes (unfiltered too:
   // unit_offsets() takes only samples that are one run of bytes).
   static constexpr int64_t kMaxChunksPerUnit = 64;  // more: a lookup per chunk at set-up, for every file
   PackedUnits packed_units(const std::string& dataset, DType dtype, int64_t rows_per_unit) const;
@@ -270,7 +280,9 @@ float half_to_float(uint16_t h);
 uint16_t float_to_half(float f);
 // Converts an F32/F16/U16/I16 CPU tensor to a new contiguous float32 tensor.
 Tensor to_float32(const Tensor& t);
-// Converts a float32 CPU tensor to `dtype` (F32, F16; integer types round and clamp).
+// Converts a float32 CPU tensor to `dtype` (F32, F16; integer types round to
+// nearest even and clamp to their range; a NaN for an integer type is a
+// Data error). These conversions: data/dtype_convert.cpp.
 Tensor from_float32(const Tensor& t, DType dtype);
 
 std::string shape_str(const std::vector<int64_t>& dims);  // "(16, 1600, 3)"

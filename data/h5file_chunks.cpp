@@ -97,8 +97,12 @@ PackedUnits H5File::packed_units(const std::string& dataset, DType dtype, int64_
   p.chunk_shape = st.chunk;
   p.unit_shape = dims;
   p.unit_shape[0] = rows_per_unit;
-  // No chunk may hold rows of two units (one unit: LBANN's `full`).
-  if (dims[0] != rows_per_unit && rows_per_unit % p.chunk_shape[0] != 0) return {};
+  // A chunk holds rows of one unit (one unit: LBANN's `full`), or the rows
+  // of whole units, which then share it.
+  if (dims[0] != rows_per_unit && rows_per_unit % p.chunk_shape[0] != 0) {
+    if (p.chunk_shape[0] % rows_per_unit != 0) return {};
+    p.units_per_chunk = p.chunk_shape[0] / rows_per_unit;
+  }
   std::vector<int64_t> count(rank);  // chunks per unit along each axis
   p.per_unit = 1;
   for (size_t i = 0; i < rank; ++i) {
@@ -113,7 +117,15 @@ PackedUnits H5File::packed_units(const std::string& dataset, DType dtype, int64_
   for (int64_t c : p.chunk_shape) chunk_bytes *= c;
   std::vector<int64_t> at(rank, 0);
   std::vector<hsize_t> coord(rank);
-  for (int64_t u = 0; u < units; ++u)
+  for (int64_t u = 0; u < units; ++u) {
+    if (u % p.units_per_chunk != 0) {  // the chunks of the unit before, which it shares
+      const size_t first = p.units.size() - static_cast<size_t>(p.per_unit);
+      for (int64_t k = 0; k < p.per_unit; ++k) {
+        const PackedUnit c = p.units[first + static_cast<size_t>(k)];  // a copy: push_back may reallocate
+        p.units.push_back(c);
+      }
+      continue;
+    }
     for (int64_t k = 0; k < p.per_unit; ++k) {
       for (size_t i = 0; i < rank; ++i) coord[i] = static_cast<hsize_t>(at[i] * p.chunk_shape[i]);
       coord[0] += static_cast<hsize_t>(u * rows_per_unit);
@@ -132,6 +144,7 @@ PackedUnits H5File::packed_units(const std::string& dataset, DType dtype, int64_
           {static_cast<int64_t>(addr), static_cast<int64_t>(bytes), unfiltered ? kNoFilterApplied : mask});
       next_in_grid(at, count);  // the unit's next chunk
     }
+  }
   if (p.chunk_shape == p.unit_shape) {  // the unit is its chunk (an extendible dataset's may be larger)
     p.unit_shape.clear();
     p.chunk_shape.clear();

@@ -147,14 +147,18 @@ struct MappedSource : Source {
   virtual std::string sample_what(int64_t local) const = 0;
   // Keeps the mapping `m` if the shard's first sample of each way of
   // reading it -- in place; in a chunk or split over several; compressed or
-  // not -- reads the same through it as through HDF5 (the offsets' and the
-  // decoding's meaning checked once each: a shard may mix files of all).
+  // not; first in chunks it shares with other samples or not -- reads the
+  // same through it as through HDF5 (the offsets' and the decoding's
+  // meaning checked once each: a shard may mix files of all).
   void adopt(MappedShard m, const std::vector<std::string>& paths, int64_t rows_per_sample) {
     if (m.empty()) return;
     std::set<int> seen;
     for (const Pick& q : picks) {
       const MappedSample& s = m.sample(q.file, q.row);
-      const int way = !s.packed ? 0 : 1 + (s.skipped == kNoFilterApplied) + 2 * (m.per_sample(q.file) > 1);
+      const ChunkGrid& g = m.grids[q.file];
+      const int way = !s.packed ? 0
+                                : 1 + (s.skipped == kNoFilterApplied) + 2 * (m.per_sample(q.file) > 1) +
+                                      4 * (q.row % g.units_per_chunk != 0);
       if (seen.insert(way).second &&
           !mapping_agrees(paths[q.file], dataset, m, q.file, q.row, rows_per_sample, dtype, raw_bytes()))
         return;

@@ -44,7 +44,9 @@ std::string layout_advice(const H5File& h, const std::string& dataset, DType dty
   const auto& f = st.filters;
   const bool ours = f.empty() || H5File::deflate_pipeline(f);  // filters the loaders undo themselves
   const int64_t c0 = st.chunk[0];
-  const bool shared = dims[0] != r && r % c0 != 0;  // a chunk holds rows of two samples
+  // A chunk holds rows of two samples, but not whole ones (those the
+  // loader decodes a chunk per sample: shared_chunks_notice()).
+  const bool shared = dims[0] != r && r % c0 != 0 && c0 % r != 0;
   bool inner = false;                               // a sample split along its own axes
   int64_t spans = c0 < r ? (r + c0 - 1) / c0 : 1;   // chunks per sample (at least, where shared)
   constexpr int64_t kMany = int64_t{1} << 40;       // kept from overflowing (a sparse dataspace's count)
@@ -55,13 +57,14 @@ std::string layout_advice(const H5File& h, const std::string& dataset, DType dty
   }
   // The loaders take a sample that is one run of bytes in place
   // (H5File::unit_offsets: unfiltered, whole rows, so also from chunks of
-  // several samples), else from its own chunks, up to kMaxChunksPerUnit of
-  // them, each decoded or (unfiltered) copied (H5File::packed_units).
+  // several samples), else from its chunks, up to kMaxChunksPerUnit of
+  // them, each decoded or (unfiltered) copied (H5File::packed_units; chunks
+  // of whole samples decoded once for each).
   std::vector<std::string> why;
   if (shared && (!f.empty() || inner))
     why.push_back("a chunk holds rows of several samples (" + std::to_string(c0) + " rows a chunk, " +
                   std::to_string(r) + " a sample)" + (f.empty() ? "" : ", all of which HDF5 decodes to read one"));
-  if (!shared && spans > H5File::kMaxChunksPerUnit)
+  if (!shared && spans > H5File::kMaxChunksPerUnit)  // (spans of chunks holding whole samples: the sample's)
     why.push_back("a sample spans " + std::to_string(spans) + " chunks, more than the " +
                   std::to_string(H5File::kMaxChunksPerUnit) + " the loader reads itself");
   bool shuffled = false;
@@ -74,6 +77,11 @@ std::string layout_advice(const H5File& h, const std::string& dataset, DType dty
     why.push_back("its filters (" + names + ") are decoded by HDF5 alone");
   }
   if (why.empty()) return {};  // not the layout's doing
+  // Chunks of whole samples are no reason by themselves (the loader decodes
+  // them), but for HDF5 they are the cost: every read inflates them all.
+  if (!f.empty() && dims[0] != r && c0 > r && c0 % r == 0)
+    why.insert(why.begin(), "a chunk holds the rows of " + std::to_string(c0 / r) +
+                                " samples, all of which HDF5 decodes to read one");
   std::string reasons;
   for (const std::string& w : why) reasons += (reasons.empty() ? "" : "; ") + w;
   std::vector<int64_t> per_sample = dims;
@@ -96,6 +104,19 @@ std::string layout_advice(const H5File& h, const std::string& dataset, DType dty
 }
 
 namespace {
+// For compressed chunks that hold the rows of several whole samples
+// (h5py's automatic chunk shape for compression="gzip"): mapped, but each
+// sample's read inflates its whole chunk, so a file costs units_per_chunk
+// times the work of one stored a sample per chunk -- said once per shard,
+// with the h5repack command that removes the cost.
+std::string shared_chunks_notice(const std::string& path, const std::string& dataset, const PackedUnits& p) {
+  return path + ": '" + dataset + "' is stored compressed in chunks of " + joined(p.chunk_shape, "x") +
+         ", each holding " + std::to_string(p.units_per_chunk) +
+         " samples: the loader's threads inflate a whole chunk to read each of its samples, " +
+         std::to_string(p.units_per_chunk) + " times the work of a sample per chunk. `h5repack -l " + dataset +
+         ":CHUNK=" + joined(p.unit_shape, "x") + " IN.h5 OUT.h5` rewrites a file a sample per chunk.";
+}
+
 // layout_advice() for a request that cannot be mapped, or empty (also
 // where finding out fails: advice must not stop a loader).
 std::string advice_for(const std::string& path, const std::string& dataset, const MapRequest& r) {
@@ -122,6 +143,7 @@ MappedShard map_shard(const std::vector<std::string>& paths, const std::vector<M
   }
   m.samples.resize(paths.size());
   m.grids.resize(paths.size());
+  bool told_shared = false;
   for (const MapRequest& r : want) {
     const std::string& path = paths[r.file];
     if (r.offsets.empty() && r.packed.units.empty()) {
@@ -155,8 +177,13 @@ MappedShard map_shard(const std::vector<std::string>& paths, const std::vector<M
     for (int64_t off : r.offsets) at.push_back({place(off, sample_bytes), sample_bytes});
     for (const PackedUnit& u : r.packed.units)
       at.push_back({place(u.offset, u.bytes), u.bytes, u.skipped, true, r.packed.shuffle});
-    if (!r.packed.unit_shape.empty()) m.grids[r.file] = {r.packed.unit_shape, r.packed.chunk_shape};
+    if (!r.packed.unit_shape.empty())
+      m.grids[r.file] = {r.packed.unit_shape, r.packed.chunk_shape, r.packed.units_per_chunk};
     m.packed = m.packed || !r.packed.units.empty();
+    if (r.packed.units_per_chunk > 1 && r.packed.units.front().skipped != kNoFilterApplied && !told_shared) {
+      log::info("{}", shared_chunks_notice(path, dataset, r.packed));
+      told_shared = true;
+    }
     m.maps.push_back(std::move(f));
   }
   return m;
@@ -179,7 +206,7 @@ void read_mapped(const MappedShard& m, size_t file, int64_t row, int64_t bytes, 
       [chunks](int64_t k) {
         return StoredChunk{chunks[k].p, chunks[k].stored, chunks[k].skipped};
       },
-      s.shuffle, elem, static_cast<char*>(dst), bytes, what);
+      s.shuffle, elem, static_cast<char*>(dst), bytes, what, (row % g.units_per_chunk) * g.unit[0]);
 }
 
 bool mapping_agrees(const std::string& path, const std::string& dataset, const MappedShard& m, size_t file,

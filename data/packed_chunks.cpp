@@ -80,7 +80,7 @@ int64_t ChunkGrid::chunks_per_unit() const {
 }
 
 void decode_unit(const ChunkGrid& g, const std::function<StoredChunk(int64_t)>& chunk_at, bool shuffle,
-                 int64_t elem_size, char* out, int64_t out_bytes, const std::string& what) {
+                 int64_t elem_size, char* out, int64_t out_bytes, const std::string& what, int64_t first_row) {
   const size_t n = g.unit.size();
   MRMF_CHECK(n >= 1 && g.chunk.size() == n, "decode_unit: a unit of rank ", n, " and a chunk of rank ", g.chunk.size());
   int64_t unit_elems = 1, chunk_elems = 1;
@@ -95,6 +95,8 @@ void decode_unit(const ChunkGrid& g, const std::function<StoredChunk(int64_t)>& 
   }
   MRMF_CHECK(unit_elems * elem_size == out_bytes, "decode_unit: ", out_bytes, " bytes for a unit of ", unit_elems,
              " elements of ", elem_size);
+  MRMF_CHECK(first_row == 0 || (first_row > 0 && first_row + g.unit[0] <= g.chunk[0]), "decode_unit: rows from ",
+             first_row, " of a unit of ", g.unit[0], " rows past a chunk of ", g.chunk[0]);
   // The trailing axes a chunk spans whole are one run in both layouts:
   // each copy is a run over axis j and all after it (for CosmoFlow's
   // channels-last cubes split along space, one chunk row of all channels;
@@ -138,7 +140,7 @@ void decode_unit(const ChunkGrid& g, const std::function<StoredChunk(int64_t)>& 
     const std::vector<int64_t> box(extent.begin(), extent.begin() + static_cast<std::ptrdiff_t>(walk));
     std::vector<int64_t> idx(walk, 0);
     do {  // every position of axes [0, j - 1) inside the chunk's part of the unit
-      int64_t src = 0, dst = origin[j] * ustride[j] + (j > 0 ? origin[j - 1] * ustride[j - 1] : 0);
+      int64_t src = first_row * cstride[0], dst = origin[j] * ustride[j] + (j > 0 ? origin[j - 1] * ustride[j - 1] : 0);
       for (size_t i = 0; i < walk; ++i) {
         src += idx[i] * cstride[i];
         dst += (origin[i] + idx[i]) * ustride[i];

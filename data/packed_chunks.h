@@ -40,11 +40,14 @@ void decode_chunk(const char* src, int64_t src_bytes, uint32_t skipped, bool shu
                   int64_t out_bytes, const std::string& what);
 
 // A unit (a sample) stored in chunks other than itself: the
-// unit's shape, the chunk shape (no chunk holds rows of another unit;
-// chunks at the far edges are stored whole, as HDF5 does, and may be
-// larger than the unit), and the count of chunks per unit that follows.
+// unit's shape, the chunk shape (chunks at the far edges are stored whole,
+// as HDF5 does, and may be larger than the unit), and the count of chunks
+// per unit that follows. A chunk holds rows of one unit, or along axis 0
+// the rows of `units_per_chunk` whole units (then chunk[0] is that many
+// times unit[0]).
 struct ChunkGrid {
   std::vector<int64_t> unit, chunk;
+  int64_t units_per_chunk = 1;
   int64_t chunks_per_unit() const;
 };
 // The next index of a row-major walk over a grid of `count` per axis, in
@@ -66,9 +69,10 @@ struct StoredChunk {
 // The unit's chunks -- `chunk_at(k)` for k in row-major order of their
 // place in the unit -- each decoded (decode_chunk; one stored unfiltered is
 // read where it lies) and its part inside the unit copied to where it lies
-// in `out`, the unit's row-major `out_bytes`.
+// in `out`, the unit's row-major `out_bytes`. `first_row`: where the unit's
+// rows start along axis 0 of chunks it shares with other units (0 else).
 // Thread-safe; a Data error naming `what` and the chunk as decode_chunk's.
 void decode_unit(const ChunkGrid& g, const std::function<StoredChunk(int64_t)>& chunk_at, bool shuffle,
-                 int64_t elem_size, char* out, int64_t out_bytes, const std::string& what);
+                 int64_t elem_size, char* out, int64_t out_bytes, const std::string& what, int64_t first_row = 0);
 
 }  // namespace mrmf::data

@@ -449,7 +449,7 @@ struct FusedRowsCpu : FusedDownsample<R, TF> {
     // rows) would otherwise go out as a burst, which the header measured
     // as harmful (kPrefetchBytes) and which evicts the rows being summed.
     static constexpr int64_t kMaxLinesPerRow = 16;
-    int64_t total = 0;  // lines(), set by spread_over() once base and bytes are
+    int64_t total = 0;  // lines(), set by spread_over() after plane_stretch() set base and bytes
     void spread_over(int64_t rows) {
       total = lines();
       per_row = rows > 0 ? (total + rows - 1) / rows : 0;
@@ -598,14 +598,14 @@ struct FusedRowsCpu : FusedDownsample<R, TF> {
     const auto [n, p0, p1a, p1b] = slab_of(i);
     float acc[kAcc];
     int64_t done[kFusedMaxLevels] = {};  // output rows along axis 0 finished, per level
+    bool plain[kFusedMaxLevels] = {};    // per position in g.order: plain_level()
+    for (int k = 0; k < g.levels; ++k) plain[k] = plain_level(g.order[k]);
     for (int64_t t = 1; t <= g.block[0]; ++t) {
       // Each level's rows [ua, ub) along axis 0 that plane t completes.
       int64_t ua[kFusedMaxLevels] = {}, ub[kFusedMaxLevels] = {}, derived_rows = 0;
-      bool plain[kFusedMaxLevels] = {};
       for (int k = 0; k < g.levels; ++k) {
         const int l = g.order[k];
         const bool derived = g.src[l] >= 0;
-        plain[k] = plain_level(l);
         ua[k] = ub[k] = done[l];
         if (plain[k]) {
           if (t == g.block[0]) ub[k] = g.per[l][0];

@@ -41,11 +41,11 @@ inline double best_time(Stream& s, int reps, const std::function<void()>& fn) {
 
 // A memcpy split over the OpenMP threads: the CPU kernels run on all of
 // them, so does the copy they are compared with.
-inline void par_memcpy(void* dst, const void* src, size_t bytes) {
+inline void par_memcpy(void* dst, const void* src, std::size_t bytes) {
 #pragma omp parallel
   {
     const int nt = omp_get_num_threads(), id = omp_get_thread_num();
-    const size_t lo = bytes * id / nt, hi = bytes * (id + 1) / nt;
+    const std::size_t lo = bytes * id / nt, hi = bytes * (id + 1) / nt;
     std::memcpy(static_cast<char*>(dst) + lo, static_cast<const char*>(src) + lo, hi - lo);
   }
 }

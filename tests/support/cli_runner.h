@@ -1,5 +1,5 @@
 // Running the `mrmf` binary from the CLI tests (test_cli.cpp,
-// test_cli_experiment.cpp): where it is, how a command's exit code and output
+// test_cli_keeps_files.cpp, test_cli_experiment.cpp): where it is, how a command's exit code and output
 // come back, scratch folders, and the tiny data and configs the cases share.
 //
 // The binary is $MRMF_BIN, or <build>/bin/mrmf next to the tests' build

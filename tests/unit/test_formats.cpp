@@ -7,8 +7,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -87,6 +89,31 @@ TEST_CASE("h5 formats: dataset round trip of every stored dtype, with hyperslab 
   REQUIRE_FALSE(f.exists("nope/deeper"));
   const std::string oob = data_error([&] { f.read_rows("d_float32", 5, 3); });
   CHECK_THAT(oob, Contains("rt.h5") && Contains("'d_float32'") && Contains("out of range") && Contains("7 rows"));
+}
+
+TEST_CASE("h5 formats: float32 to integer types rounds to nearest even and clamps; NaN is refused", "[data][h5]") {
+  const auto floats = [](const std::vector<float>& v) {
+    Tensor t = Tensor::empty({static_cast<int64_t>(v.size())});
+    std::copy(v.begin(), v.end(), t.data<float>());
+    return t;
+  };
+  const Tensor x = floats({-1e10f, -40000.f, -2.5f, -0.5f, 0.5f, 1.5f, 2.6f, 300.f, 70000.f, 3e9f});
+  const auto as = [&](DType dt) {
+    const Tensor y = to_float32(from_float32(x, dt));
+    return std::vector<float>(y.data<float>(), y.data<float>() + 10);
+  };
+  CHECK(as(DType::U16) == std::vector<float>{0, 0, 0, 0, 0, 2, 3, 300, 65535, 65535});
+  CHECK(as(DType::I16) == std::vector<float>{-32768, -32768, -2, 0, 0, 2, 3, 300, 32767, 32767});
+  const Tensor y32 = from_float32(x, DType::I32), y8 = from_float32(x, DType::U8);
+  CHECK(std::vector<int32_t>(y32.data<int32_t>(), y32.data<int32_t>() + 10) ==
+        std::vector<int32_t>{INT32_MIN, -40000, -2, 0, 0, 2, 3, 300, 70000, 2147483520});
+  CHECK(std::vector<uint8_t>(y8.data<uint8_t>(), y8.data<uint8_t>() + 10) ==
+        std::vector<uint8_t>{0, 0, 0, 0, 0, 2, 3, 255, 255, 255});
+  const Tensor nan = floats({1.f, std::nanf(""), 2.f});
+  for (DType dt : {DType::U16, DType::I16, DType::I32, DType::U8})
+    CHECK_THAT(data_error([&] { from_float32(nan, dt); }),
+               Contains("from_float32: element 1 is NaN, which " + std::string(dtype_name(dt)) + " cannot hold"));
+  CHECK(std::isnan(half_to_float(static_cast<const uint16_t*>(from_float32(nan, DType::F16).raw_data())[1])));
 }
 
 TEST_CASE("h5 formats: float16 conversion is exact and round-to-nearest-even", "[data][h5]") {

@@ -149,6 +149,12 @@ TEST_CASE("fused downsample: the prefetched next plane starts where that plane's
   CHECK(exact.done == 12);
   for (int row = 0; row < 6; ++row) exact.step();
   CHECK(exact.done == 15);
+  // A lead never spread (no derived rows this plane) issues nothing.
+  Kernel::InputLead unspread;
+  unspread.base = buffer;
+  unspread.bytes = 14 * 64;
+  unspread.step();
+  CHECK(unspread.done == 0);
 }
 
 TEST_CASE("fused downsample: no next-plane prefetch where a plane's rows are not one stretch",

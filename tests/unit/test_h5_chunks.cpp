@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <stdexcept>
 
 #include "core/error.h"
 #include "data/formats.h"
@@ -217,7 +218,12 @@ TEST_CASE("h5 formats: gzip-compressed chunks decoded without HDF5 (packed_units
         REQUIRE(std::memcmp(got.data(), want.raw_data(), got.size()) == 0);
       }
       CHECK(h.unit_offsets("d", DType::U16, 1).empty());                    // compressed: not readable in place
-      if (k == 2) CHECK(h.packed_units("d", DType::U16, 1).units.empty());  // two units per chunk
+      if (k == 2) {  // two units per chunk: each listed with the chunk it shares
+        const PackedUnits q = h.packed_units("d", DType::U16, 1);
+        CHECK(q.units_per_chunk == 2);
+        REQUIRE(q.units.size() == 6);
+        for (size_t u = 0; u < 6; ++u) CHECK(q.units[u].offset == p.units[u / 2].offset);
+      }
       CHECK(h.packed_units("d", DType::I16, static_cast<int64_t>(k)).units.empty());  // another type
     }
   // Corrupt or truncated bytes: a Data error naming what was decoded.
@@ -275,8 +281,9 @@ TEST_CASE("h5 formats: gzip-compressed chunks decoded without HDF5 (packed_units
 TEST_CASE("h5 formats: samples split over several chunks, compressed or not, put together without HDF5 (decode_unit)",
           "[data][h5]") {
   // Chunks that split a sample along any axis, partial ones at the far
-  // edges (stored whole), one or two rows a sample, unfiltered, gzip, or
-  // shuffle and gzip: each sample's chunks, decoded where compressed and
+  // edges (stored whole), one or two rows a sample, chunks holding the rows
+  // of several whole samples (h5py's automatic chunks), unfiltered, gzip,
+  // or shuffle and gzip: each sample's chunks, decoded where compressed and
   // placed, are the rows HDF5 reads.
   TempDir tmp;
   struct Split {
@@ -285,6 +292,7 @@ TEST_CASE("h5 formats: samples split over several chunks, compressed or not, put
     int64_t per_unit;
     int64_t total = 6;  // rows in the dataset
     bool extendible = false;
+    int64_t units_per_chunk = 1;
   };
   for (const Split& c : std::vector<Split>{{{1, 2, 2, 1}, 1, 8},     // every axis, partial along the second
                                            {{1, 3, 4, 1}, 1, 2},     // the last axis (a channel a chunk)
@@ -294,8 +302,13 @@ TEST_CASE("h5 formats: samples split over several chunks, compressed or not, put
                                            {{2, 3, 4, 2}, 2, 1},     // a sample per chunk
                                            {{3, 3, 4, 2}, 4, 2, 4},  // LBANN-like, one sample: 3 rows + 1
                                            {{4, 2, 4, 2}, 4, 2, 4},
-                                           {{1, 3, 8, 2}, 1, 1, 6, true},   // one chunk, larger than the sample
-                                           {{8, 2, 4, 2}, 4, 2, 4, true}})  // one sample, chunks of 8 rows
+                                           {{1, 3, 8, 2}, 1, 1, 6, true},       // one chunk, larger than the sample
+                                           {{8, 2, 4, 2}, 4, 2, 4, true},       // one sample, chunks of 8 rows
+                                           {{2, 3, 4, 2}, 1, 1, 6, false, 2},   // two samples a chunk
+                                           {{2, 3, 2, 2}, 1, 2, 6, false, 2},   // and split along axis 2
+                                           {{4, 2, 4, 1}, 1, 4, 6, false, 4},   // four, the last chunk partial
+                                           {{4, 3, 4, 2}, 2, 1, 6, false, 2},   // two samples of two rows
+                                           {{6, 3, 4, 2}, 2, 1, 6, false, 3}})  // three in the one chunk
     for (const auto& [deflate, shuffle] : {std::pair<unsigned, bool>{6, false}, {6, true}, {0, false}}) {
       INFO("chunk " << c.chunk[0] << "x" << c.chunk[1] << "x" << c.chunk[2] << "x" << c.chunk[3] << ", rows " << c.rows
                     << ", deflate " << deflate << ", shuffle " << shuffle);
@@ -305,12 +318,13 @@ TEST_CASE("h5 formats: samples split over several chunks, compressed or not, put
       const H5File h = H5File::open_read(path);
       const PackedUnits p = h.packed_units("d", DType::U16, c.rows);
       REQUIRE(p.per_unit == c.per_unit);
+      REQUIRE(p.units_per_chunk == c.units_per_chunk);
       REQUIRE(static_cast<int64_t>(p.units.size()) == c.total / c.rows * c.per_unit);
       CHECK(p.shuffle == shuffle);
       for (const PackedUnit& u : p.units) CHECK(u.skipped == (deflate ? 0u : kNoFilterApplied));
       const std::vector<int64_t> unit{c.rows, 3, 4, 2}, chunk(c.chunk.begin(), c.chunk.end());
       CHECK(p.unit_shape == (chunk == unit ? std::vector<int64_t>{} : unit));  // a grid unless the unit is its chunk
-      const ChunkGrid g{p.unit_shape, p.chunk_shape};
+      const ChunkGrid g{p.unit_shape, p.chunk_shape, p.units_per_chunk};
       if (!g.unit.empty()) CHECK(g.chunks_per_unit() == c.per_unit);
       std::vector<std::vector<char>> stored;
       for (const PackedUnit& u : p.units) stored.push_back(stored_bytes(path, u));
@@ -324,13 +338,23 @@ TEST_CASE("h5 formats: samples split over several chunks, compressed or not, put
         } else {
           decode_unit(
               g, [&](int64_t k) { return stored_chunk(p, stored, first + static_cast<size_t>(k)); }, shuffle, 2,
-              got.data(), static_cast<int64_t>(got.size()), "f.h5: sample");
+              got.data(), static_cast<int64_t>(got.size()), "f.h5: sample", s % g.units_per_chunk * c.rows);
         }
         REQUIRE(std::memcmp(got.data(), want.raw_data(), got.size()) == 0);
       }
-      if (c.rows == 1) CHECK(h.packed_units("d", DType::U16, 2).units.size() == p.units.size());  // 2-row samples
+      if (c.rows == 1 && c.chunk[0] == 1)
+        CHECK(h.packed_units("d", DType::U16, 2).units.size() == p.units.size());                 // 2-row samples
       CHECK(h.packed_units("d", DType::I16, c.rows).units.empty());                               // another type
     }
+  // A unit whose rows would start past its chunk's: refused before any read.
+  {
+    std::vector<char> out(48);
+    CHECK_THROWS_WITH(decode_unit(
+                          ChunkGrid{{1, 3, 4, 2}, {2, 3, 4, 2}, 2},
+                          [](int64_t) -> StoredChunk { throw std::logic_error("no chunk may be read"); }, false, 2,
+                          out.data(), 48, "s", 2),
+                      Contains("rows from 2 of a unit of 1 rows past a chunk of 2"));
+  }
   // Partial edge chunks stored unfiltered (HDF5's layout option, which the
   // chunks' filter masks do not show): left to HDF5.
   {
@@ -352,8 +376,8 @@ TEST_CASE("h5 formats: samples split over several chunks, compressed or not, put
     const Tensor back = H5File::open_read(path).read("d");  // HDF5 reads it
     CHECK(std::memcmp(back.raw_data(), t.raw_data(), t.nbytes()) == 0);
   }
-  // A chunk of rows of two samples, or more chunks a sample than decoded
-  // here, stays on HDF5.
+  // A chunk of rows of two samples but not of whole ones (3 rows a chunk,
+  // 2 a sample), or more chunks a sample than decoded here, stays on HDF5.
   const std::string three = tmp / "three.h5";
   write_u16_rows(three, 6, {3, 3, 4, 2}, 6, {{0, 6}});
   CHECK(H5File::open_read(three).packed_units("d", DType::U16, 2).units.empty());
@@ -466,32 +490,28 @@ TEST_CASE("h5 formats: chunks or filters that keep the loaders on HDF5 are named
   };
   const std::vector<Case> cases = {
       {"contig", {}, 0, false, 1, {}},
-      {"whole", {1, 3, 4, 2}, 0, false, 1, {}},        // a sample per chunk: mapped
-      {"whole_gz", {1, 3, 4, 2}, 6, false, 1, {}},     // decoded
-      {"rows2", {2, 3, 4, 2}, 0, false, 1, {}},        // unfiltered, two samples a chunk: mapped
-      {"split_gz", {1, 2, 2, 1}, 6, false, 1, {}},     // 8 chunks a sample: decoded
-      {"two_rows_gz", {1, 3, 4, 2}, 6, false, 2, {}},  // 2 chunks a sample: decoded
-      {"split", {1, 3, 2, 2}, 0, false, 1, {}},        // unfiltered, 2 chunks a sample: put together
-      {"split_shared",                                 // unfiltered chunks that split samples and hold several
-       {2, 3, 2, 2},
-       0,
-       false,
-       1,
-       {"in chunks of 2x3x2x2:", "a chunk holds rows of several samples (2 rows a chunk, 1 a sample).", "-l d:CONTI",
-        "read its samples in place."}},
-      {"two_gz",
-       {2, 3, 4, 2},
-       6,
-       false,
-       1,
-       {"(compressed)", "a chunk holds rows of several samples (2 rows a chunk, 1 a sample)",
-        "-l d:CHUNK=1x3x4x2 IN.h5", "the threads making a batch on the host decode its samples."}},
+      {"whole", {1, 3, 4, 2}, 0, false, 1, {}},         // a sample per chunk: mapped
+      {"whole_gz", {1, 3, 4, 2}, 6, false, 1, {}},      // decoded
+      {"rows2", {2, 3, 4, 2}, 0, false, 1, {}},         // unfiltered, two samples a chunk: mapped
+      {"split_gz", {1, 2, 2, 1}, 6, false, 1, {}},      // 8 chunks a sample: decoded
+      {"two_rows_gz", {1, 3, 4, 2}, 6, false, 2, {}},   // 2 chunks a sample: decoded
+      {"split", {1, 3, 2, 2}, 0, false, 1, {}},         // unfiltered, 2 chunks a sample: put together
+      {"split_shared", {2, 3, 2, 2}, 0, false, 1, {}},  // unfiltered chunks that split samples and hold several
+      {"two_gz", {2, 3, 4, 2}, 6, false, 1, {}},        // two whole samples a chunk: decoded a chunk per sample
       {"two_rows_in_3",
        {3, 3, 4, 2},
        6,
        false,
        2,
-       {"a chunk holds rows of several samples (3 rows a chunk, 2 a sample)", "-l d:CHUNK=2x3x4x2 IN.h5"}},
+       {"(compressed)", "a chunk holds rows of several samples (3 rows a chunk, 2 a sample)",
+        "-l d:CHUNK=2x3x4x2 IN.h5", "the threads making a batch on the host decode its samples."}},
+      {"three_rows_in_2",  // unfiltered chunks of 2 rows, samples of 3, split along axis 2
+       {2, 3, 2, 2},
+       0,
+       false,
+       3,
+       {"in chunks of 2x3x2x2:", "a chunk holds rows of several samples (2 rows a chunk, 3 a sample).", "-l d:CONTI",
+        "read its samples in place."}},
       {"fletcher",
        {1, 3, 4, 2},
        6,
@@ -504,9 +524,17 @@ TEST_CASE("h5 formats: chunks or filters that keep the loaders on HDF5 are named
        6,
        true,
        1,
-       {"a chunk holds rows of several samples (2 rows a chunk, 1 a sample), all of which HDF5 decodes to read one; "
-        "its filters (deflate, fletcher32) are decoded by HDF5 alone",
+       {"in chunks of 2x3x2x2 (filtered): a chunk holds the rows of 2 samples, all of which HDF5 decodes to read "
+        "one; its filters (deflate, fletcher32) are decoded by HDF5 alone.",
         "-l d:CHUNK=1x3x4x2 -f d:GZIP=4 IN.h5"}},
+      {"both_rows",  // chunks holding parts of two samples; and another filter
+       {3, 3, 4, 2},
+       6,
+       true,
+       2,
+       {"a chunk holds rows of several samples (3 rows a chunk, 2 a sample), all of which HDF5 decodes to read one; "
+        "its filters (deflate, fletcher32) are decoded by HDF5 alone",
+        "-l d:CHUNK=2x3x4x2 -f d:GZIP=4 IN.h5"}},
   };
   // The advice's own command, run: the rewritten file is read by the
   // loaders' own paths (decoded a sample per chunk where compressed), with
@@ -567,6 +595,21 @@ TEST_CASE("h5 formats: chunks or filters that keep the loaders on HDF5 are named
                            Contains(level ? "-l d:CHUNK=1x5x5x3x1 IN.h5" : "-l d:CONTI IN.h5"));
     check_fix(path, advice, 1, level > 0);
   }
+  // h5py's automatic chunks for a large file of CosmoFlow cubes: rows of
+  // several samples, each sample over more chunks than the loaders decode.
+  {
+    const std::string path = tmp / "auto.h5";
+    H5File f = H5File::create(path);
+    f.write("d", iota({4, 6, 6, 6, 1}, DType::U16, 3.f), WriteOptions{0, 4, false, {2, 1, 1, 1, 1}});  // 216 a sample
+    f.close();
+    const H5File h = H5File::open_read(path);
+    CHECK(h.packed_units("d", DType::U16, 1).units.empty());
+    const std::string advice = data::detail::layout_advice(h, "d", DType::U16, 1);
+    CHECK_THAT(advice, Contains("(compressed): a chunk holds the rows of 2 samples, all of which HDF5 decodes to read "
+                                "one; a sample spans 216 chunks, more than the 64 the loader reads itself.") &&
+                           Contains("-l d:CHUNK=1x6x6x6x1 IN.h5"));
+    check_fix(path, advice, 1, true);
+  }
   // Not what rewriting the chunks would change: a chunk never written;
   // another byte order (h5repack keeps it), or another type; a row count
   // that is not a multiple of the sample's.
@@ -576,7 +619,7 @@ TEST_CASE("h5 formats: chunks or filters that keep the loaders on HDF5 are named
   CHECK(data::detail::layout_advice(H5File::open_read(hole), "d", DType::U16, 1).empty());
   write_u16_rows(be, 6, {2, 3, 2, 2}, 6, {{0, 6}}, false, false, H5T_STD_U16BE);
   CHECK(data::detail::layout_advice(H5File::open_read(be), "d", DType::U16, 1).empty());
-  const std::string two = tmp / "two_gz.h5";  // advised above as uint16
-  CHECK(data::detail::layout_advice(H5File::open_read(two), "d", DType::I16, 1).empty());
+  const std::string two = tmp / "two_rows_in_3.h5";  // advised above as uint16 in samples of 2 rows
+  CHECK(data::detail::layout_advice(H5File::open_read(two), "d", DType::I16, 2).empty());
   CHECK(data::detail::layout_advice(H5File::open_read(two), "d", DType::U16, 4).empty());
 }
