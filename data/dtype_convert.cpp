@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "data/h5file.h"
 
@@ -90,15 +91,17 @@ Tensor to_float32(const Tensor& t) {
 }
 
 namespace {
-// s rounded to the nearest integers (ties to even) and clamped to
-// [lo, hi] into o. A NaN is a Data error: no integer stands for it (and
-// converting it would be undefined behaviour).
+// s rounded to the nearest integers (ties to even) and clamped to T's
+// range into o (in double, which holds every int32 bound exactly). A NaN
+// is a Data error: no integer stands for it (and converting it would be
+// undefined behaviour).
 template <class T>
-void round_clamp(const float* s, int64_t n, T* o, float lo, float hi, DType dtype) {
+void round_clamp(const float* s, int64_t n, T* o, DType dtype) {
+  constexpr double lo = std::numeric_limits<T>::min(), hi = std::numeric_limits<T>::max();
   for (int64_t i = 0; i < n; ++i) {
     MRMF_CHECK_KIND(Data, !std::isnan(s[i]), "from_float32: element ", i, " is NaN, which ", dtype_name(dtype),
                     " cannot hold");
-    o[i] = static_cast<T>(std::clamp(std::nearbyint(s[i]), lo, hi));
+    o[i] = static_cast<T>(std::clamp(static_cast<double>(std::nearbyint(s[i])), lo, hi));
   }
 }
 }  // namespace
@@ -116,11 +119,10 @@ Tensor from_float32(const Tensor& t, DType dtype) {
       for (int64_t i = 0; i < n; ++i) o[i] = float_to_half(s[i]);
       break;
     }
-    // 2147483520 is the largest float below 2^31.
-    case DType::U16: round_clamp(s, n, out.data<uint16_t>(), 0.f, 65535.f, dtype); break;
-    case DType::I16: round_clamp(s, n, out.data<int16_t>(), -32768.f, 32767.f, dtype); break;
-    case DType::I32: round_clamp(s, n, out.data<int32_t>(), -2147483648.f, 2147483520.f, dtype); break;
-    case DType::U8: round_clamp(s, n, out.data<uint8_t>(), 0.f, 255.f, dtype); break;
+    case DType::U16: round_clamp(s, n, out.data<uint16_t>(), dtype); break;
+    case DType::I16: round_clamp(s, n, out.data<int16_t>(), dtype); break;
+    case DType::I32: round_clamp(s, n, out.data<int32_t>(), dtype); break;
+    case DType::U8: round_clamp(s, n, out.data<uint8_t>(), dtype); break;
     default: MRMF_THROW(Data, "from_float32: unsupported dtype ", dtype_name(dtype));
   }
   return out;

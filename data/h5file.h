@@ -105,7 +105,9 @@ struct PackedUnits {
   // kNoFilterApplied (data/packed_chunks.h).
   bool shuffle = false;
   int64_t per_unit = 1;
-  std::vector<int64_t> unit_shape, chunk_shape;  // where per_unit > 1 (data/packed_chunks.h, ChunkGrid)
+  // Where the unit is not its chunk (per_unit > 1 or units_per_chunk > 1;
+  // data/packed_chunks.h, ChunkGrid).
+  std::vector<int64_t> unit_shape, chunk_shape;
   // Units whose rows share each chunk along axis 0 (> 1: chunks of several
   // samples, as h5py's automatic chunking makes them); unit u's rows start
   // (u % units_per_chunk) * rows_per_unit rows into its chunks, which
@@ -194,7 +196,12 @@ class H5File {
   // split a sample by channel or into sub-cubes (unfiltered too:
   // unit_offsets() takes only samples that are one run of bytes).
   static constexpr int64_t kMaxChunksPerUnit = 64;  // more: a lookup per chunk at set-up, for every file
-  PackedUnits packed_units(const std::string& dataset, DType dtype, int64_t rows_per_unit) const;
+  // Compressed chunks of whole units larger than this (decoded) are refused:
+  // each read of a unit inflates its whole chunk into a buffer of the
+  // reading thread's.
+  static constexpr int64_t kMaxSharedChunkBytes = int64_t{64} << 20;
+  PackedUnits packed_units(const std::string& dataset, DType dtype, int64_t rows_per_unit,
+                           int64_t max_shared_chunk_bytes = kMaxSharedChunkBytes) const;
   // How a dataset is stored: its chunk shape (empty where it is not
   // chunked) and its filters in pipeline order. For telling a user why the
   // loaders read a file as they do (data/mapped_shard.cpp).

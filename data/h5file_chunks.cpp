@@ -74,7 +74,8 @@ std::vector<int64_t> H5File::unit_offsets(const std::string& dataset, DType dtyp
   return offsets;
 }
 
-PackedUnits H5File::packed_units(const std::string& dataset, DType dtype, int64_t rows_per_unit) const {
+PackedUnits H5File::packed_units(const std::string& dataset, DType dtype, int64_t rows_per_unit,
+                                 int64_t max_shared_chunk_bytes) const {
   const auto dims = unit_dims(dataset, rows_per_unit, "packed_units");
   if (dims.empty()) return {};
   const Storage st = storage(dataset);
@@ -115,6 +116,8 @@ PackedUnits H5File::packed_units(const std::string& dataset, DType dtype, int64_
   const int64_t units = dims[0] / rows_per_unit;
   int64_t chunk_bytes = static_cast<int64_t>(dtype_size(dtype));  // stored so where unfiltered (edge chunks whole)
   for (int64_t c : p.chunk_shape) chunk_bytes *= c;
+  if (p.units_per_chunk > 1 && !unfiltered && chunk_bytes > max_shared_chunk_bytes)
+    return {};  // (unfiltered: read in place)
   std::vector<int64_t> at(rank, 0);
   std::vector<hsize_t> coord(rank);
   for (int64_t u = 0; u < units; ++u) {

@@ -155,10 +155,12 @@ struct MappedSource : Source {
     std::set<int> seen;
     for (const Pick& q : picks) {
       const MappedSample& s = m.sample(q.file, q.row);
+      // decode_chunk() or decode_unit(), and in the latter a sample at its
+      // chunks' start or inside them.
       const ChunkGrid& g = m.grids[q.file];
-      const int way = !s.packed ? 0
-                                : 1 + (s.skipped == kNoFilterApplied) + 2 * (m.per_sample(q.file) > 1) +
-                                      4 * (q.row % g.units_per_chunk != 0);
+      const int way =
+          !s.packed ? 0
+                    : 1 + (s.skipped == kNoFilterApplied) + 2 * !g.unit.empty() + 4 * (q.row % g.units_per_chunk != 0);
       if (seen.insert(way).second &&
           !mapping_agrees(paths[q.file], dataset, m, q.file, q.row, rows_per_sample, dtype, raw_bytes()))
         return;
@@ -166,6 +168,11 @@ struct MappedSource : Source {
     if (m.packed)
       log::debug("{}: '{}' decoded or put together from its chunks by the loader's threads", paths[picks[0].file],
                  dataset);
+    for (const Pick& q : picks)  // compressed chunks of several samples: what they cost, once
+      if (m.grids[q.file].units_per_chunk > 1 && m.sample(q.file, q.row).skipped != kNoFilterApplied) {
+        log::info("{}", shared_chunks_notice(paths[q.file], dataset, m.grids[q.file]));
+        break;
+      }
     mapped_ = std::move(m);
     checked_.assign(picks.size(), needs_value_check() ? 0 : 1);
   }

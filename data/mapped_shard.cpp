@@ -1,5 +1,6 @@
 #include "data/mapped_shard.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -35,6 +36,14 @@ std::string joined(const std::vector<int64_t>& v, const char* sep) {
 }
 }  // namespace
 
+std::string shared_chunks_notice(const std::string& path, const std::string& dataset, const ChunkGrid& g) {
+  return path + ": '" + dataset + "' is stored compressed in chunks of " + joined(g.chunk, "x") + ", each holding " +
+         std::to_string(g.units_per_chunk) +
+         " samples: the loader's threads inflate a whole chunk to read each of its samples, " +
+         std::to_string(g.units_per_chunk) + " times the work of a sample per chunk. `h5repack -l " + dataset +
+         ":CHUNK=" + joined(g.unit, "x") + " IN.h5 OUT.h5` rewrites a file a sample per chunk.";
+}
+
 std::string layout_advice(const H5File& h, const std::string& dataset, DType dtype, int64_t rows_per_sample) {
   const std::vector<int64_t> dims = h.shape(dataset);
   const int64_t r = rows_per_sample;
@@ -64,6 +73,16 @@ std::string layout_advice(const H5File& h, const std::string& dataset, DType dty
   if (shared && (!f.empty() || inner))
     why.push_back("a chunk holds rows of several samples (" + std::to_string(c0) + " rows a chunk, " +
                   std::to_string(r) + " a sample)" + (f.empty() ? "" : ", all of which HDF5 decodes to read one"));
+  // Chunks of whole samples: how many samples a chunk holds (of those the
+  // dataset has) and the bytes it inflates to.
+  const bool whole = dims[0] != r && c0 > r && c0 % r == 0;
+  const int64_t per_chunk = whole ? std::min(c0, dims[0]) / r : 1;
+  int64_t chunk_bytes = static_cast<int64_t>(dtype_size(dtype));
+  for (int64_t c : st.chunk) chunk_bytes = c > kMany / chunk_bytes ? kMany : chunk_bytes * c;
+  if (whole && !f.empty() && chunk_bytes > H5File::kMaxSharedChunkBytes)
+    why.push_back("a chunk of " + std::to_string(per_chunk) + " samples inflates to " +
+                  std::to_string(chunk_bytes >> 20) + " MiB, more than the " +
+                  std::to_string(H5File::kMaxSharedChunkBytes >> 20) + " MiB the loader inflates for one");
   if (!shared && spans > H5File::kMaxChunksPerUnit)  // (spans of chunks holding whole samples: the sample's)
     why.push_back("a sample spans " + std::to_string(spans) + " chunks, more than the " +
                   std::to_string(H5File::kMaxChunksPerUnit) + " the loader reads itself");
@@ -78,9 +97,10 @@ std::string layout_advice(const H5File& h, const std::string& dataset, DType dty
   }
   if (why.empty()) return {};  // not the layout's doing
   // Chunks of whole samples are no reason by themselves (the loader decodes
-  // them), but for HDF5 they are the cost: every read inflates them all.
-  if (!f.empty() && dims[0] != r && c0 > r && c0 % r == 0)
-    why.insert(why.begin(), "a chunk holds the rows of " + std::to_string(c0 / r) +
+  // them), but for HDF5 they are the cost: a read inflates them all, unless
+  // the chunk is still in HDF5's chunk cache (1 MiB by default).
+  if (!f.empty() && whole && chunk_bytes <= H5File::kMaxSharedChunkBytes)
+    why.insert(why.begin(), "a chunk holds the rows of " + std::to_string(per_chunk) +
                                 " samples, all of which HDF5 decodes to read one");
   std::string reasons;
   for (const std::string& w : why) reasons += (reasons.empty() ? "" : "; ") + w;
@@ -104,19 +124,6 @@ std::string layout_advice(const H5File& h, const std::string& dataset, DType dty
 }
 
 namespace {
-// For compressed chunks that hold the rows of several whole samples
-// (h5py's automatic chunk shape for compression="gzip"): mapped, but each
-// sample's read inflates its whole chunk, so a file costs units_per_chunk
-// times the work of one stored a sample per chunk -- said once per shard,
-// with the h5repack command that removes the cost.
-std::string shared_chunks_notice(const std::string& path, const std::string& dataset, const PackedUnits& p) {
-  return path + ": '" + dataset + "' is stored compressed in chunks of " + joined(p.chunk_shape, "x") +
-         ", each holding " + std::to_string(p.units_per_chunk) +
-         " samples: the loader's threads inflate a whole chunk to read each of its samples, " +
-         std::to_string(p.units_per_chunk) + " times the work of a sample per chunk. `h5repack -l " + dataset +
-         ":CHUNK=" + joined(p.unit_shape, "x") + " IN.h5 OUT.h5` rewrites a file a sample per chunk.";
-}
-
 // layout_advice() for a request that cannot be mapped, or empty (also
 // where finding out fails: advice must not stop a loader).
 std::string advice_for(const std::string& path, const std::string& dataset, const MapRequest& r) {
@@ -143,7 +150,6 @@ MappedShard map_shard(const std::vector<std::string>& paths, const std::vector<M
   }
   m.samples.resize(paths.size());
   m.grids.resize(paths.size());
-  bool told_shared = false;
   for (const MapRequest& r : want) {
     const std::string& path = paths[r.file];
     if (r.offsets.empty() && r.packed.units.empty()) {
@@ -180,10 +186,6 @@ MappedShard map_shard(const std::vector<std::string>& paths, const std::vector<M
     if (!r.packed.unit_shape.empty())
       m.grids[r.file] = {r.packed.unit_shape, r.packed.chunk_shape, r.packed.units_per_chunk};
     m.packed = m.packed || !r.packed.units.empty();
-    if (r.packed.units_per_chunk > 1 && r.packed.units.front().skipped != kNoFilterApplied && !told_shared) {
-      log::info("{}", shared_chunks_notice(path, dataset, r.packed));
-      told_shared = true;
-    }
     m.maps.push_back(std::move(f));
   }
   return m;

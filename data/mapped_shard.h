@@ -110,13 +110,23 @@ struct MapRequest {
 // place, else in chunks (H5File::packed_units), else neither.
 MapRequest map_request(const H5File& h, size_t file, const std::string& dataset, DType dt, int64_t rows_per_sample);
 
+// For compressed chunks that hold the rows of several whole samples
+// (h5py's automatic chunk shape for compression="gzip" on small files),
+// mapped with grid `g`: each sample's read inflates its whole chunk, so a
+// file costs g.units_per_chunk times the work of one stored a sample per
+// chunk. Said once per loader whose mapping is kept, with the h5repack
+// command that removes the cost.
+std::string shared_chunks_notice(const std::string& path, const std::string& dataset, const ChunkGrid& g);
+
 // For a dataset read as `dtype` in samples of `rows_per_sample` rows that
 // the loaders can neither map nor decode themselves: whether its chunk
-// shape or its filters are the reason -- a compressed chunk holding rows of
-// several samples (or an unfiltered one that also splits them), a sample in
-// more chunks than the loaders put together, a filter only HDF5 decodes --
-// and the h5repack command (hdf5-tools) that rewrites such a file so that
-// they can.
+// shape or its filters are the reason -- a chunk holding rows of parts of
+// two samples (compressed, or unfiltered and splitting them), a chunk of
+// whole samples too large to inflate for one (kMaxSharedChunkBytes), a
+// sample in more chunks than the loaders put together, a filter only HDF5
+// decodes; and, beside another reason, compressed chunks of whole samples
+// (HDF5's cost) -- and the h5repack command (hdf5-tools) that rewrites such
+// a file so that they can.
 // Empty where rewriting the chunks would not help: not chunked; chunked as
 // the loaders take it (so a chunk never written); another type, byte
 // order or a user block (h5repack keeps them); a row count that is not a

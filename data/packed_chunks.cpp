@@ -96,7 +96,7 @@ void decode_unit(const ChunkGrid& g, const std::function<StoredChunk(int64_t)>& 
   MRMF_CHECK(unit_elems * elem_size == out_bytes, "decode_unit: ", out_bytes, " bytes for a unit of ", unit_elems,
              " elements of ", elem_size);
   MRMF_CHECK(first_row == 0 || (first_row > 0 && first_row + g.unit[0] <= g.chunk[0]), "decode_unit: rows from ",
-             first_row, " of a unit of ", g.unit[0], " rows past a chunk of ", g.chunk[0]);
+             first_row, " of a unit of ", g.unit[0], " rows outside a chunk of ", g.chunk[0]);
   // The trailing axes a chunk spans whole are one run in both layouts:
   // each copy is a run over axis j and all after it (for CosmoFlow's
   // channels-last cubes split along space, one chunk row of all channels;

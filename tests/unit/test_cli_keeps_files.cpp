@@ -14,13 +14,28 @@
 using namespace mrmf;
 using namespace mrmf::clitest;
 
+namespace {
+// A tiny Neuron Inverter file, its run configuration, and one epoch
+// trained from it in <scratch>/run: what the cases below keep or replace.
+struct TrainedRun {
+  std::string data, cfg, out;
+};
+TrainedRun trained_run(const Scratch& s) {
+  TrainedRun t;
+  t.data = (s.dir / "ni.h5").string();
+  make_tiny_ni(t.data, " --train 64 --val 32 --test 32 --seed 1 --time-bins 64");
+  t.cfg = write_config(s.dir, t.data);
+  t.out = (s.dir / "run").string();
+  REQUIRE(run("train --config " + t.cfg + " --out " + t.out + " --set stop.max_epochs=1").code == 0);
+  return t;
+}
+}  // namespace
+
 TEST_CASE("cli: results already written are not replaced without --force, inputs never", "[cli]") {
   SKIP_WITHOUT_BINARY();
   Scratch s;
-  const std::string data = (s.dir / "ni.h5").string();
-  make_tiny_ni(data, " --train 64 --val 32 --test 32 --seed 1 --time-bins 64");
-  const std::string cfg = write_config(s.dir, data), out = (s.dir / "run").string();
-  REQUIRE(run("train --config " + cfg + " --out " + out + " --set stop.max_epochs=1").code == 0);
+  const TrainedRun t = trained_run(s);
+  const std::string &data = t.data, &cfg = t.cfg, &out = t.out;
   const auto size_of = [](const fs::path& p) { return fs::file_size(p); };
   const fs::path metrics = fs::path(out) / "metrics.jsonl", ck = fs::path(out) / "checkpoint.h5";
   const auto metrics_size = size_of(metrics), data_size = size_of(data);
@@ -169,10 +184,8 @@ TEST_CASE(
 TEST_CASE("cli: a train --force that fails before its first checkpoint puts the earlier run back", "[cli]") {
   SKIP_WITHOUT_BINARY();
   Scratch s;
-  const std::string data = (s.dir / "ni.h5").string();
-  make_tiny_ni(data, " --train 64 --val 32 --test 32 --seed 1 --time-bins 64");
-  const std::string cfg = write_config(s.dir, data), out = (s.dir / "run").string();
-  REQUIRE(run("train --config " + cfg + " --out " + out + " --set stop.max_epochs=1").code == 0);
+  const TrainedRun t = trained_run(s);
+  const std::string &data = t.data, &cfg = t.cfg, &out = t.out;
   const std::string ck = slurp(fs::path(out) / "checkpoint.h5"), metrics = slurp(fs::path(out) / "metrics.jsonl");
   // A learning rate that diverges at once: the run stops at step 1, without a checkpoint.
   Result r = run("train --config " + cfg + " --out " + out + " --force --set optimizer.lr=1e30");

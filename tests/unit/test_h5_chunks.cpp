@@ -222,7 +222,9 @@ TEST_CASE("h5 formats: gzip-compressed chunks decoded without HDF5 (packed_units
         const PackedUnits q = h.packed_units("d", DType::U16, 1);
         CHECK(q.units_per_chunk == 2);
         REQUIRE(q.units.size() == 6);
-        for (size_t u = 0; u < 6; ++u) CHECK(q.units[u].offset == p.units[u / 2].offset);
+        for (size_t u = 0; u < 6; ++u)  // the chunk rewritten with its filters skipped too
+          CHECK((q.units[u].offset == p.units[u / 2].offset && q.units[u].bytes == p.units[u / 2].bytes &&
+                 q.units[u].skipped == p.units[u / 2].skipped));
       }
       CHECK(h.packed_units("d", DType::I16, static_cast<int64_t>(k)).units.empty());  // another type
     }
@@ -306,6 +308,7 @@ TEST_CASE("h5 formats: samples split over several chunks, compressed or not, put
                                            {{8, 2, 4, 2}, 4, 2, 4, true},       // one sample, chunks of 8 rows
                                            {{2, 3, 4, 2}, 1, 1, 6, false, 2},   // two samples a chunk
                                            {{2, 3, 2, 2}, 1, 2, 6, false, 2},   // and split along axis 2
+                                           {{2, 2, 4, 2}, 1, 2, 6, false, 2},   // or along axis 1, partial
                                            {{4, 2, 4, 1}, 1, 4, 6, false, 4},   // four, the last chunk partial
                                            {{4, 3, 4, 2}, 2, 1, 6, false, 2},   // two samples of two rows
                                            {{6, 3, 4, 2}, 2, 1, 6, false, 3}})  // three in the one chunk
@@ -346,14 +349,26 @@ TEST_CASE("h5 formats: samples split over several chunks, compressed or not, put
         CHECK(h.packed_units("d", DType::U16, 2).units.size() == p.units.size());                 // 2-row samples
       CHECK(h.packed_units("d", DType::I16, c.rows).units.empty());                               // another type
     }
-  // A unit whose rows would start past its chunk's: refused before any read.
-  {
+  // A unit whose rows would start past its chunk's, or before it: refused
+  // before any read.
+  for (int64_t first : {2, -1}) {
     std::vector<char> out(48);
     CHECK_THROWS_WITH(decode_unit(
                           ChunkGrid{{1, 3, 4, 2}, {2, 3, 4, 2}, 2},
                           [](int64_t) -> StoredChunk { throw std::logic_error("no chunk may be read"); }, false, 2,
-                          out.data(), 48, "s", 2),
-                      Contains("rows from 2 of a unit of 1 rows past a chunk of 2"));
+                          out.data(), 48, "s", first),
+                      Contains("rows from " + std::to_string(first) + " of a unit of 1 rows outside a chunk of 2"));
+  }
+  // Compressed chunks of whole samples past max_shared_chunk_bytes (each
+  // read inflates the whole chunk): refused; unfiltered ones are read where
+  // they lie, whatever their size.
+  {
+    const std::string gz = tmp / "shared_gz.h5", plain = tmp / "shared_plain.h5";
+    write_u16_rows(gz, 6, {2, 3, 2, 2}, 6, {{0, 6}});  // chunks of 24 elements: 48 bytes
+    write_u16_rows(plain, 6, {2, 3, 2, 2}, 0, {{0, 6}});
+    CHECK(H5File::open_read(gz).packed_units("d", DType::U16, 1, 48).units.size() == 12);
+    CHECK(H5File::open_read(gz).packed_units("d", DType::U16, 1, 47).units.empty());
+    CHECK(H5File::open_read(plain).packed_units("d", DType::U16, 1, 47).units.size() == 12);
   }
   // Partial edge chunks stored unfiltered (HDF5's layout option, which the
   // chunks' filter masks do not show): left to HDF5.
