@@ -13,7 +13,7 @@
 namespace mrmf::bench {
 
 double secs(std::chrono::steady_clock::time_point a);
-double best_of(int reps, const std::function<void()>& fn);
+double best_of(int reps, const std::function<void()>& fn);  // best_time() on the CPU stream: wall-clock seconds
 
 // Runs a and b alternately `reps` times after one warm-up each; returns the
 // median times of a and b and the median of the per-pair ratios t_b / t_a.

@@ -14,16 +14,7 @@ using Clock = std::chrono::steady_clock;
 
 double secs(Clock::time_point a) { return std::chrono::duration<double>(Clock::now() - a).count(); }
 
-double best_of(int reps, const std::function<void()>& fn) {
-  fn();
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = Clock::now();
-    fn();
-    best = std::min(best, secs(t0));
-  }
-  return best;
-}
+double best_of(int reps, const std::function<void()>& fn) { return best_time(cpu_stream(), reps, fn); }
 
 Paired paired(int reps, const std::function<void()>& a, const std::function<void()>& b) {
   a();
