@@ -7,8 +7,12 @@
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(MPI REQUIRED COMPONENTS CXX)
 find_package(HDF5 REQUIRED COMPONENTS C)
-# zlib: gzip-compressed HDF5 chunks decoded by the loader's threads (data/packed_chunks.h).
+# libdeflate: gzip-compressed HDF5 chunks decoded by the loader's threads
+# (data/packed_chunks.h); 2-3x zlib's inflate on whole buffers. zlib: the
+# tests write such chunks with zlib's compress2 (HDF5's own deflate).
 find_package(ZLIB REQUIRED)
+find_path(LIBDEFLATE_INCLUDE_DIR libdeflate.h HINTS $ENV{LIBDEFLATE_ROOT} PATH_SUFFIXES include REQUIRED)
+find_library(LIBDEFLATE_LIBRARY deflate HINTS $ENV{LIBDEFLATE_ROOT} PATH_SUFFIXES lib lib64 REQUIRED)
 find_package(yaml-cpp REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(fmt REQUIRED)
@@ -25,8 +29,8 @@ add_library(mrmf_deps INTERFACE)
 add_library(mrmf::deps ALIAS mrmf_deps)
 target_link_libraries(mrmf_deps INTERFACE
   OpenMP::OpenMP_CXX MPI::MPI_CXX ${HDF5_C_LIBRARIES} ZLIB::ZLIB yaml-cpp CLI11::CLI11
-  fmt::fmt spdlog::spdlog nlohmann_json::nlohmann_json ${DNNL_LIBRARY} PkgConfig::FFTW3F)
-target_include_directories(mrmf_deps INTERFACE ${HDF5_C_INCLUDE_DIRS} ${DNNL_INCLUDE_DIR})
+  fmt::fmt spdlog::spdlog nlohmann_json::nlohmann_json ${DNNL_LIBRARY} ${LIBDEFLATE_LIBRARY} PkgConfig::FFTW3F)
+target_include_directories(mrmf_deps INTERFACE ${HDF5_C_INCLUDE_DIRS} ${DNNL_INCLUDE_DIR} ${LIBDEFLATE_INCLUDE_DIR})
 # spdlog and fmt come from separate Debian packages: use the external fmt.
 target_compile_definitions(mrmf_deps INTERFACE SPDLOG_FMT_EXTERNAL)
 

@@ -100,10 +100,9 @@ PackedUnits H5File::packed_units(const std::string& dataset, DType dtype, int64_
   p.unit_shape[0] = rows_per_unit;
   // A chunk holds rows of one unit (one unit: LBANN's `full`), or the rows
   // of whole units, which then share it.
-  if (dims[0] != rows_per_unit && rows_per_unit % p.chunk_shape[0] != 0) {
-    if (p.chunk_shape[0] % rows_per_unit != 0) return {};
-    p.units_per_chunk = p.chunk_shape[0] / rows_per_unit;
-  }
+  const ChunkRows rows = chunk_rows(dims[0], rows_per_unit, p.chunk_shape[0]);
+  if (rows.kind == ChunkRows::PartsOfUnits) return {};
+  p.units_per_chunk = rows.units_per_chunk;
   std::vector<int64_t> count(rank);  // chunks per unit along each axis
   p.per_unit = 1;
   for (size_t i = 0; i < rank; ++i) {

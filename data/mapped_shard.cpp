@@ -55,7 +55,8 @@ std::string layout_advice(const H5File& h, const std::string& dataset, DType dty
   const int64_t c0 = st.chunk[0];
   // A chunk holds rows of two samples, but not whole ones (those the
   // loader decodes a chunk per sample: shared_chunks_notice()).
-  const bool shared = dims[0] != r && r % c0 != 0 && c0 % r != 0;
+  const ChunkRows rows = chunk_rows(dims[0], r, c0);
+  const bool shared = rows.kind == ChunkRows::PartsOfUnits;
   bool inner = false;                               // a sample split along its own axes
   int64_t spans = c0 < r ? (r + c0 - 1) / c0 : 1;   // chunks per sample (at least, where shared)
   constexpr int64_t kMany = int64_t{1} << 40;       // kept from overflowing (a sparse dataspace's count)
@@ -75,7 +76,7 @@ std::string layout_advice(const H5File& h, const std::string& dataset, DType dty
                   std::to_string(r) + " a sample)" + (f.empty() ? "" : ", all of which HDF5 decodes to read one"));
   // Chunks of whole samples: how many samples a chunk holds (of those the
   // dataset has) and the bytes it inflates to.
-  const bool whole = dims[0] != r && c0 > r && c0 % r == 0;
+  const bool whole = rows.kind == ChunkRows::WholeUnits;
   const int64_t per_chunk = whole ? std::min(c0, dims[0]) / r : 1;
   int64_t chunk_bytes = static_cast<int64_t>(dtype_size(dtype));
   for (int64_t c : st.chunk) chunk_bytes = c > kMany / chunk_bytes ? kMany : chunk_bytes * c;

@@ -14,7 +14,8 @@
 //
 // The deflate filter stores a zlib stream (compress2); the shuffle filter
 // stores byte j of every element before byte j + 1 of any. The inflate is
-// zlib's; the unshuffle is that byte transpose back.
+// libdeflate's (zlib format, checksum checked); the unshuffle is that byte
+// transpose back.
 #pragma once
 
 #include <cstdint>
@@ -50,6 +51,18 @@ struct ChunkGrid {
   int64_t units_per_chunk = 1;
   int64_t chunks_per_unit() const;
 };
+// How chunks of `chunk_rows` rows along axis 0 meet the units (samples) of
+// `unit_rows` rows of a dataset of `rows` rows: each chunk within one unit
+// (or the dataset is a single unit), each holding the rows of whole units
+// (`units_per_chunk` of them, at least 2), or parts of two units -- the
+// layout that neither the loader's threads decode (H5File::packed_units)
+// nor HDF5 reads without decoding a neighbour's rows (layout_advice).
+struct ChunkRows {
+  enum Kind { InUnit, WholeUnits, PartsOfUnits } kind = InUnit;
+  int64_t units_per_chunk = 1;
+};
+ChunkRows chunk_rows(int64_t rows, int64_t unit_rows, int64_t chunk_rows);
+
 // The next index of a row-major walk over a grid of `count` per axis, in
 // place; false, back at all zeros, after the last.
 inline bool next_in_grid(std::vector<int64_t>& at, const std::vector<int64_t>& count) {

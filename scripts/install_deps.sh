@@ -7,7 +7,7 @@ set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build pkg-config
   libhdf5-dev hdf5-tools          # data formats and checkpoints (serial HDF5: one I/O thread per rank)
-  zlib1g-dev                      # gzip-compressed HDF5 chunks decoded on the loader's threads
+  libdeflate-dev zlib1g-dev       # gzip-compressed HDF5 chunks: decoded on the loader's threads; written in tests
   mpich libmpich-dev              # launcher / control plane / CPU gradient averaging
   catch2                          # unit tests (Debian ships v2)
   libyaml-cpp-dev libcli11-dev    # configs and command lines

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
+#include <utility>
 
 #include "core/error.h"
 #include "data/formats.h"
@@ -242,7 +243,16 @@ TEST_CASE("h5 formats: gzip-compressed chunks decoded without HDF5 (packed_units
     CHECK_THAT(data_error([&] { decode_chunk(good.data(), u.bytes - 4, 0, false, 2, out.data(), 48, "s"); }),
                Contains("does not decode"));
     CHECK_THAT(data_error([&] { decode_chunk(good.data(), u.bytes, 0, false, 2, out.data(), 40, "s"); }),
-               Contains("40 bytes expected"));
+               Contains("40 bytes expected (it decodes to more)"));
+    std::vector<char> wide(56);
+    CHECK_THAT(data_error([&] { decode_chunk(good.data(), u.bytes, 0, false, 2, wide.data(), 56, "s"); }),
+               Contains("56 bytes expected (it decodes to 48)"));
+    // The stream intact but its Adler-32 (the last 4 bytes) not: refused.
+    std::vector<char> bad_sum = good;
+    bad_sum.back() = static_cast<char>(bad_sum.back() ^ 1);
+    CHECK_THAT(data_error([&] { decode_chunk(bad_sum.data(), u.bytes, 0, false, 2, out.data(), 48, "s"); }),
+               Contains("stream or checksum is invalid"));
+    decode_chunk(good.data(), u.bytes, 0, false, 2, out.data(), 48, "s");  // (the same bytes with their sum: taken)
   }
   // Chunks of an unfiltered dataset are taken too, recorded as having
   // skipped every filter: decode_chunk() copies them as stored (and checks
@@ -484,6 +494,22 @@ TEST_CASE("h5 formats: samples split over several chunks, compressed or not, put
         2, got.data(), 48, "f.h5: sample 0");
     CHECK(std::memcmp(got.data(), want.raw_data(), 48) == 0);
   }
+}
+
+TEST_CASE("h5 formats: how chunks meet samples along axis 0 (chunk_rows)", "[data][h5]") {
+  using K = ChunkRows::Kind;
+  const auto kind = [](int64_t rows, int64_t unit, int64_t chunk) {
+    const ChunkRows c = chunk_rows(rows, unit, chunk);
+    return std::pair<K, int64_t>(c.kind, c.units_per_chunk);
+  };
+  CHECK(kind(64, 1, 1) == std::pair(K::InUnit, int64_t{1}));      // a sample per chunk
+  CHECK(kind(64, 4, 2) == std::pair(K::InUnit, int64_t{1}));      // a sample over two chunks
+  CHECK(kind(4, 4, 3) == std::pair(K::InUnit, int64_t{1}));       // one sample: its edge chunk is its own
+  CHECK(kind(64, 1, 2) == std::pair(K::WholeUnits, int64_t{2}));  // h5py's automatic chunks
+  CHECK(kind(64, 2, 8) == std::pair(K::WholeUnits, int64_t{4}));
+  CHECK(kind(3, 1, 4) == std::pair(K::WholeUnits, int64_t{4}));     // a chunk past the dataset's rows
+  CHECK(kind(64, 2, 3) == std::pair(K::PartsOfUnits, int64_t{1}));  // rows of two samples, neither whole
+  CHECK(kind(64, 4, 6) == std::pair(K::PartsOfUnits, int64_t{1}));
 }
 
 TEST_CASE("h5 formats: chunks or filters that keep the loaders on HDF5 are named, with the h5repack fix",
