@@ -13,35 +13,43 @@ namespace mrmf::data {
 
 namespace {
 
-// One libdeflate decompressor per thread (its ~10 KiB of tables, built
-// once; a decompressor must not be shared between threads).
-libdeflate_decompressor* thread_decompressor() {
+// The zlib stream (the deflate filter's format) at `src` inflated into at
+// most `cap` bytes at `out`, its Adler-32 checked: the bytes it decodes to,
+// or one of the codes below. libdeflate, not zlib: a whole-buffer decoder,
+// 2.1-2.9x zlib's inflate on CosmoFlow counts (bench/results/
+// cpu_data_2026-11-30j.txt), and chunks are decoded whole. Never throws;
+// thread-safe (a decompressor per thread).
+constexpr int64_t kInflateBad = -1;        // not a valid stream, or its checksum does not match
+constexpr int64_t kInflateNeedsMore = -2;  // it decodes to more than `cap`
+constexpr int64_t kInflateNoMemory = -3;
+
+int64_t inflate_zlib(const void* src, int64_t src_bytes, void* out, int64_t cap) noexcept {
+  // One decompressor per thread (its ~10 KiB of tables built once; one must
+  // not be shared between threads). Freed when the thread ends.
   struct Free {
     void operator()(libdeflate_decompressor* d) const { libdeflate_free_decompressor(d); }
   };
   thread_local std::unique_ptr<libdeflate_decompressor, Free> d(libdeflate_alloc_decompressor());
-  MRMF_CHECK(d != nullptr, "libdeflate_alloc_decompressor: out of memory");
-  return d.get();
+  if (!d) return kInflateNoMemory;
+  size_t got = 0;
+  switch (
+      libdeflate_zlib_decompress(d.get(), src, static_cast<size_t>(src_bytes), out, static_cast<size_t>(cap), &got)) {
+    case LIBDEFLATE_SUCCESS: return static_cast<int64_t>(got);
+    case LIBDEFLATE_INSUFFICIENT_SPACE: return kInflateNeedsMore;
+    default: return kInflateBad;
+  }
 }
 
 // The deflate filter's zlib stream at `src` into exactly `out_bytes` at
-// `out`, its Adler-32 checked. libdeflate, not zlib: a whole-buffer
-// decoder, 2.1-2.9x zlib's inflate on CosmoFlow counts (2 samples of 64^3 x 4
-// uint16, gzip level 4, shuffled or not; bench/results/cpu_data_2026-11-30j.txt),
-// and a chunk is always decoded whole.
+// `out` (inflate_zlib).
 void inflate_exactly(const char* src, int64_t src_bytes, char* out, int64_t out_bytes, const std::string& what) {
-  size_t got = 0;
-  const libdeflate_result rc = libdeflate_zlib_decompress(thread_decompressor(), src, static_cast<size_t>(src_bytes),
-                                                          out, static_cast<size_t>(out_bytes), &got);
-  const char* why = rc == LIBDEFLATE_BAD_DATA             ? "its stream or checksum is invalid"
-                    : rc == LIBDEFLATE_INSUFFICIENT_SPACE ? "it decodes to more"
-                                                          : nullptr;
-  MRMF_CHECK_KIND(Data, rc == LIBDEFLATE_SUCCESS && static_cast<int64_t>(got) == out_bytes, what,
-                  ": its gzip-compressed chunk (", src_bytes, " bytes) does not decode to the ", out_bytes,
-                  " bytes expected (",
-                  why                        ? std::string(why)
-                  : rc == LIBDEFLATE_SUCCESS ? "it decodes to " + std::to_string(got)
-                                             : "libdeflate error " + std::to_string(static_cast<int>(rc)),
+  const int64_t got = inflate_zlib(src, src_bytes, out, out_bytes);
+  MRMF_CHECK_KIND(Data, got == out_bytes, what, ": its gzip-compressed chunk (", src_bytes,
+                  " bytes) does not decode to the ", out_bytes, " bytes expected (",
+                  got == kInflateNeedsMore  ? std::string("it decodes to more")
+                  : got == kInflateBad      ? std::string("its stream or checksum is invalid")
+                  : got == kInflateNoMemory ? std::string("out of memory")
+                                            : "it decodes to " + std::to_string(got),
                   "); the file may be truncated or corrupt");
 }
 
