@@ -24,8 +24,9 @@
 // both sides, where CUDA's log1pf and glibc's differed by an ulp).
 // Granularity: a call handles `chunk` consecutive coarse positions along the
 // last spatial axis. The CPU backend uses whole rows (index arithmetic paid
-// once per row; contiguous streams: kernels/fused_downsample_rows.h, which
-// derives from this functor), the GPU one position per thread
+// once per row; contiguous streams: kernels/fused_downsample_rows.h over
+// kernels/fused_downsample_segments.h, which derives from this functor),
+// the GPU one position per thread
 // (neighbouring threads touch neighbouring addresses -> coalesced).
 // Channels-last C = 4 data (CosmoFlow) has its own GPU traversals with
 // 16-byte loads and the same sums: fused_downsample_vec.h (one level) and

@@ -5,7 +5,7 @@
 // one translation unit per stored type (fused_downsample_cpu_*.cpp): the
 // flattened AVX2 row copies made the single TU take ~4 minutes to compile,
 // the longest step of a 16-core build. The variants no real data set runs
-// (FusedRowsCpu::block_runtime, the per-position fallbacks) stay out of
+// (FusedSegmentsCpu::block_runtime, the per-position fallbacks) stay out of
 // those copies: 273-366 -> 101-164 s per TU in a 2-core build.
 #pragma once
 

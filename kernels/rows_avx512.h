@@ -1,5 +1,5 @@
 // Hand-written AVX-512 pieces of the fused downsample's CPU rows
-// (kernels/fused_downsample_rows.h), for the loops g++ leaves far from memory
+// (kernels/fused_downsample_segments.h), for the loops g++ leaves far from memory
 // bandwidth. Each gives the bits of the loop it replaces: the same values
 // added (or, for 5, multiplied) in the same order, no contraction (tested
 // against the plain loops and the functors, tests/unit/
