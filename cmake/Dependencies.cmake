@@ -9,7 +9,8 @@ find_package(MPI REQUIRED COMPONENTS CXX)
 find_package(HDF5 REQUIRED COMPONENTS C)
 # libdeflate: gzip-compressed HDF5 chunks decoded by the loader's threads
 # (data/packed_chunks.h); 2-3x zlib's inflate on whole buffers. zlib: the
-# tests write such chunks with zlib's compress2 (HDF5's own deflate).
+# unit tests write such chunks with zlib's compress2, as HDF5's own filter
+# does (tests/CMakeLists.txt links it).
 find_package(ZLIB REQUIRED)
 find_path(LIBDEFLATE_INCLUDE_DIR libdeflate.h HINTS $ENV{LIBDEFLATE_ROOT} PATH_SUFFIXES include REQUIRED)
 find_library(LIBDEFLATE_LIBRARY deflate HINTS $ENV{LIBDEFLATE_ROOT} PATH_SUFFIXES lib lib64 REQUIRED)
@@ -28,7 +29,7 @@ pkg_check_modules(FFTW3F REQUIRED IMPORTED_TARGET fftw3f)
 add_library(mrmf_deps INTERFACE)
 add_library(mrmf::deps ALIAS mrmf_deps)
 target_link_libraries(mrmf_deps INTERFACE
-  OpenMP::OpenMP_CXX MPI::MPI_CXX ${HDF5_C_LIBRARIES} ZLIB::ZLIB yaml-cpp CLI11::CLI11
+  OpenMP::OpenMP_CXX MPI::MPI_CXX ${HDF5_C_LIBRARIES} yaml-cpp CLI11::CLI11
   fmt::fmt spdlog::spdlog nlohmann_json::nlohmann_json ${DNNL_LIBRARY} ${LIBDEFLATE_LIBRARY} PkgConfig::FFTW3F)
 target_include_directories(mrmf_deps INTERFACE ${HDF5_C_INCLUDE_DIRS} ${DNNL_INCLUDE_DIR} ${LIBDEFLATE_INCLUDE_DIR})
 # spdlog and fmt come from separate Debian packages: use the external fmt.

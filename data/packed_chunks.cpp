@@ -24,12 +24,14 @@ constexpr int64_t kInflateNeedsMore = -2;  // it decodes to more than `cap`
 constexpr int64_t kInflateNoMemory = -3;
 
 int64_t inflate_zlib(const void* src, int64_t src_bytes, void* out, int64_t cap) noexcept {
-  // One decompressor per thread (its ~10 KiB of tables built once; one must
-  // not be shared between threads). Freed when the thread ends.
+  // One decompressor per thread (~12 KiB, allocated once; one must not be
+  // shared between threads), freed when the thread ends. Allocated on first
+  // use, and again after a failed allocation.
   struct Free {
     void operator()(libdeflate_decompressor* d) const { libdeflate_free_decompressor(d); }
   };
-  thread_local std::unique_ptr<libdeflate_decompressor, Free> d(libdeflate_alloc_decompressor());
+  thread_local std::unique_ptr<libdeflate_decompressor, Free> d;
+  if (!d) d.reset(libdeflate_alloc_decompressor());
   if (!d) return kInflateNoMemory;
   size_t got = 0;
   switch (
@@ -44,12 +46,12 @@ int64_t inflate_zlib(const void* src, int64_t src_bytes, void* out, int64_t cap)
 // `out` (inflate_zlib).
 void inflate_exactly(const char* src, int64_t src_bytes, char* out, int64_t out_bytes, const std::string& what) {
   const int64_t got = inflate_zlib(src, src_bytes, out, out_bytes);
+  MRMF_CHECK(got != kInflateNoMemory, what, ": out of memory for a decompressor (libdeflate_alloc_decompressor)");
   MRMF_CHECK_KIND(Data, got == out_bytes, what, ": its gzip-compressed chunk (", src_bytes,
                   " bytes) does not decode to the ", out_bytes, " bytes expected (",
-                  got == kInflateNeedsMore  ? std::string("it decodes to more")
-                  : got == kInflateBad      ? std::string("its stream or checksum is invalid")
-                  : got == kInflateNoMemory ? std::string("out of memory")
-                                            : "it decodes to " + std::to_string(got),
+                  got == kInflateNeedsMore ? std::string("it decodes to more")
+                  : got == kInflateBad     ? std::string("its stream or checksum is invalid")
+                                           : "it decodes to " + std::to_string(got),
                   "); the file may be truncated or corrupt");
 }
 

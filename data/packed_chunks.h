@@ -54,9 +54,9 @@ struct ChunkGrid {
 // How chunks of `chunk_rows` rows along axis 0 meet the units (samples) of
 // `unit_rows` rows of a dataset of `rows` rows: each chunk within one unit
 // (or the dataset is a single unit), each holding the rows of whole units
-// (`units_per_chunk` of them, at least 2), or parts of two units -- the
-// layout that neither the loader's threads decode (H5File::packed_units)
-// nor HDF5 reads without decoding a neighbour's rows (layout_advice).
+// (`units_per_chunk` of them, at least 2), or parts of two units: the
+// layout H5File::packed_units refuses, and that layout_advice names where
+// the chunks are compressed or also split a sample along other axes.
 struct ChunkRows {
   enum Kind { InUnit, WholeUnits, PartsOfUnits } kind = InUnit;
   int64_t units_per_chunk = 1;

@@ -1,6 +1,6 @@
 // How samples lie in HDF5 files, and reading them without HDF5: each sample's
 // offset in contiguous or chunked datasets (unit_offsets), gzip (and shuffle)
-// chunks decoded with zlib (packed_units, decode_chunk), samples split over
+// chunks decoded with libdeflate (packed_units, decode_chunk), samples split over
 // several chunks put together (decode_unit), and the layouts that keep the
 // loaders on HDF5 named with the h5repack command that fixes them.
 #include <hdf5.h>
@@ -505,6 +505,8 @@ TEST_CASE("h5 formats: how chunks meet samples along axis 0 (chunk_rows)", "[dat
   CHECK(kind(64, 1, 1) == std::pair(K::InUnit, int64_t{1}));      // a sample per chunk
   CHECK(kind(64, 4, 2) == std::pair(K::InUnit, int64_t{1}));      // a sample over two chunks
   CHECK(kind(4, 4, 3) == std::pair(K::InUnit, int64_t{1}));       // one sample: its edge chunk is its own
+  CHECK(kind(4, 4, 8) == std::pair(K::InUnit, int64_t{1}));       // one sample in a chunk past it
+  CHECK(kind(64, 4, 4) == std::pair(K::InUnit, int64_t{1}));      // a sample of 4 rows per chunk
   CHECK(kind(64, 1, 2) == std::pair(K::WholeUnits, int64_t{2}));  // h5py's automatic chunks
   CHECK(kind(64, 2, 8) == std::pair(K::WholeUnits, int64_t{4}));
   CHECK(kind(3, 1, 4) == std::pair(K::WholeUnits, int64_t{4}));     // a chunk past the dataset's rows
