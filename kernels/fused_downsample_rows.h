@@ -4,7 +4,10 @@
 // plane along axis 0 (row_cpu()): levels read from the input run the
 // segment rows of kernels/fused_downsample_segments.h (direct_rows_cpu),
 // derived levels sum the rows of the level they average (derived_rows_cpu),
-// prefetching the next input plane meanwhile (InputLead).
+// prefetching the next input plane meanwhile (InputLead), and levels whose
+// outputs would overflow the accumulator run the functor's per-position
+// loops after a block's last plane (plain_level()). FusedRowsCpu derives
+// from FusedSegmentsCpu, which derives from the functor.
 #pragma once
 
 #if defined(__CUDACC__)

@@ -1,4 +1,4 @@
-// Fixtures shared by the HDF5 format tests (test_formats.cpp, test_h5_chunks.cpp).
+// Fixtures shared by the HDF5 format tests (test_formats.cpp, test_h5_chunks.cpp, test_h5_split_chunks.cpp).
 #pragma once
 
 #include <catch2/catch.hpp>
