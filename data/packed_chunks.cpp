@@ -104,9 +104,9 @@ void decode_chunk(const char* src, int64_t src_bytes, uint32_t skipped, bool shu
   unshuffle(staged.get(), out_bytes, elem_size, out);
 }
 
-ChunkRows chunk_rows(int64_t rows, int64_t unit_rows, int64_t chunk_rows) {
-  if (rows == unit_rows || unit_rows % chunk_rows == 0) return {};
-  if (chunk_rows % unit_rows == 0) return {ChunkRows::WholeUnits, chunk_rows / unit_rows};
+ChunkRows chunk_rows(int64_t rows, int64_t unit_rows, int64_t chunk0) {
+  if (rows == unit_rows || unit_rows % chunk0 == 0) return {};
+  if (chunk0 % unit_rows == 0) return {ChunkRows::WholeUnits, chunk0 / unit_rows};
   return {ChunkRows::PartsOfUnits, 1};
 }
 

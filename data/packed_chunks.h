@@ -51,7 +51,7 @@ struct ChunkGrid {
   int64_t units_per_chunk = 1;
   int64_t chunks_per_unit() const;
 };
-// How chunks of `chunk_rows` rows along axis 0 meet the units (samples) of
+// How chunks of `chunk0` rows along axis 0 meet the units (samples) of
 // `unit_rows` rows of a dataset of `rows` rows: each chunk within one unit
 // (or the dataset is a single unit), each holding the rows of whole units
 // (`units_per_chunk` of them, at least 2), or parts of two units: the
@@ -61,7 +61,7 @@ struct ChunkRows {
   enum Kind { InUnit, WholeUnits, PartsOfUnits } kind = InUnit;
   int64_t units_per_chunk = 1;
 };
-ChunkRows chunk_rows(int64_t rows, int64_t unit_rows, int64_t chunk_rows);
+ChunkRows chunk_rows(int64_t rows, int64_t unit_rows, int64_t chunk0);
 
 // The next index of a row-major walk over a grid of `count` per axis, in
 // place; false, back at all zeros, after the last.
