@@ -15,6 +15,7 @@
 #include "data/h5file.h"
 #include "data/packed_chunks.h"
 #include "support/format_fixtures.h"
+#include "support/temp_dir.h"
 
 namespace mrmf::test::h5chunks {
 
@@ -22,6 +23,11 @@ using data::PackedUnit;
 using data::PackedUnits;
 using data::StoredChunk;
 using formats::iota;
+
+// A folder of the tests' files, removed with it.
+struct TempDir : test::TempDir {
+  TempDir() : test::TempDir("mrmf_h5c") {}
+};
 
 // A [rows, 3, 4, 2] uint16 dataset "d" (iota values) through the HDF5 C API,
 // with chunks of `chunk` (empty: contiguous), the shuffle filter where
@@ -66,6 +72,12 @@ inline std::vector<char> stored_bytes(const std::string& path, const PackedUnit&
   in.read(b.data(), unit.bytes);
   REQUIRE(in);
   return b;
+}
+// The stored bytes of every unit of `p` in `path`, in order.
+inline std::vector<std::vector<char>> stored_units(const std::string& path, const PackedUnits& p) {
+  std::vector<std::vector<char>> stored;
+  for (const PackedUnit& u : p.units) stored.push_back(stored_bytes(path, u));
+  return stored;
 }
 // Chunk i of `p` for decode_unit, its stored bytes read into stored[i].
 inline StoredChunk stored_chunk(const PackedUnits& p, const std::vector<std::vector<char>>& stored, size_t i) {

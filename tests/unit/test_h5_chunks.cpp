@@ -26,12 +26,6 @@ using namespace mrmf::test::h5chunks;
 using Catch::Contains;
 
 namespace {
-struct TempDir : test::TempDir {
-  TempDir() : test::TempDir("mrmf_h5c") {}
-};
-}  // namespace
-
-namespace {
 
 // Whether the file's bytes at each of `offsets` are units of `per` rows of
 // "d" as HDF5 reads them (one offset per unit, all of them).

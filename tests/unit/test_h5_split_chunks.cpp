@@ -25,12 +25,6 @@ using namespace mrmf::test::formats;
 using namespace mrmf::test::h5chunks;
 using Catch::Contains;
 
-namespace {
-struct TempDir : test::TempDir {
-  TempDir() : test::TempDir("mrmf_h5c") {}
-};
-}  // namespace
-
 TEST_CASE("h5 formats: samples split over several chunks, compressed or not, put together without HDF5 (decode_unit)",
           "[data][h5]") {
   // Chunks that split a sample along any axis, partial ones at the far
@@ -80,8 +74,7 @@ TEST_CASE("h5 formats: samples split over several chunks, compressed or not, put
       CHECK(p.unit_shape == (chunk == unit ? std::vector<int64_t>{} : unit));  // a grid unless the unit is its chunk
       const ChunkGrid g{p.unit_shape, p.chunk_shape, p.units_per_chunk};
       if (!g.unit.empty()) CHECK(g.chunks_per_unit() == c.per_unit);
-      std::vector<std::vector<char>> stored;
-      for (const PackedUnit& u : p.units) stored.push_back(stored_bytes(path, u));
+      const std::vector<std::vector<char>> stored = stored_units(path, p);
       for (int64_t s = 0; s < c.total / c.rows; ++s) {
         const Tensor want = h.read_rows("d", s * c.rows, c.rows);
         std::vector<char> got(want.nbytes(), 0x7f);
@@ -154,8 +147,7 @@ TEST_CASE("h5 formats: samples split over several chunks, compressed or not, put
   write_u16_rows(split, 6, {1, 2, 2, 1}, 6, {{0, 6}});
   const PackedUnits p = H5File::open_read(split).packed_units("d", DType::U16, 1);
   REQUIRE(p.per_unit == 8);
-  std::vector<std::vector<char>> stored;
-  for (const PackedUnit& u : p.units) stored.push_back(stored_bytes(split, u));
+  std::vector<std::vector<char>> stored = stored_units(split, p);
   for (size_t b = 2; b < stored[3].size(); b += 3) stored[3][b] = static_cast<char>(stored[3][b] ^ 0x5a);
   std::vector<char> out(48);
   CHECK_THAT(data_error([&] {
@@ -172,8 +164,7 @@ TEST_CASE("h5 formats: samples split over several chunks, compressed or not, put
     write_u16_rows(plain, 6, {1, 2, 2, 1}, 0, {{0, 6}});
     const PackedUnits q = H5File::open_read(plain).packed_units("d", DType::U16, 1);
     REQUIRE(q.per_unit == 8);
-    std::vector<std::vector<char>> raw;
-    for (const PackedUnit& u : q.units) raw.push_back(stored_bytes(plain, u));
+    const std::vector<std::vector<char>> raw = stored_units(plain, q);
     CHECK_THAT(data_error([&] {
                  decode_unit(
                      {q.unit_shape, q.chunk_shape},
@@ -225,8 +216,7 @@ TEST_CASE("h5 formats: samples split over several chunks, compressed or not, put
     const PackedUnits q = h.packed_units("d", DType::U16, 1);
     REQUIRE(q.per_unit == 8);
     CHECK((q.units[1].skipped == 3u && q.units[2].skipped == 2u && q.units[3].skipped == 1u));
-    std::vector<std::vector<char>> stored;
-    for (const PackedUnit& u : q.units) stored.push_back(stored_bytes(path, u));
+    const std::vector<std::vector<char>> stored = stored_units(path, q);
     const Tensor want = h.read_rows("d", 0, 1);
     REQUIRE(want.data<uint16_t>()[1] == 1000);  // element (0, 0, 0, 1): chunk 1's first, as put there
     std::vector<char> got(48);
