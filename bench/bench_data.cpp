@@ -324,17 +324,23 @@ int main(int argc, char** argv) {
   // (geometric, mean 8: 2.6:1 at gzip level 4, near the 2.9:1 of `mrmf
   // datagen cosmoflow`'s counts), where inflating costs what it costs on
   // CosmoFlow's data: its epochs take ~5x the others' (0.6 s for a plain
-  // read on 2 cores), so it is timed at 1 I/O thread and the most only. A
-  // layout none of whose rows --case names is neither written nor timed.
+  // read on 2 cores), so it is timed at 1 I/O thread and the most only.
+  // "h5py chunks": those cubes in the chunks h5py picks for these files
+  // given compression="gzip" alone, (4, D/4, H/4, W/4, 2) for 16 cubes of
+  // 64^3 -- 128 chunks a sample, each holding 4 samples: through HDF5 until
+  // session 50 (more than 64 chunks a sample), since then mapped (the
+  // chunks located at set-up: chunks_worth_locating). A layout none of
+  // whose rows --case names is neither written nor timed.
   if (section("cf"))
     for (const auto& [what, opts] : {std::pair<const char*, data::WriteOptions>{"chunked", {1, 0}},
                                      {"gzip", {1, 4}},
                                      {"gzip counts", {1, 4}},
                                      {"gzip split", {0, 4, false, {1, side / 2, side / 2, side, 4}}},
                                      {"split", {0, 0, false, {1, side / 2, side / 2, side, 4}}},
-                                     {"gzip shared", {0, 4, false, {2, side / 2, side / 2, side, 4}}}}) {
+                                     {"gzip shared", {0, 4, false, {2, side / 2, side / 2, side, 4}}},
+                                     {"h5py chunks", {0, 4, false, {4, side / 4, side / 4, side / 4, 2}}}}) {
       const std::string w = what;
-      const bool of_counts = w == "gzip counts";
+      const bool of_counts = w == "gzip counts" || w == "h5py chunks";
       const std::vector<int> io_list = of_counts ? std::vector<int>{1, ios.back()} : ios;
       const auto name = [w](bool mapped, int io) {
         return std::string("loader") + (mapped ? ", mapped" : "") + ", " + w + " 3Dmap (io_threads " +

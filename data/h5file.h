@@ -98,7 +98,8 @@ struct PackedUnit {
 };
 struct PackedUnits {
   // Each unit's chunks, per_unit of them per unit in row-major order of
-  // their place in it (one: the unit is its chunk); empty: not stored so.
+  // their place in it (one: the unit is its chunk), listed once for each
+  // run of units_per_chunk units that share them; empty: not stored so.
   std::vector<PackedUnit> units;
   // The pipeline: shuffle (filter 0) before deflate, or deflate alone, or
   // none -- an unfiltered dataset, whose chunks' masks are then recorded as
@@ -109,9 +110,10 @@ struct PackedUnits {
   // data/packed_chunks.h, ChunkGrid).
   std::vector<int64_t> unit_shape, chunk_shape;
   // Units whose rows share each chunk along axis 0 (> 1: chunks of several
-  // samples, as h5py's automatic chunking makes them); unit u's rows start
-  // (u % units_per_chunk) * rows_per_unit rows into its chunks, which
-  // `units` lists again for each of them.
+  // samples, as h5py's automatic chunking makes them); unit u's chunks are
+  // units[(u / units_per_chunk) * per_unit ...] and its rows start
+  // (u % units_per_chunk) * rows_per_unit rows into them. (Listed once, not
+  // per unit: h5py's chunks of 128 cubes of 128^3 hold 16 cubes each.)
   int64_t units_per_chunk = 1;
 };
 
@@ -184,9 +186,11 @@ class H5File {
   // without a user block -- where a chunk holds rows of one unit (its row
   // count divides rows_per_unit, or the dataset is one unit) or the rows of
   // whole units (rows_per_unit divides its row count:
-  // PackedUnits::units_per_chunk), a unit lies in at most kMaxChunksPerUnit
-  // chunks, every chunk is allocated, and partial edge chunks are filtered
-  // too (HDF5's default; unfiltered: every chunk stored whole): where each
+  // PackedUnits::units_per_chunk), its chunks are few enough to locate
+  // (chunks_worth_locating in data/packed_chunks.h: HDF5 1.10 walks its
+  // index for each, so their cost grows as their count squared; and at
+  // most kMaxLocatedChunks), every chunk is allocated, and partial edge
+  // chunks are filtered too (HDF5's default; unfiltered: every chunk stored whole): where each
   // unit's chunks lie and which filters each skipped, for decoding them (or,
   // unfiltered, putting them together) without HDF5 on any thread
   // (data/packed_chunks.h). Empty units otherwise. Why: serial HDF5 inflates
@@ -195,7 +199,7 @@ class H5File {
   // compression="gzip" alone (its automatic chunk shape), and other writers
   // split a sample by channel or into sub-cubes (unfiltered too:
   // unit_offsets() takes only samples that are one run of bytes).
-  static constexpr int64_t kMaxChunksPerUnit = 64;  // more: a lookup per chunk at set-up, for every file
+  static constexpr int64_t kMaxLocatedChunks = int64_t{1} << 24;  // 24 bytes each in PackedUnits, 32 mapped
   // Compressed chunks of whole units larger than this (decoded) are refused:
   // each read of a unit inflates its whole chunk into a buffer of the
   // reading thread's.

@@ -2,6 +2,8 @@
 // contiguous or chunked, plain or compressed (H5File::unit_offsets and
 // H5File::packed_units). Split from h5file.cpp to keep each file about one
 // thing; the loaders map what these find (data/mapped_shard.cpp).
+#include <algorithm>
+
 #include "data/h5file.h"
 #include "data/packed_chunks.h"
 
@@ -104,30 +106,31 @@ PackedUnits H5File::packed_units(const std::string& dataset, DType dtype, int64_
   if (rows.kind == ChunkRows::PartsOfUnits) return {};
   p.units_per_chunk = rows.units_per_chunk;
   std::vector<int64_t> count(rank);  // chunks per unit along each axis
-  p.per_unit = 1;
+  double per_unit = 1;               // (counted in double: a sparse dataspace's counts may overflow)
   for (size_t i = 0; i < rank; ++i) {
     count[i] = (p.unit_shape[i] + p.chunk_shape[i] - 1) / p.chunk_shape[i];
-    if (count[i] > kMaxChunksPerUnit / p.per_unit) return {};  // before a lookup per chunk (and an overflow)
-    p.per_unit *= count[i];
+    per_unit *= static_cast<double>(count[i]);
   }
-  // Each chunk's place by its coordinates (an index lookup per chunk; by
-  // position, H5Dget_chunk_info walks the index from the start every time).
-  const int64_t units = dims[0] / rows_per_unit;
-  int64_t chunk_bytes = static_cast<int64_t>(dtype_size(dtype));  // stored so where unfiltered (edge chunks whole)
-  for (int64_t c : p.chunk_shape) chunk_bytes *= c;
+  // Chunks of whole units are listed once, for the first of their units
+  // (MappedShard::sample finds them for the others).
+  const int64_t units = dims[0] / rows_per_unit, groups = (units + p.units_per_chunk - 1) / p.units_per_chunk;
+  double chunk_bytes_d = static_cast<double>(dtype_size(dtype));  // stored so where unfiltered (edge chunks whole)
+  for (int64_t c : p.chunk_shape) chunk_bytes_d *= static_cast<double>(c);
+  const double chunks = per_unit * static_cast<double>(groups);
+  if (chunk_bytes_d > 9e15 || chunks > static_cast<double>(kMaxLocatedChunks) ||
+      !chunks_worth_locating(chunks, static_cast<int64_t>(chunk_bytes_d), std::min(p.units_per_chunk, units),
+                             !unfiltered))
+    return {};  // before a lookup per chunk (each walks HDF5's index: data/packed_chunks.h)
+  p.per_unit = static_cast<int64_t>(per_unit);
+  const int64_t chunk_bytes = static_cast<int64_t>(chunk_bytes_d);
   if (p.units_per_chunk > 1 && !unfiltered && chunk_bytes > max_shared_chunk_bytes)
     return {};  // (unfiltered: read in place)
+  // Each chunk's place by its coordinates (H5Dget_chunk_info, by
+  // position, would walk the index from the start as well).
   std::vector<int64_t> at(rank, 0);
   std::vector<hsize_t> coord(rank);
-  for (int64_t u = 0; u < units; ++u) {
-    if (u % p.units_per_chunk != 0) {  // the chunks of the unit before, which it shares
-      const size_t first = p.units.size() - static_cast<size_t>(p.per_unit);
-      for (int64_t k = 0; k < p.per_unit; ++k) {
-        const PackedUnit c = p.units[first + static_cast<size_t>(k)];  // a copy: push_back may reallocate
-        p.units.push_back(c);
-      }
-      continue;
-    }
+  p.units.reserve(static_cast<size_t>(groups * p.per_unit));
+  for (int64_t u = 0; u < units; u += p.units_per_chunk) {
     for (int64_t k = 0; k < p.per_unit; ++k) {
       for (size_t i = 0; i < rank; ++i) coord[i] = static_cast<hsize_t>(at[i] * p.chunk_shape[i]);
       coord[0] += static_cast<hsize_t>(u * rows_per_unit);

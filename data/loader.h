@@ -117,9 +117,11 @@ struct LoaderOptions {
   // unfiltered files whose chunks hold whole samples are mapped the same
   // way (H5File::unit_offsets). Files gzip-compressed (with or without
   // shuffle) a sample per chunk, and files, gzip-compressed or unfiltered,
-  // that split a sample over up to 64 chunks, each holding rows of that
-  // sample alone or the rows of whole samples (h5py's automatic chunks;
-  // such a chunk is inflated once for each of its samples), are mapped and
+  // that split a sample over chunks few enough to locate (HDF5 1.10 walks
+  // its index for each: chunks_worth_locating in data/packed_chunks.h),
+  // each holding rows of that sample alone or the rows of whole samples
+  // (h5py's automatic chunks; such a chunk is inflated once for each of
+  // its samples), are mapped and
   // each sample decoded or put together where the
   // batch is made on the host, by whichever thread makes it (on a GPU that
   // reduces on the device too, into the raw staging; H5File::packed_units,

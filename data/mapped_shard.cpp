@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -29,6 +30,12 @@ MapRequest map_request(const H5File& h, size_t file, const std::string& dataset,
 }
 
 namespace {
+// A count held in a double (exact below 2^53), as an integer.
+std::string count_text(double n) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.0f", n);
+  return b;
+}
 std::string joined(const std::vector<int64_t>& v, const char* sep) {
   std::string s;
   for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + std::to_string(v[i]);
@@ -57,19 +64,22 @@ std::string layout_advice(const H5File& h, const std::string& dataset, DType dty
   // loader decodes a chunk per sample: shared_chunks_notice()).
   const ChunkRows rows = chunk_rows(dims[0], r, c0);
   const bool shared = rows.kind == ChunkRows::PartsOfUnits;
-  bool inner = false;                               // a sample split along its own axes
-  int64_t spans = c0 < r ? (r + c0 - 1) / c0 : 1;   // chunks per sample (at least, where shared)
-  constexpr int64_t kMany = int64_t{1} << 40;       // kept from overflowing (a sparse dataspace's count)
+  bool inner = false;  // a sample split along its own axes
+  // The dataset's chunks, and a sample's (at least, where shared), counted
+  // in double: a sparse dataspace's counts may overflow.
+  double chunks = static_cast<double>((dims[0] + c0 - 1) / c0),
+         spans = c0 < r ? static_cast<double>((r + c0 - 1) / c0) : 1;
   for (size_t i = 1; i < dims.size(); ++i) {
     inner = inner || st.chunk[i] != dims[i];  // smaller, or past it (an extendible dataset's chunk)
-    const int64_t c = (dims[i] + st.chunk[i] - 1) / st.chunk[i];
-    spans = c > kMany / spans ? kMany : spans * c;
+    const double c = static_cast<double>((dims[i] + st.chunk[i] - 1) / st.chunk[i]);
+    chunks *= c;
+    spans *= c;
   }
   // The loaders take a sample that is one run of bytes in place
   // (H5File::unit_offsets: unfiltered, whole rows, so also from chunks of
-  // several samples), else from its chunks, up to kMaxChunksPerUnit of
-  // them, each decoded or (unfiltered) copied (H5File::packed_units; chunks
-  // of whole samples decoded once for each).
+  // several samples), else from its chunks where they are worth locating,
+  // each decoded or (unfiltered) copied (H5File::packed_units; chunks of
+  // whole samples decoded once for each).
   std::vector<std::string> why;
   if (shared && (!f.empty() || inner))
     why.push_back("a chunk holds rows of several samples (" + std::to_string(c0) + " rows a chunk, " +
@@ -78,15 +88,22 @@ std::string layout_advice(const H5File& h, const std::string& dataset, DType dty
   // dataset has) and the bytes it inflates to.
   const bool whole = rows.kind == ChunkRows::WholeUnits;
   const int64_t per_chunk = whole ? std::min(c0, dims[0]) / r : 1;
+  constexpr int64_t kMany = int64_t{1} << 40;  // kept from overflowing (a sparse dataspace's count)
   int64_t chunk_bytes = static_cast<int64_t>(dtype_size(dtype));
   for (int64_t c : st.chunk) chunk_bytes = c > kMany / chunk_bytes ? kMany : chunk_bytes * c;
   if (whole && !f.empty() && chunk_bytes > H5File::kMaxSharedChunkBytes)
     why.push_back("a chunk of " + std::to_string(per_chunk) + " samples inflates to " +
                   std::to_string(chunk_bytes >> 20) + " MiB, more than the " +
                   std::to_string(H5File::kMaxSharedChunkBytes >> 20) + " MiB the loader inflates for one");
-  if (!shared && spans > H5File::kMaxChunksPerUnit)  // (spans of chunks holding whole samples: the sample's)
-    why.push_back("a sample spans " + std::to_string(spans) + " chunks, more than the " +
-                  std::to_string(H5File::kMaxChunksPerUnit) + " the loader reads itself");
+  if (!shared && (chunks > static_cast<double>(H5File::kMaxLocatedChunks) ||
+                  !chunks_worth_locating(chunks, chunk_bytes, per_chunk, !f.empty()))) {
+    char cost[96];
+    std::snprintf(cost, sizeof cost, "%.3g s", chunk_lookup_seconds(chunks));
+    why.push_back("its " + count_text(chunks) + " chunks (" + count_text(spans) +
+                  " a sample) are more than the loader locates itself: HDF5 1.10 takes time proportional to their "
+                  "number to find each, ~" +
+                  cost + " for all, more than a read of the file through HDF5");
+  }
   bool shuffled = false;
   if (!ours) {
     std::string names;
@@ -160,8 +177,8 @@ MappedShard map_shard(const std::vector<std::string>& paths, const std::vector<M
       }
       log::debug(
           "{}: '{}' does not lie in the file itself as one unbroken run of little-endian data of its type per "
-          "sample, nor in chunks (unfiltered or gzip-compressed) of whole samples or of parts of one, up to 64 a "
-          "sample (other filters, chunks across samples, external, never written, or behind a user block): read "
+          "sample, nor in chunks (unfiltered or gzip-compressed) of whole samples or of parts of one, few enough to "
+          "locate (other filters, chunks across samples, external, never written, or behind a user block): read "
           "through HDF5",
           path, dataset);
       return {};

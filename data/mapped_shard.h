@@ -47,7 +47,8 @@ class MappedShard {
   std::vector<MappedFile> maps;
   // Per file index, its samples (empty outside the shard): a sample in
   // several chunks takes grids[file].chunks_per_unit() entries, its chunks
-  // in the grid's order.
+  // in the grid's order; samples sharing chunks (grids[file].units_per_chunk
+  // of them) share those entries.
   std::vector<std::vector<MappedSample>> samples;
   std::vector<ChunkGrid> grids;  // per file index; empty: a sample is one entry
   bool packed = false;           // whether any sample is in chunks to decode or put together
@@ -76,7 +77,7 @@ class MappedShard {
 
   bool empty() const { return samples.empty(); }
   const MappedSample& sample(size_t file, int64_t row) const {
-    return samples[file][static_cast<size_t>(row * per_sample(file))];
+    return samples[file][static_cast<size_t>(row / grids[file].units_per_chunk * per_sample(file))];
   }
   int64_t per_sample(size_t file) const { return grids[file].unit.empty() ? 1 : grids[file].chunks_per_unit(); }
   // Takes n of the process's `limit` mappings; false, taking none, when

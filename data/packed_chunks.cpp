@@ -110,6 +110,14 @@ ChunkRows chunk_rows(int64_t rows, int64_t unit_rows, int64_t chunk0) {
   return {ChunkRows::PartsOfUnits, 1};
 }
 
+bool chunks_worth_locating(double chunks, int64_t chunk_bytes, int64_t units_per_chunk, bool compressed) {
+  if (chunks <= static_cast<double>(kAlwaysLocatedChunks)) return true;
+  const double read_ns_per_byte = compressed ? 4.0 : 0.5;
+  const double hdf5_read_s =
+      1e-9 * read_ns_per_byte * static_cast<double>(chunk_bytes) * static_cast<double>(units_per_chunk) * chunks;
+  return chunk_lookup_seconds(chunks) <= hdf5_read_s;
+}
+
 int64_t ChunkGrid::chunks_per_unit() const {
   int64_t n = 1;
   for (size_t i = 0; i < unit.size(); ++i) n *= (unit[i] + chunk[i] - 1) / chunk[i];

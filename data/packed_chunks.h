@@ -63,6 +63,23 @@ struct ChunkRows {
 };
 ChunkRows chunk_rows(int64_t rows, int64_t unit_rows, int64_t chunk0);
 
+// Whether the loaders locate a dataset's `chunks` chunks themselves
+// (H5File::packed_units: one H5Dget_chunk_info_by_coord each) to decode
+// them on every thread, or leave the dataset to HDF5. Why a limit: HDF5
+// before 1.10.10 / 1.12.3 walks the chunk index for every lookup (the
+// HDF5 1.10.8 of Debian 12: 6-10 ns per chunk of the dataset per lookup,
+// measured on 4096 and 32768 chunks), so finding n chunks takes ~8 ns x
+// n^2 at every loader's set-up. They are located where that costs no
+// more than one read of the dataset through HDF5 would -- ~4 ns a byte
+// inflated (zlib, one thread), ~0.5 ns a byte gathered from unfiltered
+// chunks, and a chunk holding `units_per_chunk` samples decoded once for
+// each -- or where there are at most kAlwaysLocatedChunks (~0.13 s).
+// `chunk_bytes`: a chunk's size decoded.
+constexpr int64_t kAlwaysLocatedChunks = 4096;
+bool chunks_worth_locating(double chunks, int64_t chunk_bytes, int64_t units_per_chunk, bool compressed);
+// The estimate above for `chunks` lookups, in seconds (for telling a user).
+inline double chunk_lookup_seconds(double chunks) { return 8e-9 * chunks * chunks; }
+
 // The next index of a row-major walk over a grid of `count` per axis, in
 // place; false, back at all zeros, after the last.
 inline bool next_in_grid(std::vector<int64_t>& at, const std::vector<int64_t>& count) {
