@@ -199,7 +199,7 @@ class H5File {
   // compression="gzip" alone (its automatic chunk shape), and other writers
   // split a sample by channel or into sub-cubes (unfiltered too:
   // unit_offsets() takes only samples that are one run of bytes).
-  static constexpr int64_t kMaxLocatedChunks = int64_t{1} << 24;  // 24 bytes each in PackedUnits, 32 mapped
+  static constexpr int64_t kMaxLocatedChunks = int64_t{1} << 24;  // 24 bytes each in PackedUnits, 24 mapped
   // Compressed chunks of whole units larger than this (decoded) are refused:
   // each read of a unit inflates its whole chunk into a buffer of the
   // reading thread's.
@@ -257,7 +257,7 @@ class H5File {
     int64_t addr, bytes;
     uint32_t skipped;
   };
-  std::vector<ChunkPlace> row_chunks(hid_t d, hid_t dcpl, const std::vector<int64_t>& dims,
+  std::vector<ChunkPlace> row_chunks(hid_t d, hid_t dcpl, const std::vector<int64_t>& dims, int64_t row_bytes,
                                      int64_t* rows_per_chunk) const;
   std::string path_;
   H5FileId file_;

@@ -17,7 +17,7 @@ std::vector<int64_t> H5File::unit_dims(const std::string& dataset, int64_t rows_
 }
 
 std::vector<H5File::ChunkPlace> H5File::row_chunks(hid_t d, hid_t dcpl, const std::vector<int64_t>& dims,
-                                                   int64_t* rows_per_chunk) const {
+                                                   int64_t row_bytes, int64_t* rows_per_chunk) const {
   if (dims.empty() || H5Pget_layout(dcpl) != H5D_CHUNKED) return {};
   const int rank = static_cast<int>(dims.size());
   std::vector<hsize_t> chunk(dims.size());
@@ -26,9 +26,13 @@ std::vector<H5File::ChunkPlace> H5File::row_chunks(hid_t d, hid_t dcpl, const st
     if (static_cast<int64_t>(chunk[static_cast<size_t>(i)]) != dims[static_cast<size_t>(i)]) return {};
   const int64_t k = static_cast<int64_t>(chunk[0]);
   *rows_per_chunk = k;
-  // Each chunk's place by its coordinates (an index lookup per chunk; by
-  // position, H5Dget_chunk_info walks the index from the start every time).
-  std::vector<ChunkPlace> places(static_cast<size_t>((dims[0] + k - 1) / k));
+  // Each chunk's place by its coordinates: a lookup per chunk, each walking
+  // HDF5's index, so only where they are worth it (data/packed_chunks.h).
+  const int64_t n = (dims[0] + k - 1) / k;
+  if (static_cast<double>(n) > static_cast<double>(kMaxLocatedChunks) ||
+      !chunks_worth_locating(static_cast<double>(n), k * row_bytes, 1, false))
+    return {};
+  std::vector<ChunkPlace> places(static_cast<size_t>(n));
   std::vector<hsize_t> coord(dims.size(), 0);
   for (size_t c = 0; c < places.size(); ++c) {
     coord[0] = static_cast<hsize_t>(c) * static_cast<hsize_t>(k);
@@ -61,7 +65,7 @@ std::vector<int64_t> H5File::unit_offsets(const std::string& dataset, DType dtyp
   H5PlistId dcpl(MRMF_H5_CHECK(H5Dget_create_plist(d.get())));
   if (H5Pget_nfilters(dcpl.get()) != 0 || !stored_as(d.get(), dtype)) return {};
   int64_t k = 0;
-  const std::vector<ChunkPlace> chunks = row_chunks(d.get(), dcpl.get(), dims, &k);
+  const std::vector<ChunkPlace> chunks = row_chunks(d.get(), dcpl.get(), dims, row_bytes, &k);
   if (chunks.empty()) return {};
   for (const ChunkPlace& c : chunks)
     if (c.bytes != k * row_bytes) return {};  // not stored whole
@@ -114,6 +118,7 @@ PackedUnits H5File::packed_units(const std::string& dataset, DType dtype, int64_
   // Chunks of whole units are listed once, for the first of their units
   // (MappedShard::sample finds them for the others).
   const int64_t units = dims[0] / rows_per_unit, groups = (units + p.units_per_chunk - 1) / p.units_per_chunk;
+  if (units == 0) return {};                                      // (nothing to read; and per_unit unchecked below)
   double chunk_bytes_d = static_cast<double>(dtype_size(dtype));  // stored so where unfiltered (edge chunks whole)
   for (int64_t c : p.chunk_shape) chunk_bytes_d *= static_cast<double>(c);
   const double chunks = per_unit * static_cast<double>(groups);

@@ -124,8 +124,15 @@ std::string layout_advice(const H5File& h, const std::string& dataset, DType dty
   for (const std::string& w : why) reasons += (reasons.empty() ? "" : "; ") + w;
   std::vector<int64_t> per_sample = dims;
   per_sample[0] = r;
-  std::string fix = "-l " + dataset + (f.empty() ? ":CONTI" : ":CHUNK=" + joined(per_sample, "x"));
-  if (!ours) fix += (shuffled ? " -f " + dataset + ":SHUF" : "") + " -f " + dataset + ":GZIP=4";
+  // The rewrite: a sample per chunk, compressed with gzip where the file is
+  // compressed -- unless even those chunks would be too many to locate (many
+  // small samples), or the file is not compressed: then contiguous (which
+  // h5repack writes unfiltered), read in place.
+  int64_t sample_bytes = static_cast<int64_t>(dtype_size(dtype));
+  for (int64_t c : per_sample) sample_bytes = c > kMany / sample_bytes ? kMany : sample_bytes * c;
+  const bool conti = f.empty() || !chunks_worth_locating(static_cast<double>(dims[0] / r), sample_bytes, 1, true);
+  std::string fix = "-l " + dataset + (conti ? ":CONTI" : ":CHUNK=" + joined(per_sample, "x"));
+  if (!ours && !conti) fix += (shuffled ? " -f " + dataset + ":SHUF" : "") + " -f " + dataset + ":GZIP=4";
   return h.path() + ": '" + dataset + "' is stored in chunks of " + joined(st.chunk, "x") +
          (f.empty() ? ""
           : ours    ? " (compressed)"
@@ -135,6 +142,7 @@ std::string layout_advice(const H5File& h, const std::string& dataset, DType dty
          "every epoch whose samples its cache does not hold). `h5repack " +
          fix + " IN.h5 OUT.h5` rewrites a file so that the threads making a batch on the host " +
          (f.empty() ? "read its samples in place"
+          : conti   ? "read its samples in place, uncompressed (in a chunk each, they would be too many to locate)"
                     : std::string("decode its samples") + (ours       ? ""
                                                            : shuffled ? " (its filters replaced by shuffle and gzip)"
                                                                       : " (its filters replaced by gzip)")) +
@@ -201,6 +209,10 @@ MappedShard map_shard(const std::vector<std::string>& paths, const std::vector<M
     for (int64_t off : r.offsets) at.push_back({place(off, sample_bytes), sample_bytes});
     for (const PackedUnit& u : r.packed.units)
       at.push_back({place(u.offset, u.bytes), u.bytes, u.skipped, true, r.packed.shuffle});
+    // (A sample that is its own chunk is never shared: MappedShard::sample
+    // counts entries by the grid's units_per_chunk.)
+    MRMF_CHECK(!r.packed.unit_shape.empty() || r.packed.units_per_chunk == 1, path, ": '", dataset,
+               "' in chunks shared by ", r.packed.units_per_chunk, " samples without a chunk grid");
     if (!r.packed.unit_shape.empty())
       m.grids[r.file] = {r.packed.unit_shape, r.packed.chunk_shape, r.packed.units_per_chunk};
     m.packed = m.packed || !r.packed.units.empty();

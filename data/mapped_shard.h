@@ -123,19 +123,19 @@ std::string shared_chunks_notice(const std::string& path, const std::string& dat
 // the loaders can neither map nor decode themselves: whether its chunk
 // shape or its filters are the reason -- a chunk holding rows of parts of
 // two samples (compressed, or unfiltered and splitting them), a chunk of
-// whole samples too large to inflate for one (kMaxSharedChunkBytes), a
-// sample in more chunks than the loaders put together, a filter only HDF5
-// decodes; and, beside another reason, compressed chunks of whole samples
-// (HDF5's cost) -- and the h5repack command (hdf5-tools) that rewrites such
-// a file so that they can.
+// whole samples too large to inflate for one (kMaxSharedChunkBytes), more
+// chunks than are worth locating (chunks_worth_locating), a filter only
+// HDF5 decodes; and, beside another reason, compressed chunks of whole
+// samples (HDF5's cost) -- and the h5repack command (hdf5-tools) that
+// rewrites such a file so that they can: a sample per chunk, or contiguous
+// where the file is unfiltered or a chunk per sample would itself be too
+// many chunks.
 // Empty where rewriting the chunks would not help: not chunked; chunked as
 // the loaders take it (so a chunk never written); another type, byte
 // order or a user block (h5repack keeps them); a row count that is not a
 // multiple of rows_per_sample; unfiltered chunks of whole rows holding
 // rows of several samples (so not stored back to back). Asked only about
-// files the loaders did not map (map_shard()): a sample in more than 64
-// unfiltered chunks of whole rows, stored back to back, is mapped, and
-// advised here all the same. Why: such files stay correct
+// files the loaders did not map (map_shard()). Why: such files stay correct
 // through HDF5 but are read on one thread, and a user with compressed
 // files from h5py's automatic chunking (chunks that split a sample, often
 // holding rows of several) would not otherwise learn why the loader is

@@ -112,10 +112,10 @@ ChunkRows chunk_rows(int64_t rows, int64_t unit_rows, int64_t chunk0) {
 
 bool chunks_worth_locating(double chunks, int64_t chunk_bytes, int64_t units_per_chunk, bool compressed) {
   if (chunks <= static_cast<double>(kAlwaysLocatedChunks)) return true;
-  const double read_ns_per_byte = compressed ? 4.0 : 0.5;
-  const double hdf5_read_s =
-      1e-9 * read_ns_per_byte * static_cast<double>(chunk_bytes) * static_cast<double>(units_per_chunk) * chunks;
-  return chunk_lookup_seconds(chunks) <= hdf5_read_s;
+  // n^2 x 8 ns <= n x bytes x units x (4 or 0.5) ns, i.e. 16 n <= bytes x
+  // units x (8 or 1): whole numbers, exact in double below 2^53.
+  return 16 * chunks <=
+         static_cast<double>(chunk_bytes) * static_cast<double>(units_per_chunk) * (compressed ? 8.0 : 1.0);
 }
 
 int64_t ChunkGrid::chunks_per_unit() const {

@@ -65,11 +65,13 @@ ChunkRows chunk_rows(int64_t rows, int64_t unit_rows, int64_t chunk0);
 
 // Whether the loaders locate a dataset's `chunks` chunks themselves
 // (H5File::packed_units: one H5Dget_chunk_info_by_coord each) to decode
-// them on every thread, or leave the dataset to HDF5. Why a limit: HDF5
-// before 1.10.10 / 1.12.3 walks the chunk index for every lookup (the
-// HDF5 1.10.8 of Debian 12: 6-10 ns per chunk of the dataset per lookup,
-// measured on 4096 and 32768 chunks), so finding n chunks takes ~8 ns x
-// n^2 at every loader's set-up. They are located where that costs no
+// them on every thread, or leave the dataset to HDF5. Why a limit: HDF5's
+// H5Dget_chunk_info_by_coord walks the chunk index until it meets the
+// chunk (1.10.8, Debian 12's: 6-10 ns per chunk of the dataset per lookup,
+// measured on 4096, 16384 and 32768 chunks; 1.14's source walks it too,
+// where H5Dchunk_iter -- 1.12.3 and later, not in 1.10.8 -- would list
+// them all in one walk), so finding n chunks takes ~8 ns x n^2 at every
+// loader's set-up (2.1 s for 16384). They are located where that costs no
 // more than one read of the dataset through HDF5 would -- ~4 ns a byte
 // inflated (zlib, one thread), ~0.5 ns a byte gathered from unfiltered
 // chunks, and a chunk holding `units_per_chunk` samples decoded once for

@@ -248,3 +248,22 @@ TEST_CASE("h5 formats: how chunks meet samples along axis 0 (chunk_rows)", "[dat
   CHECK(kind(64, 2, 3) == std::pair(K::PartsOfUnits, int64_t{1}));  // rows of two samples, neither whole
   CHECK(kind(64, 4, 6) == std::pair(K::PartsOfUnits, int64_t{1}));
 }
+
+TEST_CASE("h5 formats: which chunk counts are worth locating (chunks_worth_locating)", "[data][h5]") {
+  // Up to 4096 chunks always; past that where n^2 x 8 ns <= n x bytes x
+  // samples a chunk x 4 ns (compressed) or 0.5 ns (unfiltered): 2n <= bytes
+  // x samples, or 16n <= bytes x samples. Each boundary from both sides.
+  CHECK(chunks_worth_locating(4096, 1, 1, true));
+  CHECK(chunks_worth_locating(4096, 1, 1, false));
+  CHECK(chunks_worth_locating(4097, 8194, 1, true));
+  CHECK_FALSE(chunks_worth_locating(4097, 8193, 1, true));
+  CHECK(chunks_worth_locating(4097, 65552, 1, false));
+  CHECK_FALSE(chunks_worth_locating(4097, 65551, 1, false));
+  CHECK(chunks_worth_locating(4097, 4097, 2, true));  // a chunk of two samples: inflated by HDF5 for each
+  CHECK_FALSE(chunks_worth_locating(4097, 4096, 2, true));
+  // h5py's automatic chunks of 128 cubes of 128^3 (16384 chunks of 16
+  // cubes, 128 KiB); 32768 chunks of 8 KiB of one sample each (10 s).
+  CHECK(chunks_worth_locating(16384, 16 * 16 * 16 * 16 * 2, 16, true));
+  CHECK_FALSE(chunks_worth_locating(32768, 8 << 10, 1, true));
+  CHECK(chunk_lookup_seconds(16384) == Approx(2.147).epsilon(0.001));
+}

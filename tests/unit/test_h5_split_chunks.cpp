@@ -49,14 +49,15 @@ TEST_CASE("h5 formats: samples split over several chunks, compressed or not, put
                                            {{2, 3, 4, 2}, 2, 1},     // a sample per chunk
                                            {{3, 3, 4, 2}, 4, 2, 4},  // LBANN-like, one sample: 3 rows + 1
                                            {{4, 2, 4, 2}, 4, 2, 4},
-                                           {{1, 3, 8, 2}, 1, 1, 6, true},       // one chunk, larger than the sample
-                                           {{8, 2, 4, 2}, 4, 2, 4, true},       // one sample, chunks of 8 rows
-                                           {{2, 3, 4, 2}, 1, 1, 6, false, 2},   // two samples a chunk
-                                           {{2, 3, 2, 2}, 1, 2, 6, false, 2},   // and split along axis 2
-                                           {{2, 2, 4, 2}, 1, 2, 6, false, 2},   // or along axis 1, partial
-                                           {{4, 2, 4, 1}, 1, 4, 6, false, 4},   // four, the last chunk partial
-                                           {{4, 3, 4, 2}, 2, 1, 6, false, 2},   // two samples of two rows
-                                           {{6, 3, 4, 2}, 2, 1, 6, false, 3}})  // three in the one chunk
+                                           {{1, 3, 8, 2}, 1, 1, 6, true},      // one chunk, larger than the sample
+                                           {{8, 2, 4, 2}, 4, 2, 4, true},      // one sample, chunks of 8 rows
+                                           {{2, 3, 4, 2}, 1, 1, 6, false, 2},  // two samples a chunk
+                                           {{2, 3, 2, 2}, 1, 2, 6, false, 2},  // and split along axis 2
+                                           {{2, 2, 4, 2}, 1, 2, 6, false, 2},  // or along axis 1, partial
+                                           {{4, 2, 4, 1}, 1, 4, 6, false, 4},  // four, the last chunk partial
+                                           {{4, 3, 4, 2}, 2, 1, 6, false, 2},  // two samples of two rows
+                                           {{6, 3, 4, 2}, 2, 1, 6, false, 3},  // three in the one chunk
+                                           {{8, 3, 4, 2}, 1, 1, 6, true, 8}})  // six in one past the rows
     for (const auto& [deflate, shuffle] : {std::pair<unsigned, bool>{6, false}, {6, true}, {0, false}}) {
       INFO("chunk " << c.chunk[0] << "x" << c.chunk[1] << "x" << c.chunk[2] << "x" << c.chunk[3] << ", rows " << c.rows
                     << ", deflate " << deflate << ", shuffle " << shuffle);
@@ -385,7 +386,7 @@ TEST_CASE("h5 formats: chunks or filters that keep the loaders on HDF5 are named
     INFO("deflate " << level << ", shared " << shared);
     const std::string path = tmp / ("tiny" + std::to_string(level) + std::to_string(shared) + ".h5");
     H5File f = H5File::create(path);
-    const int64_t n = shared ? 4 : 2, side = shared ? 34 : 48;  // 4 x 34 x 34 / 2 = 2312 chunks shared
+    const int64_t n = shared ? 4 : 2, side = shared ? 34 : 48;  // shared: 4 / 2 x 34 x 68 = 4624 chunks
     f.write("d", iota({n, side, shared ? 68 : 48, 1, 1}, DType::U16, 3.f),
             WriteOptions{0, level, false, {shared ? 2 : 1, 1, 1, 1, 1}});
     f.close();
@@ -399,6 +400,24 @@ TEST_CASE("h5 formats: chunks or filters that keep the loaders on HDF5 are named
                            Contains(level ? "-l d:CHUNK=1x" : "-l d:CONTI IN.h5"));
     if (shared) CHECK_THAT(advice, Contains("a chunk holds the rows of 2 samples, all of which HDF5 decodes"));
     check_fix(path, advice, 1, level > 0);
+  }
+  // Many small samples a chunk each (4200 of 4 bytes): too many chunks to
+  // locate, compressed or not; a chunk per sample would be as many, so the
+  // advice is contiguous (read in place), not the layout the file has.
+  for (int level : {1, 0}) {
+    INFO("deflate " << level);
+    const std::string path = tmp / ("small" + std::to_string(level) + ".h5");
+    H5File f = H5File::create(path);
+    f.write("d", iota({4200, 2}, DType::U16, 3.f), WriteOptions{1, level});
+    f.close();
+    const H5File h = H5File::open_read(path);
+    CHECK(h.unit_offsets("d", DType::U16, 1).empty());  // unfiltered: not located either (~0.14 s)
+    CHECK(h.packed_units("d", DType::U16, 1).units.empty());
+    const std::string advice = data::detail::layout_advice(h, "d", DType::U16, 1);
+    CHECK_THAT(advice, Contains("its 4200 chunks (1 a sample) are more than the loader locates itself") &&
+                           Contains("`h5repack -l d:CONTI IN.h5 OUT.h5`") && !Contains("CHUNK="));
+    if (level) CHECK_THAT(advice, Contains("read its samples in place, uncompressed (in a chunk each, they would be"));
+    check_fix(path, advice, 1, false);
   }
   // Not what rewriting the chunks would change: a chunk never written;
   // another byte order (h5repack keeps it), or another type; a row count

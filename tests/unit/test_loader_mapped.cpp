@@ -68,8 +68,8 @@ TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", 
   // same batches.
   Tmp d;
   write_cf(d / "contig", 2, 4, 4);
-  for (const char* dir :
-       {"chunked", "chunked3", "gzip", "gzip_shuffle", "gzip2", "gzip_split", "split", "split2", "h5py_auto"})
+  for (const char* dir : {"chunked", "chunked3", "gzip", "gzip_shuffle", "gzip2", "gzip_split", "split", "split2",
+                          "h5py_auto", "h5py_auto3"})
     fs::create_directories(d / dir);
   fs::create_directories(d / "float");
   fs::create_directories(d / "int16");
@@ -90,7 +90,8 @@ TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", 
                                     {"split2", {0, 0, false, {2, 2, 4, 4, 4}}},      // and two samples a chunk
                                     // h5py's automatic kind: two samples a chunk, 128 chunks a sample
                                     // (more than the 64 the loaders took until session 50)
-                                    {"h5py_auto", {0, 1, false, {2, 1, 1, 2, 1}}}}) {
+                                    {"h5py_auto", {0, 1, false, {2, 1, 1, 2, 1}}},
+                                    {"h5py_auto3", {0, 1, false, {3, 1, 1, 2, 1}}}}) {  // 3 + 1 samples
       H5File g = H5File::create((d / dir) + "/" + name);
       g.write("3Dmap", x, opts);
       g.write("unitPar", y);
@@ -126,6 +127,9 @@ TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", 
   fs::create_directories(d / "mixed_split");  // a sample an entry, and four entries a sample
   fs::copy_file(d / "contig/c00.h5", d / "mixed_split/c00.h5");
   fs::copy_file(d / "gzip_split/c01.h5", d / "mixed_split/c01.h5");
+  fs::create_directories(d / "mixed_auto");  // a sample an entry, and chunk entries shared by two samples
+  fs::copy_file(d / "contig/c00.h5", d / "mixed_auto/c00.h5");
+  fs::copy_file(d / "h5py_auto/c01.h5", d / "mixed_auto/c01.h5");
   const H5File contig = H5File::open_read(d / "contig/c00.h5");
   CHECK(contig.contiguous_offset("3Dmap", DType::U16) > 0);
   CHECK(contig.contiguous_offset("3Dmap", DType::I16) == -1);  // another type
@@ -141,8 +145,9 @@ TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", 
 
   std::vector<Tensor> want;
   std::vector<int64_t> want_ids;
-  for (const char* dir : {"contig", "chunked", "chunked3", "gzip", "gzip_shuffle", "gzip2", "gzip_split", "split",
-                          "split2", "h5py_auto", "float", "int16", "bigendian", "mixed", "mixed_gzip", "mixed_split"})
+  for (const char* dir :
+       {"contig", "chunked", "chunked3", "gzip", "gzip_shuffle", "gzip2", "gzip_split", "split", "split2", "h5py_auto",
+        "h5py_auto3", "float", "int16", "bigendian", "mixed", "mixed_gzip", "mixed_split", "mixed_auto"})
     for (bool map : {true, false})
       for (int io : {1, 3})
         for (int64_t chunk_bytes : {int64_t{1}, int64_t{1} << 30}) {  // a sample per chunk: threads decode at once
@@ -157,14 +162,14 @@ TEST_CASE("loader: CosmoFlow files mapped into memory, and those that are not", 
           const bool mappable = name != "bigendian";
           // Compressed chunks of two samples: the loader says once what they
           // cost, with the h5repack command that stores a sample per chunk.
-          const bool noticed = map && (name == "gzip2" || name == "h5py_auto");
+          const bool noticed = map && (name == "gzip2" || name == "h5py_auto" || name == "mixed_auto");
           CHECK(log.count("each holding 2 samples: the loader's threads inflate a whole chunk to read each of its "
                           "samples, 2 times the work of a sample per chunk. `h5repack -l 3Dmap:CHUNK=1x4x4x4x4 IN.h5 "
                           "OUT.h5`") == (noticed ? 1 : 0));
           CHECK(log.count("a chunk holds rows of several samples") == 0);
           const bool decoded = name == "gzip" || name == "gzip_shuffle" || name == "gzip2" || name == "gzip_split" ||
-                               name == "split" || name == "split2" || name == "h5py_auto" || name == "mixed_gzip" ||
-                               name == "mixed_split";
+                               name == "split" || name == "split2" || name == "h5py_auto" || name == "h5py_auto3" ||
+                               name == "mixed_gzip" || name == "mixed_split" || name == "mixed_auto";
           CHECK((chunks > 0) == (map && mappable));
           CHECK(L->caching() == (map && mappable && !decoded));
           if (want.empty()) {
