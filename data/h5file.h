@@ -188,8 +188,8 @@ class H5File {
   // whole units (rows_per_unit divides its row count:
   // PackedUnits::units_per_chunk), its chunks are few enough to locate
   // (chunks_worth_locating in data/packed_chunks.h: HDF5 1.10 walks its
-  // index for each, so their cost grows as their count squared; and at
-  // most kMaxLocatedChunks), every chunk is allocated, and partial edge
+  // index for each, so their cost grows as their count squared; count_chunks),
+  // every chunk is allocated, and partial edge
   // chunks are filtered too (HDF5's default; unfiltered: every chunk stored whole): where each
   // unit's chunks lie and which filters each skipped, for decoding them (or,
   // unfiltered, putting them together) without HDF5 on any thread
@@ -199,7 +199,6 @@ class H5File {
   // compression="gzip" alone (its automatic chunk shape), and other writers
   // split a sample by channel or into sub-cubes (unfiltered too:
   // unit_offsets() takes only samples that are one run of bytes).
-  static constexpr int64_t kMaxLocatedChunks = int64_t{1} << 24;  // 24 bytes each in PackedUnits, 24 mapped
   // Compressed chunks of whole units larger than this (decoded) are refused:
   // each read of a unit inflates its whole chunk into a buffer of the
   // reading thread's.

@@ -29,9 +29,7 @@ std::vector<H5File::ChunkPlace> H5File::row_chunks(hid_t d, hid_t dcpl, const st
   // Each chunk's place by its coordinates: a lookup per chunk, each walking
   // HDF5's index, so only where they are worth it (data/packed_chunks.h).
   const int64_t n = (dims[0] + k - 1) / k;
-  if (static_cast<double>(n) > static_cast<double>(kMaxLocatedChunks) ||
-      !chunks_worth_locating(static_cast<double>(n), k * row_bytes, 1, false))
-    return {};
+  if (n > kMaxLocatedChunks || !chunks_worth_locating(static_cast<double>(n), k * row_bytes, 1, false)) return {};
   std::vector<ChunkPlace> places(static_cast<size_t>(n));
   std::vector<hsize_t> coord(dims.size(), 0);
   for (size_t c = 0; c < places.size(); ++c) {
@@ -105,29 +103,18 @@ PackedUnits H5File::packed_units(const std::string& dataset, DType dtype, int64_
   p.unit_shape = dims;
   p.unit_shape[0] = rows_per_unit;
   // A chunk holds rows of one unit (one unit: LBANN's `full`), or the rows
-  // of whole units, which then share it.
-  const ChunkRows rows = chunk_rows(dims[0], rows_per_unit, p.chunk_shape[0]);
-  if (rows.kind == ChunkRows::PartsOfUnits) return {};
-  p.units_per_chunk = rows.units_per_chunk;
+  // of whole units, which then share it; and there are few enough chunks
+  // to locate (a lookup each, each walking HDF5's index).
+  const ChunkCount n = count_chunks(dims, st.chunk, rows_per_unit, static_cast<int64_t>(dtype_size(dtype)));
+  if (!n.worth_locating(!unfiltered)) return {};
+  p.units_per_chunk = n.rows.units_per_chunk;
+  p.per_unit = static_cast<int64_t>(n.per_unit);
+  const int64_t chunk_bytes = static_cast<int64_t>(n.chunk_bytes);  // stored so where unfiltered (edge chunks whole)
   std::vector<int64_t> count(rank);  // chunks per unit along each axis
-  double per_unit = 1;               // (counted in double: a sparse dataspace's counts may overflow)
-  for (size_t i = 0; i < rank; ++i) {
-    count[i] = (p.unit_shape[i] + p.chunk_shape[i] - 1) / p.chunk_shape[i];
-    per_unit *= static_cast<double>(count[i]);
-  }
+  for (size_t i = 0; i < rank; ++i) count[i] = (p.unit_shape[i] + p.chunk_shape[i] - 1) / p.chunk_shape[i];
   // Chunks of whole units are listed once, for the first of their units
   // (MappedShard::sample finds them for the others).
   const int64_t units = dims[0] / rows_per_unit, groups = (units + p.units_per_chunk - 1) / p.units_per_chunk;
-  if (units == 0) return {};                                      // (nothing to read; and per_unit unchecked below)
-  double chunk_bytes_d = static_cast<double>(dtype_size(dtype));  // stored so where unfiltered (edge chunks whole)
-  for (int64_t c : p.chunk_shape) chunk_bytes_d *= static_cast<double>(c);
-  const double chunks = per_unit * static_cast<double>(groups);
-  if (chunk_bytes_d > 9e15 || chunks > static_cast<double>(kMaxLocatedChunks) ||
-      !chunks_worth_locating(chunks, static_cast<int64_t>(chunk_bytes_d), std::min(p.units_per_chunk, units),
-                             !unfiltered))
-    return {};  // before a lookup per chunk (each walks HDF5's index: data/packed_chunks.h)
-  p.per_unit = static_cast<int64_t>(per_unit);
-  const int64_t chunk_bytes = static_cast<int64_t>(chunk_bytes_d);
   if (p.units_per_chunk > 1 && !unfiltered && chunk_bytes > max_shared_chunk_bytes)
     return {};  // (unfiltered: read in place)
   // Each chunk's place by its coordinates (H5Dget_chunk_info, by

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -60,21 +61,12 @@ std::string layout_advice(const H5File& h, const std::string& dataset, DType dty
   const auto& f = st.filters;
   const bool ours = f.empty() || H5File::deflate_pipeline(f);  // filters the loaders undo themselves
   const int64_t c0 = st.chunk[0];
+  const ChunkCount n = count_chunks(dims, st.chunk, r, static_cast<int64_t>(dtype_size(dtype)));
   // A chunk holds rows of two samples, but not whole ones (those the
   // loader decodes a chunk per sample: shared_chunks_notice()).
-  const ChunkRows rows = chunk_rows(dims[0], r, c0);
-  const bool shared = rows.kind == ChunkRows::PartsOfUnits;
-  bool inner = false;  // a sample split along its own axes
-  // The dataset's chunks, and a sample's (at least, where shared), counted
-  // in double: a sparse dataspace's counts may overflow.
-  double chunks = static_cast<double>((dims[0] + c0 - 1) / c0),
-         spans = c0 < r ? static_cast<double>((r + c0 - 1) / c0) : 1;
-  for (size_t i = 1; i < dims.size(); ++i) {
-    inner = inner || st.chunk[i] != dims[i];  // smaller, or past it (an extendible dataset's chunk)
-    const double c = static_cast<double>((dims[i] + st.chunk[i] - 1) / st.chunk[i]);
-    chunks *= c;
-    spans *= c;
-  }
+  const bool shared = n.rows.kind == ChunkRows::PartsOfUnits;
+  bool inner = false;  // a sample split along its own axes: smaller, or past it (an extendible dataset's chunk)
+  for (size_t i = 1; i < dims.size(); ++i) inner = inner || st.chunk[i] != dims[i];
   // The loaders take a sample that is one run of bytes in place
   // (H5File::unit_offsets: unfiltered, whole rows, so also from chunks of
   // several samples), else from its chunks where they are worth locating,
@@ -86,20 +78,17 @@ std::string layout_advice(const H5File& h, const std::string& dataset, DType dty
                   std::to_string(r) + " a sample)" + (f.empty() ? "" : ", all of which HDF5 decodes to read one"));
   // Chunks of whole samples: how many samples a chunk holds (of those the
   // dataset has) and the bytes it inflates to.
-  const bool whole = rows.kind == ChunkRows::WholeUnits;
-  const int64_t per_chunk = whole ? std::min(c0, dims[0]) / r : 1;
-  constexpr int64_t kMany = int64_t{1} << 40;  // kept from overflowing (a sparse dataspace's count)
-  int64_t chunk_bytes = static_cast<int64_t>(dtype_size(dtype));
-  for (int64_t c : st.chunk) chunk_bytes = c > kMany / chunk_bytes ? kMany : chunk_bytes * c;
-  if (whole && !f.empty() && chunk_bytes > H5File::kMaxSharedChunkBytes)
+  const bool whole = n.rows.kind == ChunkRows::WholeUnits;
+  const int64_t per_chunk = n.sharing;
+  const bool large = n.chunk_bytes > static_cast<double>(H5File::kMaxSharedChunkBytes);
+  if (whole && !f.empty() && large)
     why.push_back("a chunk of " + std::to_string(per_chunk) + " samples inflates to " +
-                  std::to_string(chunk_bytes >> 20) + " MiB, more than the " +
+                  count_text(std::floor(n.chunk_bytes / (1 << 20))) + " MiB, more than the " +
                   std::to_string(H5File::kMaxSharedChunkBytes >> 20) + " MiB the loader inflates for one");
-  if (!shared && (chunks > static_cast<double>(H5File::kMaxLocatedChunks) ||
-                  !chunks_worth_locating(chunks, chunk_bytes, per_chunk, !f.empty()))) {
+  if (!shared && !n.worth_locating(!f.empty())) {
     char cost[96];
-    std::snprintf(cost, sizeof cost, "%.3g s", chunk_lookup_seconds(chunks));
-    why.push_back("its " + count_text(chunks) + " chunks (" + count_text(spans) +
+    std::snprintf(cost, sizeof cost, "%.3g s", chunk_lookup_seconds(n.chunks));
+    why.push_back("its " + count_text(n.chunks) + " chunks (" + count_text(n.per_unit) +
                   " a sample) are more than the loader locates itself: HDF5 1.10 takes time proportional to their "
                   "number to find each, ~" +
                   cost + " for all, more than a read of the file through HDF5");
@@ -117,7 +106,7 @@ std::string layout_advice(const H5File& h, const std::string& dataset, DType dty
   // Chunks of whole samples are no reason by themselves (the loader decodes
   // them), but for HDF5 they are the cost: a read inflates them all, unless
   // the chunk is still in HDF5's chunk cache (1 MiB by default).
-  if (!f.empty() && whole && chunk_bytes <= H5File::kMaxSharedChunkBytes)
+  if (!f.empty() && whole && !large)
     why.insert(why.begin(), "a chunk holds the rows of " + std::to_string(per_chunk) +
                                 " samples, all of which HDF5 decodes to read one");
   std::string reasons;
@@ -128,9 +117,8 @@ std::string layout_advice(const H5File& h, const std::string& dataset, DType dty
   // compressed -- unless even those chunks would be too many to locate (many
   // small samples), or the file is not compressed: then contiguous (which
   // h5repack writes unfiltered), read in place.
-  int64_t sample_bytes = static_cast<int64_t>(dtype_size(dtype));
-  for (int64_t c : per_sample) sample_bytes = c > kMany / sample_bytes ? kMany : sample_bytes * c;
-  const bool conti = f.empty() || !chunks_worth_locating(static_cast<double>(dims[0] / r), sample_bytes, 1, true);
+  const bool conti =
+      f.empty() || !count_chunks(dims, per_sample, r, static_cast<int64_t>(dtype_size(dtype))).worth_locating(true);
   std::string fix = "-l " + dataset + (conti ? ":CONTI" : ":CHUNK=" + joined(per_sample, "x"));
   if (!ours && !conti) fix += (shuffled ? " -f " + dataset + ":SHUF" : "") + " -f " + dataset + ":GZIP=4";
   return h.path() + ": '" + dataset + "' is stored in chunks of " + joined(st.chunk, "x") +

@@ -118,6 +118,32 @@ bool chunks_worth_locating(double chunks, int64_t chunk_bytes, int64_t units_per
          static_cast<double>(chunk_bytes) * static_cast<double>(units_per_chunk) * (compressed ? 8.0 : 1.0);
 }
 
+ChunkCount count_chunks(const std::vector<int64_t>& dims, const std::vector<int64_t>& chunk, int64_t unit_rows,
+                        int64_t elem_size) {
+  MRMF_CHECK(!dims.empty() && chunk.size() == dims.size() && unit_rows > 0 && dims[0] % unit_rows == 0,
+             "count_chunks: a dataset of rank ", dims.size(), " in chunks of rank ", chunk.size(), " and samples of ",
+             unit_rows, " rows");
+  ChunkCount n;
+  const int64_t r = unit_rows, c0 = chunk[0];
+  n.rows = chunk_rows(dims[0], r, c0);
+  n.chunks = static_cast<double>((dims[0] + c0 - 1) / c0);
+  n.per_unit = c0 < r ? static_cast<double>((r + c0 - 1) / c0) : 1;
+  n.chunk_bytes = static_cast<double>(elem_size) * static_cast<double>(c0);
+  for (size_t i = 1; i < dims.size(); ++i) {
+    const double c = static_cast<double>((dims[i] + chunk[i] - 1) / chunk[i]);
+    n.chunks *= c;
+    n.per_unit *= c;
+    n.chunk_bytes *= static_cast<double>(chunk[i]);
+  }
+  if (n.rows.kind == ChunkRows::WholeUnits) n.sharing = std::min(c0, dims[0]) / r;
+  return n;
+}
+
+bool ChunkCount::worth_locating(bool compressed) const {
+  return rows.kind != ChunkRows::PartsOfUnits && chunks > 0 && chunks <= static_cast<double>(kMaxLocatedChunks) &&
+         chunk_bytes <= 9e15 && chunks_worth_locating(chunks, static_cast<int64_t>(chunk_bytes), sharing, compressed);
+}
+
 int64_t ChunkGrid::chunks_per_unit() const {
   int64_t n = 1;
   for (size_t i = 0; i < unit.size(); ++i) n *= (unit[i] + chunk[i] - 1) / chunk[i];

@@ -77,10 +77,32 @@ ChunkRows chunk_rows(int64_t rows, int64_t unit_rows, int64_t chunk0);
 // chunks, and a chunk holding `units_per_chunk` samples decoded once for
 // each -- or where there are at most kAlwaysLocatedChunks (~0.13 s).
 // `chunk_bytes`: a chunk's size decoded.
-constexpr int64_t kAlwaysLocatedChunks = 4096;
+// And never more than kMaxLocatedChunks (24 bytes each in PackedUnits, 24
+// in a mapped shard).
+constexpr int64_t kAlwaysLocatedChunks = 4096, kMaxLocatedChunks = int64_t{1} << 24;
 bool chunks_worth_locating(double chunks, int64_t chunk_bytes, int64_t units_per_chunk, bool compressed);
 // The estimate above for `chunks` lookups, in seconds (for telling a user).
 inline double chunk_lookup_seconds(double chunks) { return 8e-9 * chunks * chunks; }
+
+// How the chunks of a dataset of `dims`, chunked as `chunk` (elements of
+// `elem_size` bytes), divide among its samples of `unit_rows` rows (a
+// divisor of dims[0]), counted in double (a sparse dataspace's counts may
+// overflow int64): one count for H5File::packed_units, which decides by
+// it, and layout_advice, which says why it decided so.
+struct ChunkCount {
+  ChunkRows rows;          // how chunks meet samples along axis 0
+  double chunks = 0;       // in the dataset
+  double per_unit = 0;     // that a sample lies in (at least, where chunks hold parts of two)
+  double chunk_bytes = 0;  // of one chunk, decoded
+  // Samples a chunk holds, of those the dataset has (chunks of whole
+  // samples; else 1): each inflated again for each by HDF5 and the loaders.
+  int64_t sharing = 1;
+  // chunks_worth_locating(), at most kMaxLocatedChunks chunks, of a size
+  // an int64 holds; false for chunks holding parts of two samples.
+  bool worth_locating(bool compressed) const;
+};
+ChunkCount count_chunks(const std::vector<int64_t>& dims, const std::vector<int64_t>& chunk, int64_t unit_rows,
+                        int64_t elem_size);
 
 // The next index of a row-major walk over a grid of `count` per axis, in
 // place; false, back at all zeros, after the last.
