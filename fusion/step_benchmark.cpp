@@ -93,8 +93,8 @@ StepTiming time_train_step(const StepWorkload& w, Device dev, const ContextOptio
   Context ctx(dev, copt);
   ctx.set_training(true);
   Adam opt(model->params());
-  std::vector<int64_t> xs{w.batch};
-  for (int64_t d : w.spec.sample_shape.vec()) xs.push_back(d);
+  std::vector<int64_t> xs = w.spec.sample_shape.vec();
+  xs.insert(xs.begin(), w.batch);
   const Tensor x = random(Shape(xs), 7).to(dev);
   const Tensor y = random(model->output_shape(w.batch), 8).to(dev);
   std::vector<double> ms;
