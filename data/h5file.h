@@ -205,6 +205,11 @@ class H5File {
   static constexpr int64_t kMaxSharedChunkBytes = int64_t{64} << 20;
   PackedUnits packed_units(const std::string& dataset, DType dtype, int64_t rows_per_unit,
                            int64_t max_shared_chunk_bytes = kMaxSharedChunkBytes) const;
+  // Where the chunk of a chunked dataset whose first element is at `coord`
+  // lies: its file offset, stored bytes and filter mask; bytes 0 where it
+  // is not allocated or the dataset is not chunked. (One lookup: see
+  // chunks_worth_locating in data/packed_chunks.h for what that costs.)
+  PackedUnit chunk_place(const std::string& dataset, const std::vector<int64_t>& coord) const;
   // How a dataset is stored: its chunk shape (empty where it is not
   // chunked) and its filters in pipeline order. For telling a user why the
   // loaders read a file as they do (data/mapped_shard.cpp).

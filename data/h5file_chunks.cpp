@@ -119,7 +119,7 @@ PackedUnits H5File::packed_units(const std::string& dataset, DType dtype, int64_
     return {};  // (unfiltered: read in place)
   // Each chunk's place by its coordinates (H5Dget_chunk_info, by
   // position, would walk the index from the start as well).
-  std::vector<int64_t> at(rank, 0);
+  std::vector<int64_t> at(count.size());  // zeros
   std::vector<hsize_t> coord(rank);
   p.units.reserve(static_cast<size_t>(groups * p.per_unit));
   for (int64_t u = 0; u < units; u += p.units_per_chunk) {
@@ -147,6 +147,22 @@ PackedUnits H5File::packed_units(const std::string& dataset, DType dtype, int64_
     p.chunk_shape.clear();
   }
   return p;
+}
+
+PackedUnit H5File::chunk_place(const std::string& dataset, const std::vector<int64_t>& coord) const {
+  H5DatasetId d = open_dataset(dataset);
+  H5PlistId dcpl(MRMF_H5_CHECK(H5Dget_create_plist(d.get())));
+  if (H5Pget_layout(dcpl.get()) != H5D_CHUNKED || coord.size() != shape(dataset).size()) return {};
+  std::vector<hsize_t> c(coord.begin(), coord.end());
+  unsigned mask = 0;
+  haddr_t addr = HADDR_UNDEF;
+  hsize_t bytes = 0;
+  if (H5Dget_chunk_info_by_coord(d.get(), c.data(), &mask, &addr, &bytes) < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return {};
+  }
+  if (addr == HADDR_UNDEF) return {};
+  return {static_cast<int64_t>(addr), static_cast<int64_t>(bytes), mask};
 }
 
 bool H5File::deflate_pipeline(const std::vector<Filter>& f) {

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "data/located_chunks.h"
 #include "data/packed_chunks.h"
 
 namespace mrmf::data::detail {
@@ -26,7 +27,7 @@ int64_t max_mapped_files() {
 
 MapRequest map_request(const H5File& h, size_t file, const std::string& dataset, DType dt, int64_t rows_per_sample) {
   MapRequest r{file, h.unit_offsets(dataset, dt, rows_per_sample), {}, dt, rows_per_sample};
-  if (r.offsets.empty()) r.packed = h.packed_units(dataset, dt, rows_per_sample);
+  if (r.offsets.empty()) r.packed = located_chunks(h, dataset, dt, rows_per_sample);  // once per process and file
   return r;
 }
 
