@@ -188,8 +188,8 @@ class H5File {
   // whole units (rows_per_unit divides its row count:
   // PackedUnits::units_per_chunk), its chunks are few enough to locate
   // (chunks_worth_locating in data/packed_chunks.h: HDF5 1.10 walks its
-  // index for each, so their cost grows as their count squared; count_chunks),
-  // every chunk is allocated, and partial edge
+  // index for each, so their cost grows as their count squared; at most
+  // kMaxLocatedChunks; count_chunks), every chunk is allocated, and partial edge
   // chunks are filtered too (HDF5's default; unfiltered: every chunk stored whole): where each
   // unit's chunks lie and which filters each skipped, for decoding them (or,
   // unfiltered, putting them together) without HDF5 on any thread

@@ -2,33 +2,53 @@
 
 #include <sys/stat.h>
 
-#include <deque>
+#include <algorithm>
 #include <mutex>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 
 #include "data/packed_chunks.h"
+#include "data/prefetch.h"
 
 namespace mrmf::data::detail {
 
 namespace {
 
-struct Key {
-  std::string path, dataset;
-  int dtype;
-  int64_t rows;
-  uint64_t dev, ino;
-  int64_t size, mtime_s, mtime_ns;
-  bool operator==(const Key& o) const {
-    return std::tie(path, dataset, dtype, rows, dev, ino, size, mtime_s, mtime_ns) ==
-           std::tie(o.path, o.dataset, o.dtype, o.rows, o.dev, o.ino, o.size, o.mtime_s, o.mtime_ns);
+// The file as the open handle sees it (not by path: a file renamed over
+// the path after the open must not lend its identity to this one's
+// chunks). False where the driver has no descriptor (not the default sec2).
+struct Identity {
+  uint64_t dev = 0, ino = 0;
+  int64_t size = 0, mtime_s = 0, mtime_ns = 0;
+  bool operator==(const Identity& o) const {
+    return std::tie(dev, ino, size, mtime_s, mtime_ns) == std::tie(o.dev, o.ino, o.size, o.mtime_s, o.mtime_ns);
   }
 };
+bool identity_of(const H5File& h, Identity* id) {
+  void* handle = nullptr;
+  if (H5Fget_vfd_handle(h.id(), H5P_DEFAULT, &handle) < 0 || !handle) {
+    H5Eclear2(H5E_DEFAULT);
+    return false;
+  }
+  struct stat st {};
+  if (::fstat(*static_cast<int*>(handle), &st) != 0) return false;
+  *id = {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino), static_cast<int64_t>(st.st_size),
+         static_cast<int64_t>(st.st_mtim.tv_sec), static_cast<int64_t>(st.st_mtim.tv_nsec)};
+  return true;
+}
 
+struct Answer {
+  Identity id;
+  std::vector<int64_t> dims;
+  PackedUnits p;
+  uint64_t used = 0;  // when last given or recorded (for dropping the oldest)
+};
 struct Record {
   std::mutex m;
-  std::deque<std::pair<Key, PackedUnits>> answers;  // oldest first
+  std::unordered_map<std::string, Answer> answers;  // by path, dataset, type and rows
   int64_t chunks = 0, reused = 0;
+  uint64_t clock = 0;
 };
 Record& record() {
   static Record* r = new Record;  // never destroyed: loader threads may outlive static destruction
@@ -51,14 +71,18 @@ std::vector<int64_t> chunk_coord(const PackedUnits& p, const std::vector<int64_t
   return c;
 }
 
-// Whether the file's first and last listed chunks are where `p` says.
-bool still_holds(const H5File& h, const std::string& dataset, const PackedUnits& p, int64_t rows_per_unit) {
-  const std::vector<int64_t> dims = h.shape(dataset);
+// Whether the dataset still has the recorded shape and its first, middle
+// and last listed chunks are where the answer says.
+bool still_holds(const H5File& h, const std::string& dataset, const Answer& a, int64_t rows_per_unit) {
+  if (h.shape(dataset) != a.dims) return false;
+  const PackedUnits& p = a.p;
   const int64_t entries = static_cast<int64_t>(p.units.size());
-  for (const int64_t at : {int64_t{0}, entries - 1}) {
-    const PackedUnit want = p.units[static_cast<size_t>(at)];
+  std::vector<int64_t> at{0, entries / 2, entries - 1};
+  at.erase(std::unique(at.begin(), at.end()), at.end());
+  for (const int64_t e : at) {
+    const PackedUnit want = p.units[static_cast<size_t>(e)];
     const PackedUnit got =
-        h.chunk_place(dataset, chunk_coord(p, dims, rows_per_unit, at / p.per_unit, at % p.per_unit));
+        h.chunk_place(dataset, chunk_coord(p, a.dims, rows_per_unit, e / p.per_unit, e % p.per_unit));
     if (got.offset != want.offset || got.bytes != want.bytes ||
         (want.skipped != kNoFilterApplied && got.skipped != want.skipped))
       return false;
@@ -69,44 +93,39 @@ bool still_holds(const H5File& h, const std::string& dataset, const PackedUnits&
 }  // namespace
 
 PackedUnits located_chunks(const H5File& h, const std::string& dataset, DType dtype, int64_t rows_per_unit) {
-  struct stat st {};
-  if (::stat(h.path().c_str(), &st) != 0) return h.packed_units(dataset, dtype, rows_per_unit);
-  const Key key{h.path(),
-                dataset,
-                static_cast<int>(dtype),
-                rows_per_unit,
-                static_cast<uint64_t>(st.st_dev),
-                static_cast<uint64_t>(st.st_ino),
-                static_cast<int64_t>(st.st_size),
-                static_cast<int64_t>(st.st_mtim.tv_sec),
-                static_cast<int64_t>(st.st_mtim.tv_nsec)};
+  // HDF5 calls below, some under the record's lock: always in the order
+  // hdf5_mutex, then the record's.
+  std::lock_guard<std::recursive_mutex> hdf5(hdf5_mutex());
+  Identity id;
+  if (!identity_of(h, &id)) return h.packed_units(dataset, dtype, rows_per_unit);
+  const std::string key =
+      h.path() + '\0' + dataset + '\0' + std::to_string(static_cast<int>(dtype)) + '\0' + std::to_string(rows_per_unit);
   Record& r = record();
   {
     std::lock_guard<std::mutex> lock(r.m);
-    for (const auto& [k, p] : r.answers)
-      if (k == key && still_holds(h, dataset, p, rows_per_unit)) {
+    const auto it = r.answers.find(key);
+    if (it != r.answers.end()) {
+      if (it->second.id == id && still_holds(h, dataset, it->second, rows_per_unit)) {
         ++r.reused;
-        return p;
+        it->second.used = ++r.clock;
+        return it->second.p;
       }
+      r.chunks -= static_cast<int64_t>(it->second.p.units.size());  // the file changed: its answer with it
+      r.answers.erase(it);
+    }
   }
   PackedUnits p = h.packed_units(dataset, dtype, rows_per_unit);
   const int64_t n = static_cast<int64_t>(p.units.size());
-  if (n == 0 || n > kMaxRecordedChunks) return p;
+  if (n < kRecordedFromChunks || n > kMaxRecordedChunks / 4) return p;  // cheap to find again; or too large to keep
   std::lock_guard<std::mutex> lock(r.m);
-  for (auto it = r.answers.begin(); it != r.answers.end();)  // an older answer for the same file and question
-    if (std::tie(it->first.path, it->first.dataset, it->first.dtype, it->first.rows) ==
-        std::tie(key.path, key.dataset, key.dtype, key.rows)) {
-      r.chunks -= static_cast<int64_t>(it->second.units.size());
-      it = r.answers.erase(it);
-    } else {
-      ++it;
-    }
-  while (!r.answers.empty() && r.chunks + n > kMaxRecordedChunks) {
-    r.chunks -= static_cast<int64_t>(r.answers.front().second.units.size());
-    r.answers.pop_front();
+  while (!r.answers.empty() && r.chunks + n > kMaxRecordedChunks) {  // the least recently used first
+    const auto oldest = std::min_element(r.answers.begin(), r.answers.end(),
+                                         [](const auto& a, const auto& b) { return a.second.used < b.second.used; });
+    r.chunks -= static_cast<int64_t>(oldest->second.p.units.size());
+    r.answers.erase(oldest);
   }
-  r.answers.emplace_back(key, p);
   r.chunks += n;
+  r.answers[key] = Answer{id, h.shape(dataset), p, ++r.clock};
   return p;
 }
 

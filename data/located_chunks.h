@@ -16,13 +16,18 @@ namespace mrmf::data::detail {
 
 // h.packed_units(dataset, dtype, rows_per_unit), from this process's
 // record of an earlier answer for the same file where there is one and it
-// still holds: the same path, dataset, type and rows, the same file
-// (device, inode, size and modification time), and its first and last
-// chunks still where the record says (two lookups). Else looked up and
-// recorded (answers that found chunks; at most kMaxRecordedChunks chunks
-// in all, the oldest records dropped first). Thread-safe.
+// still holds: the same path, dataset, type and rows, the same file as the
+// open handle sees it (device, inode, size, modification time), the same
+// shape, and its first, middle and last listed chunks still where the
+// answer says (three lookups). Else looked up, and recorded where it found
+// from kRecordedFromChunks chunks (fewer are cheap to find again) to a
+// quarter of kMaxRecordedChunks; past that many chunks in all, the least
+// recently used answers are dropped. So a file is located once per process
+// while it stays so and the record holds it. Thread-safe (takes
+// hdf5_mutex(), then the record's lock).
 PackedUnits located_chunks(const H5File& h, const std::string& dataset, DType dtype, int64_t rows_per_unit);
-constexpr int64_t kMaxRecordedChunks = int64_t{1} << 24;  // 24 bytes each: 384 MiB at most
+constexpr int64_t kRecordedFromChunks = 512;              // ~2 ms of lookups at HDF5 1.10's ~8 ns x n^2
+constexpr int64_t kMaxRecordedChunks = int64_t{1} << 24;  // 24 bytes each (~400 MiB), plus a record's own few
 // Answers served from the record (for tests), and the record dropped.
 int64_t located_chunks_reused();
 void forget_located_chunks();

@@ -57,6 +57,7 @@ std::string layout_advice(const H5File& h, const std::string& dataset, DType dty
   const std::vector<int64_t> dims = h.shape(dataset);
   const int64_t r = rows_per_sample;
   if (dims.empty() || r <= 0 || dims[0] % r != 0 || !h.stored_as(dataset, dtype)) return {};
+  if (std::find(dims.begin(), dims.end(), int64_t{0}) != dims.end()) return {};  // nothing to read
   const H5File::Storage st = h.storage(dataset);
   if (st.chunk.size() != dims.size()) return {};  // not chunked
   const auto& f = st.filters;

@@ -123,6 +123,7 @@ ChunkCount count_chunks(const std::vector<int64_t>& dims, const std::vector<int6
   MRMF_CHECK(!dims.empty() && chunk.size() == dims.size() && unit_rows > 0 && dims[0] % unit_rows == 0,
              "count_chunks: a dataset of rank ", dims.size(), " in chunks of rank ", chunk.size(), " and samples of ",
              unit_rows, " rows");
+  for (size_t i = 0; i < chunk.size(); ++i) MRMF_CHECK(chunk[i] > 0, "count_chunks: a chunk of 0 along axis ", i);
   ChunkCount n;
   const int64_t r = unit_rows, c0 = chunk[0];
   n.rows = chunk_rows(dims[0], r, c0);

@@ -5,6 +5,7 @@
 // time) is kept while its chunks moved.
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <string>
@@ -23,10 +24,12 @@ using namespace mrmf::test::loader;
 namespace {
 
 // `3Dmap` of a CosmoFlow file in h5py's kind of chunks: two samples a
-// chunk, each sample in 128 of them (gzip 1).
+// chunk, each sample in 256 of them (gzip 1): 512 chunks, enough to be
+// recorded (kRecordedFromChunks).
+const WriteOptions kH5pyLike{0, 1, false, {2, 1, 1, 1, 1}};
 void write_h5py_like(const std::string& path, const Tensor& x, const Tensor& y) {
   H5File f = H5File::create(path);
-  f.write("3Dmap", x, WriteOptions{0, 1, false, {2, 1, 1, 2, 1}});
+  f.write("3Dmap", x, kH5pyLike);
   f.write("unitPar", y);
 }
 
@@ -68,35 +71,49 @@ TEST_CASE("loader: a file's chunks are located once per process while the file s
   same_batches(epoch(dir), want);  // both files' answers reused
   CHECK(data::detail::located_chunks_reused() == before + 2);
 
-  // c01 rewritten in place with a sample per chunk: located again, c00 reused.
+  // c01 rewritten in place in other chunks (1024, a sample's 256 each its
+  // own): located again, c00 reused.
   {
     H5File f = H5File::create(dir + "/c01.h5");
-    f.write("3Dmap", xs[1], WriteOptions{1, 1});
+    f.write("3Dmap", xs[1], WriteOptions{0, 1, false, {1, 1, 1, 1, 1}});
     f.write("unitPar", ys[1]);
   }
   same_batches(epoch(dir), want);
   CHECK(data::detail::located_chunks_reused() == before + 3);
   same_batches(epoch(dir), want);
   CHECK(data::detail::located_chunks_reused() == before + 5);
+  // c01 as it was, with another modification time: located again.
+  {
+    struct stat st {};
+    REQUIRE(::stat((dir + "/c01.h5").c_str(), &st) == 0);
+    struct timespec times[2] = {st.st_atim, st.st_mtim};
+    times[1].tv_sec += 10;
+    REQUIRE(::utimensat(AT_FDCWD, (dir + "/c01.h5").c_str(), times, 0) == 0);
+  }
+  same_batches(epoch(dir), want);
+  CHECK(data::detail::located_chunks_reused() == before + 6);
 
   // The same file, size and modification time, its chunks moved: two
   // datasets of the same shape, data and filters written in the other
-  // order, so that `3Dmap`'s chunks lie where the other's were; the time
-  // set back. The answer on record no longer holds: located again.
+  // order, so that `3Dmap`'s chunks lie where the other's were; both files
+  // extended to the same size (HDF5 reads a file longer than it wrote),
+  // the time set back. The answer on record no longer holds: located again.
   const std::string path = dir + "/c00.h5";
   const auto write_pair = [&](bool map_first) {
     H5File f = H5File::create(path);
     for (const char* name :
          map_first ? std::vector<const char*>{"3Dmap", "other"} : std::vector<const char*>{"other", "3Dmap"})
-      f.write(name, xs[0], WriteOptions{0, 1, false, {2, 1, 1, 2, 1}});
+      f.write(name, xs[0], kH5pyLike);
     f.write("unitPar", ys[0]);
+    f.close();
+    REQUIRE(::truncate(path.c_str(), 1 << 20) == 0);
   };
   write_pair(true);
   struct stat was {};
   REQUIRE(::stat(path.c_str(), &was) == 0);
   const PackedUnit first = H5File::open_read(path).packed_units("3Dmap", DType::U16, 1).units.at(0);
   same_batches(epoch(dir), want);  // c00 located (rewritten), c01 reused
-  CHECK(data::detail::located_chunks_reused() == before + 6);
+  CHECK(data::detail::located_chunks_reused() == before + 7);
   write_pair(false);
   const struct timespec times[2] = {was.st_atim, was.st_mtim};
   REQUIRE(::utimensat(AT_FDCWD, path.c_str(), times, 0) == 0);
@@ -106,10 +123,10 @@ TEST_CASE("loader: a file's chunks are located once per process while the file s
            now.st_mtim.tv_nsec == was.st_mtim.tv_nsec));
   REQUIRE(H5File::open_read(path).packed_units("3Dmap", DType::U16, 1).units.at(0).offset != first.offset);
   same_batches(epoch(dir), want);
-  CHECK(data::detail::located_chunks_reused() == before + 7);  // c01 only
+  CHECK(data::detail::located_chunks_reused() == before + 8);  // c01 only
   same_batches(epoch(dir), want);
-  CHECK(data::detail::located_chunks_reused() == before + 9);
+  CHECK(data::detail::located_chunks_reused() == before + 10);
   data::detail::forget_located_chunks();
   same_batches(epoch(dir), want);
-  CHECK(data::detail::located_chunks_reused() == before + 9);
+  CHECK(data::detail::located_chunks_reused() == before + 10);
 }
