@@ -2,8 +2,6 @@
 // contiguous or chunked, plain or compressed (H5File::unit_offsets and
 // H5File::packed_units). Split from h5file.cpp to keep each file about one
 // thing; the loaders map what these find (data/mapped_shard.cpp).
-#include <algorithm>
-
 #include "data/h5file.h"
 #include "data/packed_chunks.h"
 

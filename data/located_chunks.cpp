@@ -26,8 +26,17 @@ struct Identity {
   }
 };
 bool identity_of(const H5File& h, Identity* id) {
+  // The handle is a POSIX descriptor only under the sec2 driver (the
+  // default); another driver's is something else.
+  const hid_t fapl = H5Fget_access_plist(h.id());
+  if (fapl < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return false;
+  }
+  const bool sec2 = H5Pget_driver(fapl) == H5FD_SEC2;
+  H5Pclose(fapl);
   void* handle = nullptr;
-  if (H5Fget_vfd_handle(h.id(), H5P_DEFAULT, &handle) < 0 || !handle) {
+  if (!sec2 || H5Fget_vfd_handle(h.id(), H5P_DEFAULT, &handle) < 0 || !handle) {
     H5Eclear2(H5E_DEFAULT);
     return false;
   }
