@@ -2,10 +2,30 @@
 // contiguous or chunked, plain or compressed (H5File::unit_offsets and
 // H5File::packed_units). Split from h5file.cpp to keep each file about one
 // thing; the loaders map what these find (data/mapped_shard.cpp).
+#include <optional>
+
 #include "data/h5file.h"
 #include "data/packed_chunks.h"
 
 namespace mrmf::data {
+
+namespace {
+// The place of dataset d's chunk whose first element is at `coord`; none
+// where the lookup fails or the chunk was never written (its elements read
+// as the fill value). One lookup: HDF5 1.10 walks the chunk index for it
+// (chunks_worth_locating in data/packed_chunks.h).
+std::optional<PackedUnit> chunk_at(hid_t d, const hsize_t* coord) {
+  unsigned mask = 0;
+  haddr_t addr = HADDR_UNDEF;
+  hsize_t bytes = 0;
+  if (H5Dget_chunk_info_by_coord(d, coord, &mask, &addr, &bytes) < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return std::nullopt;
+  }
+  if (addr == HADDR_UNDEF) return std::nullopt;
+  return PackedUnit{static_cast<int64_t>(addr), static_cast<int64_t>(bytes), mask};
+}
+}  // namespace
 
 std::vector<int64_t> H5File::unit_dims(const std::string& dataset, int64_t rows_per_unit, const char* who) const {
   MRMF_CHECK(rows_per_unit > 0, who, ": rows_per_unit must be positive, got ", rows_per_unit);
@@ -32,15 +52,9 @@ std::vector<H5File::ChunkPlace> H5File::row_chunks(hid_t d, hid_t dcpl, const st
   std::vector<hsize_t> coord(dims.size(), 0);
   for (size_t c = 0; c < places.size(); ++c) {
     coord[0] = static_cast<hsize_t>(c) * static_cast<hsize_t>(k);
-    unsigned mask = 0;
-    haddr_t addr = HADDR_UNDEF;
-    hsize_t bytes = 0;
-    if (H5Dget_chunk_info_by_coord(d, coord.data(), &mask, &addr, &bytes) < 0) {
-      H5Eclear2(H5E_DEFAULT);
-      return {};
-    }
-    if (addr == HADDR_UNDEF) return {};  // never written: its rows read as the fill value
-    places[c] = {static_cast<int64_t>(addr), static_cast<int64_t>(bytes), mask};
+    const std::optional<PackedUnit> at = chunk_at(d, coord.data());
+    if (!at) return {};
+    places[c] = {at->offset, at->bytes, at->skipped};
   }
   return places;
 }
@@ -124,19 +138,13 @@ PackedUnits H5File::packed_units(const std::string& dataset, DType dtype, int64_
     for (int64_t k = 0; k < p.per_unit; ++k) {
       for (size_t i = 0; i < rank; ++i) coord[i] = static_cast<hsize_t>(at[i] * p.chunk_shape[i]);
       coord[0] += static_cast<hsize_t>(u * rows_per_unit);
-      unsigned mask = 0;
-      haddr_t addr = HADDR_UNDEF;
-      hsize_t bytes = 0;
-      if (H5Dget_chunk_info_by_coord(d.get(), coord.data(), &mask, &addr, &bytes) < 0) {
-        H5Eclear2(H5E_DEFAULT);
-        return {};
-      }
-      if (addr == HADDR_UNDEF) return {};  // never written: its rows read as the fill value
+      std::optional<PackedUnit> c = chunk_at(d.get(), coord.data());
+      if (!c) return {};
       // Unfiltered chunks are stored whole (HDF5 1.10's index gives that size
       // whatever was written): another is a damaged index, left to HDF5.
-      if (unfiltered && static_cast<int64_t>(bytes) != chunk_bytes) return {};
-      p.units.push_back(
-          {static_cast<int64_t>(addr), static_cast<int64_t>(bytes), unfiltered ? kNoFilterApplied : mask});
+      if (unfiltered && c->bytes != chunk_bytes) return {};
+      if (unfiltered) c->skipped = kNoFilterApplied;
+      p.units.push_back(*c);
       next_in_grid(at, count);  // the unit's next chunk
     }
   }
@@ -151,16 +159,8 @@ PackedUnit H5File::chunk_place(const std::string& dataset, const std::vector<int
   H5DatasetId d = open_dataset(dataset);
   H5PlistId dcpl(MRMF_H5_CHECK(H5Dget_create_plist(d.get())));
   if (H5Pget_layout(dcpl.get()) != H5D_CHUNKED || coord.size() != shape(dataset).size()) return {};
-  std::vector<hsize_t> c(coord.begin(), coord.end());
-  unsigned mask = 0;
-  haddr_t addr = HADDR_UNDEF;
-  hsize_t bytes = 0;
-  if (H5Dget_chunk_info_by_coord(d.get(), c.data(), &mask, &addr, &bytes) < 0) {
-    H5Eclear2(H5E_DEFAULT);
-    return {};
-  }
-  if (addr == HADDR_UNDEF) return {};
-  return {static_cast<int64_t>(addr), static_cast<int64_t>(bytes), mask};
+  const std::vector<hsize_t> c(coord.begin(), coord.end());
+  return chunk_at(d.get(), c.data()).value_or(PackedUnit{});
 }
 
 bool H5File::deflate_pipeline(const std::vector<Filter>& f) {
