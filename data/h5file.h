@@ -259,11 +259,7 @@ class H5File {
   // The file addresses of a chunked dataset's chunks, when every chunk spans
   // all but the first axis and is allocated: chunk c holds rows [c k, c k + k)
   // (k = *rows_per_chunk); empty otherwise (data/h5file_chunks.cpp).
-  struct ChunkPlace {
-    int64_t addr, bytes;
-    uint32_t skipped;
-  };
-  std::vector<ChunkPlace> row_chunks(hid_t d, hid_t dcpl, const std::vector<int64_t>& dims, int64_t row_bytes,
+  std::vector<PackedUnit> row_chunks(hid_t d, hid_t dcpl, const std::vector<int64_t>& dims, int64_t row_bytes,
                                      int64_t* rows_per_chunk) const;
   std::string path_;
   H5FileId file_;

@@ -34,8 +34,8 @@ std::vector<int64_t> H5File::unit_dims(const std::string& dataset, int64_t rows_
   return dims;
 }
 
-std::vector<H5File::ChunkPlace> H5File::row_chunks(hid_t d, hid_t dcpl, const std::vector<int64_t>& dims,
-                                                   int64_t row_bytes, int64_t* rows_per_chunk) const {
+std::vector<PackedUnit> H5File::row_chunks(hid_t d, hid_t dcpl, const std::vector<int64_t>& dims, int64_t row_bytes,
+                                           int64_t* rows_per_chunk) const {
   if (dims.empty() || H5Pget_layout(dcpl) != H5D_CHUNKED) return {};
   const int rank = static_cast<int>(dims.size());
   std::vector<hsize_t> chunk(dims.size());
@@ -48,13 +48,13 @@ std::vector<H5File::ChunkPlace> H5File::row_chunks(hid_t d, hid_t dcpl, const st
   // HDF5's index, so only where they are worth it (data/packed_chunks.h).
   const int64_t n = (dims[0] + k - 1) / k;
   if (n > kMaxLocatedChunks || !chunks_worth_locating(static_cast<double>(n), k * row_bytes, 1, false)) return {};
-  std::vector<ChunkPlace> places(static_cast<size_t>(n));
+  std::vector<PackedUnit> places(static_cast<size_t>(n));
   std::vector<hsize_t> coord(dims.size(), 0);
   for (size_t c = 0; c < places.size(); ++c) {
     coord[0] = static_cast<hsize_t>(c) * static_cast<hsize_t>(k);
     const std::optional<PackedUnit> at = chunk_at(d, coord.data());
     if (!at) return {};
-    places[c] = {at->offset, at->bytes, at->skipped};
+    places[c] = *at;
   }
   return places;
 }
@@ -75,11 +75,11 @@ std::vector<int64_t> H5File::unit_offsets(const std::string& dataset, DType dtyp
   H5PlistId dcpl(MRMF_H5_CHECK(H5Dget_create_plist(d.get())));
   if (H5Pget_nfilters(dcpl.get()) != 0 || !stored_as(d.get(), dtype)) return {};
   int64_t k = 0;
-  const std::vector<ChunkPlace> chunks = row_chunks(d.get(), dcpl.get(), dims, row_bytes, &k);
+  const std::vector<PackedUnit> chunks = row_chunks(d.get(), dcpl.get(), dims, row_bytes, &k);
   if (chunks.empty()) return {};
-  for (const ChunkPlace& c : chunks)
+  for (const PackedUnit& c : chunks)
     if (c.bytes != k * row_bytes) return {};  // not stored whole
-  const auto row_at = [&](int64_t r) { return chunks[static_cast<size_t>(r / k)].addr + (r % k) * row_bytes; };
+  const auto row_at = [&](int64_t r) { return chunks[static_cast<size_t>(r / k)].offset + (r % k) * row_bytes; };
   for (int64_t u = 0; u < units; ++u) {
     const int64_t first = u * rows_per_unit;
     for (int64_t r = first + 1; r < first + rows_per_unit; ++r)
