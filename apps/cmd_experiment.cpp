@@ -127,10 +127,10 @@ int run_experiment(const ExperimentFlags& f) {
   ExperimentState state;
   state.identity = identity;
   if (f.resume) state = resumable_state(f.out, identity, world);
-  // Only runs the saved plan holds continue from their stage checkpoints; a
-  // run this command adds starts clean (its folder may hold another
-  // experiment's leftovers).
-  const auto interrupted_runs = state.plan;
+  // Only runs that had started continue from their stage checkpoints; a run
+  // that had not, or that this command adds, starts clean (its folder may
+  // hold another experiment's leftovers).
+  const auto interrupted_runs = state.started;
   // The plan: what a resumed experiment had planned, then what this command adds.
   for (uint64_t seed : cfg.seeds)
     for (const auto& m : cfg.methods)
@@ -184,6 +184,13 @@ int run_experiment(const ExperimentFlags& f) {
     log::info("=== [{}/{}] method {} seed {} ===", ++k, total, m, seed);
     const bool resume_stages = std::find(interrupted_runs.begin(), interrupted_runs.end(), std::make_pair(m, seed)) !=
                                interrupted_runs.end();
+    if (!resume_stages) {
+      // Emptied first, then recorded as started: a process stopped in
+      // between leaves a run that starts clean again.
+      orch.clear_run(m, seed);
+      state.started.emplace_back(m, seed);
+      if (world.is_root()) save_experiment_state(f.out, state);
+    }
     runs.push_back(orch.run(m, seed, resume_stages));  // an interrupted run continues in its stages
     const auto& r = runs.back();
     log::info("=== {} seed {}: {:.1f} s, final val loss {:.5f}{}, epochs {} before / {} after fusion", m, seed,

@@ -169,6 +169,8 @@ nlohmann::json state_to_json(const ExperimentState& s) {
                    {"plan", nlohmann::json::array()},
                    {"runs", nlohmann::json::array()}};
   for (const auto& [m, seed] : s.plan) j["plan"].push_back({{"method", m}, {"seed", seed}});
+  j["started"] = nlohmann::json::array();
+  for (const auto& [m, seed] : s.started) j["started"].push_back({{"method", m}, {"seed", seed}});
   for (const auto& r : s.runs) j["runs"].push_back(method_run_to_json(r));
   return j;
 }
@@ -179,6 +181,11 @@ ExperimentState state_from_json(const nlohmann::json& j) {
   (void)YAML::Load(s.identity);  // damaged text fails here, not in a later comparison
   s.config_text = j.at("config_text");
   for (const auto& p : j.at("plan")) s.plan.emplace_back(p.at("method").get<std::string>(), p.at("seed").get<uint64_t>());
+  if (!j.contains("started"))
+    s.started = s.plan;
+  else
+    for (const auto& p : j.at("started"))
+      s.started.emplace_back(p.at("method").get<std::string>(), p.at("seed").get<uint64_t>());
   for (const auto& r : j.at("runs")) s.runs.push_back(method_run_from_json(r));
   return s;
 }

@@ -48,6 +48,12 @@ struct ExperimentState {
   // Every (method, seed) the experiment is to run, in order: a resumed one
   // runs the rest of this plan and whatever its own command adds.
   std::vector<std::pair<std::string, uint64_t>> plan;
+  // The runs of the plan that have started: their folders were emptied and
+  // hold this experiment's stage checkpoints. --resume continues only these
+  // inside their stages; any other run starts clean, since its folder may
+  // hold what another experiment (one that --force replaced) left there.
+  // States written before this was recorded read it as the whole plan.
+  std::vector<std::pair<std::string, uint64_t>> started;
   std::vector<MethodRun> runs;  // finished runs, in the order they finished
   // The run of `method` with `seed`, or nullptr.
   const MethodRun* find(const std::string& method, uint64_t seed) const;

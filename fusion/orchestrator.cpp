@@ -211,12 +211,17 @@ MethodRun Orchestrator::run(const std::string& method, uint64_t seed, bool resum
   resume_ = resume && cfg_.stage_checkpoints;
   // A new run starts clean: stage folders of an earlier, interrupted attempt
   // must not mix with this one's.
-  if (world_.is_root() && !resume_) {
+  if (!resume_) clear_run(method, seed);
+  return method == "concurrent" ? run_concurrent(seed) : run_sequential(method, seed);
+}
+
+void Orchestrator::clear_run(const std::string& method, uint64_t seed) const {
+  if (world_.is_root()) {
     std::error_code ec;
-    fs::remove_all(dir, ec);
+    fs::remove_all(run_dir(method, seed), ec);
+    MRMF_CHECK_KIND(Data, !ec, "cannot empty ", run_dir(method, seed), " for a new run: ", ec.message());
   }
   world_.barrier();
-  return method == "concurrent" ? run_concurrent(seed) : run_sequential(method, seed);
 }
 
 void Orchestrator::drop_stage_checkpoints(const std::string& method, uint64_t seed) const {
@@ -484,6 +489,27 @@ MethodRun Orchestrator::run_concurrent(uint64_t seed) {
   // own arrival instead, the 2-rank CPU experiment of session 14 booked the
   // faster group's ~25 s wait as "fusion" and counted it twice in total_s.
   world_.idle_barrier();
+  // Both groups' stage records, on every rank (rank 0 writes the report).
+  const std::string my_json = stage_to_json(mine.result).dump();
+  const StageResult dense_res = stage_from_json(nlohmann::json::parse(world_.broadcast_string(my_json, 0)));
+  const StageResult coarse_res = stage_from_json(nlohmann::json::parse(world_.broadcast_string(my_json, nd)));
+  mr.stages.push_back(coarse_res);
+  mr.stages.push_back(dense_res);
+  mr.epochs_before_fusion = coarse_res.epochs + dense_res.epochs;
+  const double pre_fusion_s = std::max(coarse_res.time_s, dense_res.time_s);
+  // A group whose stage diverged ends the run, as a sequential run's stage
+  // does: there is no model to fuse, and fine-tuning one with non-finite
+  // weights would only diverge again, after the exchange.
+  if (coarse_res.stop_reason == "diverged" || dense_res.stop_reason == "diverged") {
+    log::info(
+        "[concurrent] notice: the {} group's stage diverged (non-finite loss); this run ends here and is "
+        "recorded as diverged",
+        coarse_res.stop_reason == "diverged" ? "coarse" : "dense");
+    mr.final_val_loss = std::numeric_limits<double>::quiet_NaN();
+    mr.reached_target = false;
+    mr.total_s = mr.split_probe_s + pre_fusion_s;
+    return mr;
+  }
   // Exchange: the dense group's root (world rank 0) and the coarse group's
   // root (world rank nd) broadcast their models' flat buffers to everyone.
   const auto tf = Clock::now();
@@ -492,14 +518,6 @@ MethodRun Orchestrator::run_concurrent(uint64_t seed) {
   const ModelSpec spec_d = model_spec_for(rc_d, reduced_sample_shape(rc_d));
   auto fused = exchange_and_fuse(world_, nd, mine.trainer->release_model(), spec_c, spec_d, device_, seed);
   mr.fusion_s = world_.allreduce_max(since(tf));
-
-  // Both groups' stage records, on every rank (rank 0 writes the report).
-  const std::string my_json = stage_to_json(mine.result).dump();
-  const StageResult dense_res = stage_from_json(nlohmann::json::parse(world_.broadcast_string(my_json, 0)));
-  const StageResult coarse_res = stage_from_json(nlohmann::json::parse(world_.broadcast_string(my_json, nd)));
-  mr.stages.push_back(coarse_res);
-  mr.stages.push_back(dense_res);
-  mr.epochs_before_fusion = coarse_res.epochs + dense_res.epochs;
   mine.trainer.reset();
 
   auto f = train_stage("concurrent/finetune@1", "finetune", ladder[1], seed, StopRule{0, 0, cfg_.max_epochs},
@@ -510,7 +528,7 @@ MethodRun Orchestrator::run_concurrent(uint64_t seed) {
   mr.reached_target = f.result.stop_reason == "target";
   // The groups trained at the same time: the slower one's stage is the
   // pre-fusion time (its time_s includes epochs of an interrupted attempt).
-  mr.total_s = mr.split_probe_s + std::max(coarse_res.time_s, dense_res.time_s) + mr.fusion_s + f.result.time_s;
+  mr.total_s = mr.split_probe_s + pre_fusion_s + mr.fusion_s + f.result.time_s;
   return mr;
 }
 

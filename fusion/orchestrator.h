@@ -81,6 +81,9 @@ class Orchestrator {
   // retrained) -- the result equals an uninterrupted run's in deterministic
   // CPU mode.
   MethodRun run(const std::string& method, uint64_t seed, bool resume = false);
+  // Empties the run's folder (rank 0; every rank waits): what run() does
+  // before a run that does not resume.
+  void clear_run(const std::string& method, uint64_t seed) const;
   // Once a finished run is recorded: its pre-fusion stages' checkpoints were
   // only there to resume it (the final stage's, the trained model, stays).
   void drop_stage_checkpoints(const std::string& method, uint64_t seed) const;

@@ -139,19 +139,24 @@ struct StageRow {
 std::vector<StageRow> stage_rows(const std::vector<MethodRun>& runs, const std::string& m) {
   std::vector<StageRow> rows;
   const auto rs = of(runs, m);
-  // Stages line up across seeds (same method, same ladder).
-  for (size_t i = 0; i < rs[0]->stages.size(); ++i) {
+  // Stages line up across seeds (same method, same ladder); a run that
+  // diverged has only its stages up to that one, so the rows follow the
+  // run with the most.
+  const MethodRun* longest = rs[0];
+  for (const auto* r : rs)
+    if (r->stages.size() > longest->stages.size()) longest = r;
+  for (size_t i = 0; i < longest->stages.size(); ++i) {
     std::vector<double> ep, tt, vl;
     std::set<std::string> stops;
     for (const auto* r : rs) {
       if (i >= r->stages.size()) continue;
       ep.push_back(double(r->stages[i].epochs));
       tt.push_back(r->stages[i].time_s);
-      vl.push_back(r->stages[i].final_val_loss);
+      if (std::isfinite(r->stages[i].final_val_loss)) vl.push_back(r->stages[i].final_val_loss);  // not "diverged"
       stops.insert(r->stages[i].stop_reason);
     }
     StageRow row;
-    const auto& s0 = rs[0]->stages[i];
+    const auto& s0 = longest->stages[i];
     row.method = m;
     row.stage = stage_label(s0);
     row.resolution = s0.resolution;
@@ -221,7 +226,11 @@ std::string resolution_row_key(const ResolutionRow& row, int launch_ranks) {
   return fmt::format("{} ({} rank{})", row.resolution, row.ranks, row.ranks == 1 ? "" : "s");
 }
 
-nlohmann::json to_json(const Stat& s) { return {{"mean", s.mean}, {"sd", s.sd}, {"n", s.n}}; }
+// Of no values (a stage every run of which diverged): null, not 0.
+nlohmann::json to_json(const Stat& s) {
+  if (s.n == 0) return {{"mean", nullptr}, {"sd", nullptr}, {"n", 0}};
+  return {{"mean", s.mean}, {"sd", s.sd}, {"n", s.n}};
+}
 }  // namespace
 
 std::string summary_table(const std::vector<MethodRun>& runs) {
@@ -438,16 +447,21 @@ std::string write_report(const std::string& dir, const std::vector<MethodRun>& r
   for (const auto& m : order) {
     const auto rs = of(runs, m);
     const Stat tt = over(rs, [](const MethodRun& r) { return r.total_s; });
-    const Stat vl = over(rs, [](const MethodRun& r) { return r.final_val_loss; });
+    // As the report's table: the mean over the runs that did not diverge.
+    std::vector<double> finite_vals;
+    for (const auto* r : rs)
+      if (std::isfinite(r->final_val_loss)) finite_vals.push_back(r->final_val_loss);
+    const Stat vl = stat(finite_vals);
     int reached = 0;
     for (const auto* r : rs) reached += r->reached_target;
     auto& jm = j["methods"][m];
     jm = {
         {"total_s_mean", tt.mean},
         {"total_s_sd", tt.sd},
-        {"val_loss_mean", vl.mean},
-        {"val_loss_sd", vl.sd},
+        {"val_loss_mean", vl.n ? nlohmann::json(vl.mean) : nlohmann::json(nullptr)},
+        {"val_loss_sd", vl.n ? nlohmann::json(vl.sd) : nlohmann::json(nullptr)},
         {"runs", rs.size()},
+        {"diverged", rs.size() - finite_vals.size()},
         {"reached_target", reached},
         {"epochs_before_fusion", to_json(over(rs, [](const MethodRun& r) { return double(r.epochs_before_fusion); }))},
         {"epochs_after_fusion", to_json(over(rs, [](const MethodRun& r) { return double(r.epochs_after_fusion); }))},

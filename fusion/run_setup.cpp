@@ -22,6 +22,7 @@ std::string EpochRecord::to_json() const {
                    {"val_s", val_s},         {"epoch_s", epoch_s},
                    {"samples_per_s", samples_per_s}, {"steps", steps},  {"samples", samples}};
   if (resumed_at_step > 0) j["resumed_at_step"] = resumed_at_step;
+  if (earlier_s > 0) j["earlier_s"] = earlier_s;
   if (cut_short) j["cut_short"] = true;
   if (!tag.empty()) j["tag"] = tag;
   return j.dump();
@@ -48,6 +49,7 @@ EpochRecord EpochRecord::from_json(const nlohmann::json& j) {
   r.samples = j.at("samples");
   r.resumed_at_step = j.value("resumed_at_step", int64_t{0});
   r.cut_short = j.value("cut_short", false);
+  r.earlier_s = j.value("earlier_s", 0.0);
   r.tag = j.value("tag", "");
   return r;
 }

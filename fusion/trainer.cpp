@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <utility>
 
 #include "core/check_mpi.h"
 #include "core/hash.h"
@@ -43,8 +44,9 @@ static std::pair<long, long> fault_hook(const char* env) {
 // Test hooks. MRMF_FAULT_EXIT=R:S (tests/mpi/rank_death.sh): rank R dies
 // abruptly at step S -- no MPI_Finalize, no unwinding, like a crash or an
 // OOM kill; the surviving ranks must then exit with an error instead of
-// hanging. MRMF_FAULT_SIGNAL=R:S: rank R sends itself SIGTERM at step S, as
-// a batch system does at a job's time limit (the stop-signal tests).
+// hanging. MRMF_FAULT_SIGNAL=R:S: rank R sends itself SIGTERM when S steps
+// are done, as a batch system does at a job's time limit (the stop-signal
+// tests); step S + 1 carries it to every rank and is the last.
 static void maybe_inject_fault(int64_t step) {
   static const std::pair<long, long> exit_at = fault_hook("MRMF_FAULT_EXIT");
   static const std::pair<long, long> signal_at = fault_hook("MRMF_FAULT_SIGNAL");
@@ -228,6 +230,9 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
   // it in the first step's loss all-reduce -- booked as comm, every epoch.
   comm_.barrier();
   const auto t_epoch = Clock::now();
+  epoch_t0_ = t_epoch;
+  epoch_earlier_s_ = epoch == start_epoch_ ? std::exchange(resume_earlier_s_, 0.0) : 0.0;
+  r.earlier_s = epoch_earlier_s_;
   double loss_sum = 0;
   int64_t steps = 0;
   if (resume_batch_ > 0 && epoch == start_epoch_) {

@@ -17,6 +17,7 @@
 // dense, fine-tune) and moves models between them (set_model/release_model).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
@@ -53,6 +54,10 @@ struct EpochRecord {
   double samples_per_s = 0;  // global training samples per second of epoch time minus validation
   int64_t steps = 0, samples = 0;  // steps run by this process; global samples
   int64_t resumed_at_step = 0;     // > 0: a partial epoch, continued from a mid-epoch checkpoint
+  // Such an epoch's time in the earlier process(es), up to the checkpoint it
+  // continued from: not in epoch_s (this process's part, which the columns
+  // add up to), but spent on the stage, so its time counts it.
+  double earlier_s = 0;
   bool cut_short = false;          // an extra epoch ended early (TrainerOptions::end_extra_epoch)
   bool partial() const { return resumed_at_step > 0 || cut_short; }
   std::string tag;  // which model/stage (orchestrator runs)
@@ -189,6 +194,14 @@ class Trainer {
   // A mid-epoch checkpoint's position in epoch start_epoch_ (0: at its start).
   int64_t resume_batch_ = 0;
   double resume_loss_sum_ = 0;
+  // The time earlier processes spent in epoch start_epoch_ before a
+  // mid-epoch checkpoint (also when the epoch restarts on another rank
+  // count: that time was spent); while an epoch trains, its start and that
+  // carried time, which a mid-epoch checkpoint adds up (an epoch
+  // interrupted twice carries both parts).
+  double resume_earlier_s_ = 0;
+  std::chrono::steady_clock::time_point epoch_t0_{};
+  double epoch_earlier_s_ = 0;
   int64_t resumed_epochs_ = 0;  // see FitResult
   std::vector<EpochRecord> resumed_history_;
   double resumed_s_ = 0;

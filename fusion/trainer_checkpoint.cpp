@@ -51,6 +51,9 @@ void Trainer::save(int64_t epochs_done, int64_t batch, double loss_sum) {
   ts.state["loader_batch"] = batch;
   ts.state["world"] = static_cast<int64_t>(comm_.size());  // the order of a mid-epoch resume depends on it
   ts.state["epoch_loss_sum"] = loss_sum;
+  if (batch > 0)  // the time this epoch has cost so far, in this and earlier processes
+    ts.state["epoch_elapsed_s"] =
+        epoch_earlier_s_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_t0_).count();
   ts.state["plateau_count"] = plateau_.count();
   ts.state["plateau_has_prev"] = int64_t{plateau_.has_previous() ? 1 : 0};
   ts.state["plateau_prev"] = plateau_.previous();
@@ -110,6 +113,9 @@ bool Trainer::try_resume() {
   plateau_.restore(static_cast<int64_t>(num("plateau_count")), num("plateau_has_prev") != 0, num("plateau_prev"),
                    h.training.epoch);
   resume_batch_ = static_cast<int64_t>(num("loader_batch"));
+  // A mid-epoch checkpoint: the epoch's time so far was spent on the stage
+  // (absent in checkpoints written before it was recorded).
+  resume_earlier_s_ = resume_batch_ > 0 ? num("epoch_elapsed_s", 0.0) : 0.0;
   const int64_t world_then = static_cast<int64_t>(num("world", static_cast<double>(comm_.size())));
   if (resume_batch_ > 0 && world_then != comm_.size()) {
     // Each rank's shard and order depend on the rank count: the interrupted
@@ -141,7 +147,7 @@ bool Trainer::try_resume() {
       if (j.is_discarded() || j.value("epoch", int64_t{-1}) >= start_epoch_) continue;
       keep.push_back(line);
       ++resumed_epochs_;
-      resumed_s_ += j.value("epoch_s", 0.0);
+      resumed_s_ += j.value("epoch_s", 0.0) + j.value("earlier_s", 0.0);
       try {
         resumed_history_.push_back(EpochRecord::from_json(j));
       } catch (const nlohmann::json::exception&) {
@@ -161,6 +167,7 @@ bool Trainer::try_resume() {
       resumed_epochs_ = start_epoch_;
     }
   }
+  resumed_s_ += resume_earlier_s_;  // the interrupted epoch's part before the checkpoint
   log::info("{}resumed from {} at epoch {}{} (step {})", opts_.tag.empty() ? "" : opts_.tag + ": ", ck.string(),
             start_epoch_, resume_batch_ > 0 ? fmt::format(", batch {}", resume_batch_) : "", step_);
   return true;

@@ -201,6 +201,39 @@ TEST_CASE("experiment: concurrent training sizes its groups with a timing probe"
   if (world.is_root()) fs::remove_all(dir);
 }
 
+TEST_CASE("experiment: a concurrent run whose coarse group diverges ends there, recorded as diverged",
+          "[mpi][experiment]") {
+  Communicator world = Communicator::world();
+  data::NeuronGenOptions g;
+  g.train = 64 * world.size();
+  g.val = 16 * world.size();
+  g.test = 16;
+  g.seed = 6;
+  const fs::path dir = folder_with_ni_file(world, "mrmf_mpi_diverge", g);
+  const std::string yaml = "run:\n  data: {path: " + (dir / "ni.h5").string() +
+                           "}\n  train: {batch_size: 16}\n  schedule: {type: constant}\n"
+                           "experiment:\n  methods: [concurrent]\n  seeds: [1]\n"
+                           "  target_val_loss: 0.01\n  max_epochs: 1\n  ladder: [[4], [1]]\n"
+                           "  concurrent_times: [2.0, 1.0]\n"
+                           "  resolution_overrides: {\"4\": [optimizer.lr=1.0e+8]}\n"
+                           "  coarse_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n"
+                           "  dense_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n";
+  const ExperimentConfig cfg = parse_experiment_config(yaml, {"runtime.threads=1"}, "diverge.yaml");
+  Orchestrator orch(cfg, world, Device::cpu(), (dir / "out").string());
+  const MethodRun r = orch.run("concurrent", 1);
+  REQUIRE(r.concurrent_groups);
+  REQUIRE(r.stages.size() == 2);  // no fine-tuning of a model that has nothing to fuse
+  CHECK(r.stages[0].stop_reason == "diverged");
+  CHECK(r.stages[1].stop_reason != "diverged");
+  CHECK(std::isnan(r.final_val_loss));
+  CHECK_FALSE(r.reached_target);
+  CHECK(r.fusion_s == 0);
+  CHECK(r.total_s == Approx(std::max(r.stages[0].time_s, r.stages[1].time_s)));
+  CHECK_FALSE(fs::exists(dir / "out" / "concurrent" / "seed1" / "finetune"));
+  world.barrier();
+  if (world.is_root()) fs::remove_all(dir);
+}
+
 TEST_CASE("experiment: with concurrent_overtime the group done first trains on until the other is done",
           "[mpi][experiment]") {
   Communicator world = Communicator::world();

@@ -174,6 +174,14 @@ TEST_CASE("cli: an experiment that dies part-way keeps the runs it finished, and
     for (const char* name : {"summary.json", "chart.svg"}) CHECK(fs::exists(aside[0] / name));
     CHECK(slurp(aside[0] / "experiment_state.json") == "{\"stand-in\": 1}\n");
   }
+  // The state records which runs had started: only the baseline, which died.
+  {
+    const auto st = nlohmann::json::parse(std::ifstream(fs::path(out) / "experiment_state.json"));
+    REQUIRE(st["started"].size() == 1);
+    CHECK(st["started"][0]["method"] == "baseline");
+    CHECK(st["started"][0]["seed"] == 1);
+    CHECK(st["plan"].size() == 2);
+  }
   // Seed 2's baseline is added by this command: it starts clean, although
   // its folder holds the finished checkpoint of the experiment --force
   // replaced (that one must not be "resumed").
@@ -182,6 +190,11 @@ TEST_CASE("cli: an experiment that dies part-way keeps the runs it finished, and
   INFO(r.out);
   REQUIRE(r.code == 0);
   CHECK_FALSE(Catch::Contains("seed2/baseline/checkpoint.h5").match(r.out));
+  // MRT seed 1 was planned but had not started: it starts clean too, not
+  // from the fine-tuned model the replaced experiment left in its folder.
+  // (The baseline that died had written no checkpoint: nothing resumes.)
+  CHECK_FALSE(Catch::Contains("mrt/seed1/finetune/checkpoint.h5").match(r.out));
+  CHECK_FALSE(Catch::Contains("resumed from").match(r.out));
   const auto j4 = nlohmann::json::parse(std::ifstream(fs::path(out) / "summary.json"));
   CHECK(j4["runs"].size() == 3);
   CHECK(j4["partial"] == false);

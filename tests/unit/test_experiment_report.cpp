@@ -287,3 +287,69 @@ TEST_CASE("report: concurrent training's split probe is a row of its own, a segm
   const std::string svg((std::istreambuf_iterator<char>(svg_in)), std::istreambuf_iterator<char>());
   CHECK_THAT(svg, Catch::Contains(">split probe<"));
 }
+
+TEST_CASE("report: a first seed that diverged in its first stage hides neither the other seeds' stages nor their loss",
+          "[fusion][report]") {
+  const auto stage = [](const char* name, const char* role, double time_s, double val, const char* stop) {
+    StageResult s;
+    s.name = name;
+    s.role = role;
+    s.resolution = role == std::string("coarse") ? "2" : "1";
+    s.epochs = 2;
+    s.time_s = time_s;
+    s.final_val_loss = val;
+    s.stop_reason = stop;
+    return s;
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<MethodRun> runs;
+  for (uint64_t seed : {1, 2, 3}) {
+    MethodRun r;
+    r.method = "mrmf1";
+    r.seed = seed;
+    if (seed == 1) {  // diverged in its coarse stage: the run ends there (Orchestrator::run_sequential)
+      r.stages = {stage("mrmf1/stage1/coarse@2", "coarse", 3, nan, "diverged")};
+      r.final_val_loss = nan;
+    } else {
+      r.stages = {stage("mrmf1/stage1/coarse@2", "coarse", 3, 0.3, "plateau"),
+                  stage("mrmf1/stage1/dense@1", "dense", 5, 0.2, "plateau"),
+                  stage("mrmf1/finetune@1", "finetune", 7, 0.1 * seed, "target")};
+      r.final_val_loss = 0.1 * seed;
+      r.reached_target = true;
+    }
+    r.total_s = 15;
+    runs.push_back(r);
+  }
+  test::TempDir tmp("mrmf_report_diverged");
+  ReportContext ctx;
+  ctx.planned_runs = 3;
+  const std::string md = write_report(tmp.dir.string(), runs, ctx);
+  INFO(md);
+  // Every stage has its row; the coarse stage's loss is the mean of the two
+  // that did not diverge, and its stop reasons say one did.
+  CHECK_THAT(md, Catch::Contains("| MRMF (one fusion) | stage1/coarse@2 | 1/2 | 1 | 2.0 ± 0.0 | 3.00 ± 0.00 | "
+                                 "0.3000 ± 0.0000 | diverged, plateau |") &&
+                     Catch::Contains("| MRMF (one fusion) | stage1/dense@1 | 1/1 |") &&
+                     Catch::Contains("| MRMF (one fusion) | finetune@1 | 1/1 |"));
+  const auto j = nlohmann::json::parse(std::ifstream(tmp / "summary.json"))["methods"]["mrmf1"];
+  REQUIRE(j["stages"].size() == 3);
+  CHECK(j["stages"][0]["val_loss"]["mean"].get<double>() == Approx(0.3));
+  CHECK(j["stages"][0]["val_loss"]["n"] == 2);
+  CHECK_THAT(j["stages"][0]["stopped_by"].get<std::string>(), Catch::Contains("diverged"));
+  CHECK(j["stages"][2]["time_s"]["n"] == 2);
+  // The method's loss as the table gives it: over the runs that did not diverge.
+  CHECK(j["val_loss_mean"].get<double>() == Approx(0.25));
+  CHECK(j["diverged"] == 1);
+  // Every run diverged: no loss, null (not 0).
+  for (auto& r : runs) {
+    r.stages.resize(1);
+    r.stages[0] = stage("mrmf1/stage1/coarse@2", "coarse", 3, nan, "diverged");
+    r.final_val_loss = nan;
+    r.reached_target = false;
+  }
+  write_report(tmp.dir.string(), runs, ctx);
+  const auto k = nlohmann::json::parse(std::ifstream(tmp / "summary.json"))["methods"]["mrmf1"];
+  CHECK(k["val_loss_mean"].is_null());
+  CHECK(k["stages"][0]["val_loss"]["mean"].is_null());
+  CHECK(k["diverged"] == 3);
+}

@@ -4,9 +4,11 @@
 // --freeze from another run, and clear errors for foreign checkpoints.
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "core/communicator.h"
 #include "core/error.h"
@@ -51,7 +53,9 @@ TEST_CASE("trainer: kill and resume ends with bit-identical weights", "[trainer]
     CHECK(read_checkpoint_header(ckpt(out)).training.epoch == 2);
     CHECK(metrics_of(out).size() == 3);
     std::ofstream(fs::path(out) / "metrics.jsonl", std::ios::app) << "{\"epoch\": 3, \"train_lo";  // torn write
-    run(config(), out, /*resume=*/true);
+    const FitResult rest = run(config(), out, /*resume=*/true);
+    CHECK(rest.epochs() == 2);  // resumed: epochs 2 and 3 only (a fresh start would run 4)
+    CHECK(rest.resumed_epochs == 2);
     CHECK(weights_of(ckpt(out)) == want);
     const auto m = metrics_of(out);  // parses: the torn line and epoch 2's first attempt are gone
     REQUIRE(m.size() == 4);
@@ -67,7 +71,11 @@ TEST_CASE("trainer: kill and resume ends with bit-identical weights", "[trainer]
     TrainerOptions o;
     o.out_dir = out;
     o.progress = false;
-    o.on_step = [](int64_t step) {
+    // A pause inside epoch 1 before its checkpoint: time the stage spent
+    // there, which the resumed run must count although this process dies.
+    const auto pause = [] { std::this_thread::sleep_for(std::chrono::milliseconds(250)); };
+    o.on_step = [&](int64_t step) {
+      if (step == 9) pause();
       if (step == 11) throw Thrown{};
     };
     {
@@ -78,18 +86,40 @@ TEST_CASE("trainer: kill and resume ends with bit-identical weights", "[trainer]
     CHECK(h.training.epoch == 1);
     CHECK(h.training.step == 10);
     CHECK(std::get<int64_t>(h.training.state.at("loader_batch")) == 2);
-    // Resumed (the interval may change on resume): the rest of epoch 1 with
-    // the same sample order, dropout stream and running loss, then epochs 2-3.
+    const double first_part = std::get<double>(h.training.state.at("epoch_elapsed_s"));
+    CHECK(first_part >= 0.25);
+    // Resumed (the interval may change on resume) and interrupted again in
+    // the same epoch: its checkpoint at step 12 holds both parts.
+    o.resume = true;
+    o.on_step = [&](int64_t step) {
+      if (step == 11) pause();
+      if (step == 13) throw Thrown{};
+    };
+    {
+      Trainer t(config({"train.checkpoint_every_steps=3"}), world(), Device::cpu(), o);
+      CHECK_THROWS_AS(t.fit(), Thrown);
+    }
+    const CheckpointHeader h2 = read_checkpoint_header(ckpt(out));
+    REQUIRE(h2.training.step == 12);
+    CHECK(std::get<int64_t>(h2.training.state.at("loader_batch")) == 4);
+    const double both_parts = std::get<double>(h2.training.state.at("epoch_elapsed_s"));
+    CHECK(both_parts >= first_part + 0.25);
+    // Resumed again: the rest of epoch 1 with the same sample order, dropout
+    // stream and running loss, then epochs 2-3.
     const FitResult rest = run(config({"train.checkpoint_every_steps=3"}), out, /*resume=*/true);
     CHECK(rest.epochs() == 3);
     CHECK(weights_of(ckpt(out)) == want);
     const auto m = metrics_of(out);
     REQUIRE(m.size() == 4);
+    // The stage's earlier time: epoch 0 and both parts of epoch 1 before
+    // this process (recorded with epoch 1, apart from its own epoch_s).
+    CHECK(m[1]["earlier_s"].get<double>() == both_parts);
+    CHECK(rest.resumed_s == Approx(m[0]["epoch_s"].get<double>() + both_parts));
     for (size_t e = 0; e < 4; ++e) {
       CHECK(m[e]["train_loss"] == want_metrics[e]["train_loss"]);
       CHECK(m[e]["val_loss"] == want_metrics[e]["val_loss"]);
-      // The continued epoch is partial: its steps are the 6 this process ran.
-      const int64_t done_before = e == 1 ? 2 : 0;
+      // The continued epoch is partial: its steps are the 4 this process ran.
+      const int64_t done_before = e == 1 ? 4 : 0;
       CHECK(m[e]["steps"].get<int64_t>() == want_metrics[e]["steps"].get<int64_t>() - done_before);
       CHECK(m[e].value("resumed_at_step", int64_t{0}) == done_before);
     }
