@@ -184,18 +184,19 @@ std::string list_str(const std::vector<int64_t>& v) {
 }
 
 // The run config the checkpoint was trained with, adapted to this data.
-RunConfig eval_config(const EvalFlags& f, const CheckpointHeader& h) {
+// `warn`: say when the checkpoint carries no run configuration.
+RunConfig eval_config(const EvalFlags& f, const CheckpointHeader& h, bool warn = true) {
   std::vector<std::string> sets;
   std::string text = h.training.config;
   if (text.empty()) {  // a checkpoint written without a run (converted from PyTorch, a test): defaults by model
     text = "model: {name: " + h.spec.name + "}\ndata: {format: " +
            std::string(h.spec.name == "cosmoflow" ? "cosmoflow" : "neuron_inverter") + "}\n";
-    if (f.sets.empty())
+    if (f.sets.empty() && warn)
       log::warn("{} carries no run configuration: the data are read with the defaults (no input transform, "
                 "layout transpose); give the training's data.* keys with --set (e.g. data.transform=log1p)",
                 f.checkpoint);
   }
-  sets.push_back("data.path=" + f.data);
+  sets.push_back("data.path=" + yaml_quoted(f.data));
   // A run trained on explicit file lists must not keep them for another data set.
   sets.insert(sets.end(), {"data.train_files=''", "data.val_files=''", "data.test_files=''"});
   for (const auto& a : f.sets)  // the model is rebuilt from the checkpoint: such a key would be silently ignored
@@ -408,11 +409,11 @@ int run_eval(const EvalFlags& f) {
   return 0;
 }
 
-// The files predict reads: the checkpoint, and the data -- a file, every
-// file a CosmoFlow glob or comma list names, or (a folder) nothing inside it
-// may be the output.
-std::vector<std::string> data_inputs(const std::string& data, const std::string& out, const std::string& checkpoint) {
-  std::vector<std::string> inputs{data, checkpoint};
+// One data value's files for predict's check: the value itself, every file
+// a CosmoFlow glob or comma list names, or (a folder) nothing inside it may
+// be the output.
+void add_data_inputs(const std::string& data, const std::string& out, std::vector<std::string>& inputs) {
+  inputs.push_back(data);
   std::error_code ec;
   if (fs::is_directory(data, ec)) {
     std::error_code ed, eo;
@@ -427,12 +428,22 @@ std::vector<std::string> data_inputs(const std::string& data, const std::string&
       // matches nothing: the reader says so when it opens the split
     }
   }
+}
+
+// The files predict reads: the checkpoint, and the data the effective
+// configuration names (--data, or a --set data.path / data.*_files that
+// replaces it).
+std::vector<std::string> data_inputs(const RunConfig& cfg, const std::string& out, const std::string& checkpoint) {
+  std::vector<std::string> inputs{checkpoint};
+  for (const std::string& data : {cfg.data.path, cfg.data.train_files, cfg.data.val_files, cfg.data.test_files})
+    if (!data.empty()) add_data_inputs(data, out, inputs);
   return inputs;
 }
 
 int run_predict(const EvalFlags& f) {
   MRMF_CHECK_KIND(Usage, !f.out.empty(), "predict: --out is required");
-  refuse_output_file(f.out, data_inputs(f.data, f.out, f.checkpoint), f.force);  // before any compute
+  const RunConfig cfg = eval_config(f, read_checkpoint_header(f.checkpoint), /*warn=*/false);
+  refuse_output_file(f.out, data_inputs(cfg, f.out, f.checkpoint), f.force);  // before any compute
   const EvalResult r = run_split(f, true);
   if (!Communicator::world().is_root()) return 0;
   const fs::path dir = fs::path(f.out).parent_path();

@@ -92,9 +92,9 @@ class EarlierRun {
 
 int run_train(const TrainFlags& f) {
   std::vector<std::string> sets = f.sets;
-  if (!f.init.empty()) sets.push_back("train.init=" + f.init);
-  if (!f.init_groups.empty()) sets.push_back("train.init_groups=" + f.init_groups);
-  if (!f.freeze.empty()) sets.push_back("train.freeze=" + f.freeze);
+  if (!f.init.empty()) sets.push_back("train.init=" + yaml_quoted(f.init));
+  if (!f.init_groups.empty()) sets.push_back("train.init_groups=" + yaml_quoted(f.init_groups));
+  if (!f.freeze.empty()) sets.push_back("train.freeze=" + yaml_quoted(f.freeze));
   RunConfig cfg = load_run_config(f.config, sets);  // all config errors before any compute
   MRMF_CHECK_KIND(Usage, f.init_groups.empty() || !cfg.train.init.empty(), "--init-groups ", f.init_groups,
                   " without --init (or train.init): which checkpoint should it load?");

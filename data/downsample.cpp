@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
@@ -217,6 +218,26 @@ DownsampleSummary downsample_cosmoflow_dir(const std::string& in_dir, const std:
     }
     refuse_existing_output((outp / rel[i]).string(), opts.force);
   }
+  // .h5 files already in --out that this input has no counterpart of (an
+  // earlier, larger data set's): the loader reads every file of a split
+  // folder, so they would train with the new ones. Refused, or with --force
+  // removed once the new files are in place.
+  std::vector<fs::path> others;
+  {
+    const std::set<fs::path> ours(rel.begin(), rel.end());
+    std::error_code ec;
+    if (fs::is_directory(outp, ec))
+      for (const auto& e : fs::recursive_directory_iterator(outp, ec))
+        if (e.path().extension() == ".h5" && !fs::is_directory(e.path()) && !ours.count(fs::relative(e.path(), outp)))
+          others.push_back(e.path());
+    std::sort(others.begin(), others.end());
+    MRMF_CHECK_KIND(Usage, others.empty() || opts.force, out_dir, " already holds ", others.size(),
+                    " .h5 file(s) that ", in_dir, " has no counterpart of (",
+                    others.empty() ? std::string() : fs::relative(others[0], outp).string(),
+                    others.size() > 1 ? ", ..." : "",
+                    "); a loader would read them together with the new files. --force removes them, or choose "
+                    "another --out");
+  }
   if (opts.ranks > 1) opts.barrier();
   DownsampleSummary sum;
   int64_t done = 0, mine = 0;
@@ -268,6 +289,8 @@ DownsampleSummary downsample_cosmoflow_dir(const std::string& in_dir, const std:
   }
   if (opts.ranks > 1) opts.barrier();  // a rank that failed never gets here (its error aborts the job)
   for (auto& a : pending) a->commit();
+  if (opts.rank == 0)
+    for (const auto& p : others) fs::remove(p);
   sum.samples = mine;
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return sum;

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "core/output_paths.h"
 #include "kernels/philox.h"
@@ -214,11 +215,14 @@ CosmoGenSummary generate_cosmoflow(const std::string& out_dir, const CosmoGenOpt
              "generate_cosmoflow: rank ", o.rank, " of ", o.ranks, o.barrier ? "" : " without a barrier");
   const int64_t counts[3] = {o.train, o.val, o.test};
 
-  // Refuse (or clear, with overwrite) earlier output before writing anything,
-  // so that a refused run changes nothing and a forced one leaves no stale
-  // files. Every rank refuses alike; one rank clears.
+  // Earlier output is refused before anything is written (every rank
+  // alike), or with overwrite replaced once the new data set is whole: its
+  // files are renamed over the old ones only when all are written, and old
+  // files the new set does not have are removed after that (rank 0), so
+  // that a failed or interrupted run leaves the earlier data set as it was
+  // and a finished one leaves no stale files for the loader's glob.
+  std::vector<fs::path> earlier;
   for (Split s : kAllSplits) {
-    if (overwrite && o.rank != 0) break;
     const fs::path dir = fs::path(out_dir) / split_name(s);
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) continue;
@@ -226,10 +230,9 @@ CosmoGenSummary generate_cosmoflow(const std::string& out_dir, const CosmoGenOpt
       const std::string name = e.path().filename().string();
       if (name.rfind("cosmo_", 0) != 0 || e.path().extension() != ".h5") continue;
       refuse_existing_output(e.path().string(), overwrite);
-      fs::remove(e.path());
+      earlier.push_back(e.path());
     }
   }
-  if (o.ranks > 1) o.barrier();
 
   const int threads = o.threads > 0 ? o.threads : omp_get_max_threads();
   const int64_t n = o.size, sample_elems = n * n * n * 4;
@@ -247,6 +250,13 @@ CosmoGenSummary generate_cosmoflow(const std::string& out_dir, const CosmoGenOpt
       if (file_index++ % o.ranks == o.rank) mine += std::min<int64_t>(o.per_file, ns - first);
   }
   file_index = 0;
+  std::vector<std::unique_ptr<AtomicOutput>> pending;
+  std::set<fs::path> written;  // every rank's file names (for the stale files)
+  for (Split s : kAllSplits) {
+    const int64_t ns = counts[static_cast<size_t>(s)];
+    for (int64_t k = 0, first = 0; first < ns; ++k, first += o.per_file)
+      written.insert(fs::path(cosmoflow_file_name(out_dir, s, k)));
+  }
   for (Split s : kAllSplits) {
     const int64_t ns = counts[static_cast<size_t>(s)];
     if (ns == 0) continue;
@@ -257,7 +267,8 @@ CosmoGenSummary generate_cosmoflow(const std::string& out_dir, const CosmoGenOpt
     for (int64_t k = 0, first = 0; first < ns; ++k, first += o.per_file) {
       if (file_index++ % o.ranks != o.rank) continue;
       const int64_t nk = std::min<int64_t>(o.per_file, ns - first);
-      AtomicOutput out(cosmoflow_file_name(out_dir, s, k));
+      pending.push_back(std::make_unique<AtomicOutput>(cosmoflow_file_name(out_dir, s, k)));
+      AtomicOutput& out = *pending.back();
       {
         H5File f = H5File::create(out.temp_path());
         f.create_dataset("3Dmap", {nk, n, n, n, 4}, DType::U16);
@@ -282,11 +293,15 @@ CosmoGenSummary generate_cosmoflow(const std::string& out_dir, const CosmoGenOpt
         f.write_string_attribute("/", "mrmf_meta", meta.dump());
         f.close();
       }
-      out.commit();
-      sum.bytes += static_cast<int64_t>(fs::file_size(out.final_path()));
+      sum.bytes += static_cast<int64_t>(fs::file_size(out.temp_path()));
       ++sum.files;
     }
   }
+  if (o.ranks > 1) o.barrier();  // a rank that failed never gets here (its error aborts the job)
+  for (auto& a : pending) a->commit();
+  if (o.rank == 0)
+    for (const auto& p : earlier)
+      if (!written.count(p)) fs::remove(p);
   sum.samples = mine;
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return sum;

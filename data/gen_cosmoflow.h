@@ -36,9 +36,10 @@ struct CosmoGenOptions {
   // Called from the calling thread after each block of samples.
   std::function<void(int64_t done, int64_t total)> progress;
   // Several processes (MPI ranks) share the work by files: this one writes
-  // the files whose index over all splits is `rank` mod `ranks`. Only rank 0
-  // removes earlier output (with overwrite); `barrier` (required when ranks >
-  // 1) then holds every rank until it has.
+  // the files whose index over all splits is `rank` mod `ranks`. `barrier`
+  // (required when ranks > 1) holds every rank until all have written their
+  // files, which are then renamed into place; only rank 0 removes earlier
+  // files the new set does not have (with overwrite).
   int rank = 0, ranks = 1;
   std::function<void()> barrier;
 };
@@ -59,7 +60,9 @@ CosmoParams cosmo_params_from_unit(const float u[4]);
 void cosmoflow_sample(int size, uint64_t seed, Split split, int64_t index, uint16_t* counts, float* unit_params);
 
 // Writes <out_dir>/{train,val,test}/cosmo_NNN.h5 (each file atomically).
-// Existing cosmo_*.h5 files are an error unless `overwrite` (then they are removed first).
+// Existing cosmo_*.h5 files are an error unless `overwrite`: then they are
+// replaced once the whole new set is written (a run that fails leaves them
+// as they were), and those the new set does not have are removed.
 CosmoGenSummary generate_cosmoflow(const std::string& out_dir, const CosmoGenOptions& opts, bool overwrite = false);
 
 // The file name of the k-th file of a split: "<out>/train/cosmo_000.h5".

@@ -399,6 +399,12 @@ const std::vector<std::string>& run_config_keys() {
   return keys;
 }
 
+std::string yaml_quoted(const std::string& text) {
+  std::string q = "'";
+  for (char c : text) q += c == '\'' ? std::string("''") : std::string(1, c);
+  return q + "'";
+}
+
 void apply_override(YAML::Node& root, const std::string& assignment) {
   const auto eq = assignment.find('=');
   MRMF_CHECK_KIND(Config, eq != std::string::npos && eq > 0, "--set '", assignment, "': expected key=value");

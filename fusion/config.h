@@ -143,6 +143,10 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::vector<std::
 // is parsed as YAML, so lists ("[2, 2]") and numbers work. Exposed for the
 // experiment config, which nests run configs.
 void apply_override(YAML::Node& root, const std::string& assignment);
+// `text` as a YAML single-quoted scalar, for a flag's value (a path) made
+// into an override: parsed, it is the string as given, where a ' #', ': ',
+// a leading '*' or '[' would otherwise make it a comment, map, alias or list.
+std::string yaml_quoted(const std::string& text);
 // A key given twice in one map of a YAML file is an error naming it: yaml-cpp
 // keeps both and every lookup sees only the first, so the second would be
 // silently ignored.

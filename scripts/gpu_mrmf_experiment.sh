@@ -43,8 +43,13 @@ case ${MRMF_EXP:-ni} in
 esac
 mkdir -p "$(dirname "$D")" "$OUT_DIR"
 if [[ ! -e $D ]]; then
-  "$MRMF" datagen "${GEN[@]}" --out "$D" | tail -1
-  [[ ${PIPESTATUS[0]} == 0 ]] || { rm -rf "$D"; exit 1; }  # no half-written data set for the next call
+  # Written beside its final name and renamed when whole: a call killed at
+  # the device's limit in the middle of datagen (~75 s for 1280 cubes of
+  # 128³) leaves no partial data set that the next call would take as done.
+  rm -rf "$D.partial"
+  "$MRMF" datagen "${GEN[@]}" --out "$D.partial" | tail -1
+  [[ ${PIPESTATUS[0]} == 0 ]] || { rm -rf "$D.partial"; exit 1; }
+  mv "$D.partial" "$D"
 fi
 # What the experiment has so far, copied to OUT_DIR (also first: a call that
 # the device kills at its limit still returns the previous call's results).

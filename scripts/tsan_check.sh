@@ -24,8 +24,10 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-bash scripts/install_deps.sh
-if [[ ! -f build/tsan/CMakeCache.txt ]]; then
+[[ ${MRMF_SKIP_DEPS:-0} == 1 ]] || bash scripts/install_deps.sh  # as build.sh
+# Configured unless the build files exist (a failed configure leaves a
+# CMakeCache.txt but no build.ninja; build.sh does the same).
+if [[ ! -f build/tsan/build.ninja && ! -f build/tsan/Makefile ]]; then
   GEN=()
   if command -v ninja >/dev/null 2>&1; then GEN=(-G Ninja); fi
   cmake --preset tsan "${GEN[@]}" >build-configure-tsan.log 2>&1 || { cat build-configure-tsan.log; exit 1; }

@@ -64,6 +64,23 @@ TEST_CASE("cli: results already written are not replaced without --force, inputs
     CHECK_THAT(r.out, Catch::Contains("same file as the input"));
   }
   CHECK(size_of(data) == data_size);
+  // The data a --set names instead of --data are inputs too.
+  const fs::path other = s.dir / "other.h5";
+  fs::copy_file(data, other);
+  r = run("predict --checkpoint " + ck.string() + " --data " + data + " --set data.path=" + other.string() + " --out " +
+          other.string() + " --force");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("same file as the input"));
+  CHECK(size_of(other) == data_size);
+  // A path is the string it is, not YAML: ' #' starts no comment.
+  const fs::path odd = s.dir / "run #2";
+  fs::create_directories(odd);
+  fs::copy_file(data, odd / "ni.h5");
+  r = run("predict --checkpoint " + ck.string() + " --data '" + (odd / "ni.h5").string() + "' --out '" +
+          (odd / "pred.h5").string() + "'");
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK(fs::exists(odd / "pred.h5"));
   const std::string pred = (s.dir / "pred.h5").string();
   REQUIRE(run("predict --checkpoint " + ck.string() + " --data " + data + " --out " + pred).code == 0);
   r = run("predict --checkpoint " + ck.string() + " --data " + data + " --out " + pred);
@@ -267,9 +284,11 @@ TEST_CASE("cli: SIGTERM (a job's time limit) stops training with a checkpoint th
   };
   const fs::path whole = s.dir / "whole", cut = s.dir / "cut";
   REQUIRE(run("train --config " + cfg + " --out " + whole.string() + " --set stop.max_epochs=3").code == 0);
-  // Step 6 of 4 per epoch: inside the second epoch (a step checkpoint), and
-  // step 8: its last step (the epoch's own checkpoint).
-  for (const char* at : {"0:6", "0:8"}) {
+  // MRMF_FAULT_SIGNAL=0:S raises SIGTERM when S steps are done; the step
+  // that follows carries it in its loss all-reduce and is the last. Steps 6
+  // and 8 of 4 per epoch: inside the second epoch (a step checkpoint), and
+  // its last step (the epoch's own checkpoint).
+  for (const char* at : {"0:5", "0:7"}) {
     INFO("signal at " << at);
     fs::remove_all(cut);
     Result r = run_prefixed(std::string("MRMF_FAULT_SIGNAL=") + at + " ",
@@ -282,7 +301,23 @@ TEST_CASE("cli: SIGTERM (a job's time limit) stops training with a checkpoint th
     r = run("train --config " + cfg + " --out " + cut.string() + " --set stop.max_epochs=3 --resume");
     INFO(r.out);
     REQUIRE(r.code == 0);
+    // Resumed where it stopped (a fresh start would give the same numbers):
+    // inside epoch 1 after 2 of its 4 batches, or at epoch 2's start.
+    CHECK_THAT(r.out,
+               Catch::Contains(std::string(at) == "0:5" ? "at epoch 1, batch 2 (step 6)" : "at epoch 2 (step 8)"));
     CHECK(final_loss(cut) == final_loss(whole));  // bit for bit (deterministic CPU run)
+    // ... every epoch's losses too, the interrupted epoch's included.
+    const auto losses = [](const fs::path& dir) {
+      std::vector<std::pair<double, double>> v;
+      std::ifstream in(dir / "metrics.jsonl");
+      for (std::string line; std::getline(in, line);) {
+        const auto j = nlohmann::json::parse(line);
+        v.emplace_back(j["train_loss"].get<double>(), j["val_loss"].get<double>());
+      }
+      return v;
+    };
+    CHECK(losses(cut).size() == 3);
+    CHECK(losses(cut) == losses(whole));
   }
   // A command that does not train keeps the default: SIGTERM ends it at once (status 128 + 15).
   {

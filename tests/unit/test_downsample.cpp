@@ -249,11 +249,43 @@ TEST_CASE("downsample: a CosmoFlow folder is replaced whole or not at all", "[do
                Catch::Contains("b.h5") && Catch::Contains("non-finite"));
   for (const char* f : {"a.h5", "b.h5"})
     CHECK(CosmoFlowFiles::open(d / ("out/" + std::string(f))).dims() == std::array<int64_t, 3>{2, 4, 4});
-  // A new folder gets no file at all.
-  REQUIRE_THROWS(downsample_dataset(d / "cf", d / "fresh", o));
+  // A new folder gets no file at all (a.h5 was written before b.h5 failed).
+  REQUIRE_THAT(err([&] { downsample_dataset(d / "cf", d / "fresh", o); }),
+               Catch::Contains("b.h5") && Catch::Contains("non-finite"));
   int files = 0;
   for (const auto& e : fs::recursive_directory_iterator(d.dir / "fresh")) files += e.is_regular_file();
   CHECK(files == 0);
+}
+
+TEST_CASE("downsample: .h5 files in --out that the input lacks are refused, or removed by --force", "[downsample]") {
+  Tmp d;
+  fs::create_directories(d.dir / "big/train");
+  fs::create_directories(d.dir / "small/train");
+  const Tensor lab = Tensor::full({2, 4}, 0.5f);
+  const Tensor x = from_float32(Tensor::full({2, 4, 4, 4, 4}, 2.f), DType::U16);
+  for (const char* f : {"big/train/a.h5", "big/train/b.h5", "big/train/c.h5", "small/train/a.h5"})
+    write_cosmoflow_file(d / f, x, lab);
+  DownsampleOptions o;
+  o.axes = "x";
+  REQUIRE(downsample_dataset(d / "big", d / "out", o).files == 3);
+  // The smaller data set into the same folder: its b.h5 and c.h5 would be
+  // read with the new a.h5 -- refused also where no file has its name.
+  CHECK_THAT(err([&] { downsample_dataset(d / "small", d / "out", o); }), Catch::Contains("already exists"));
+  fs::remove(d / "out/train/a.h5");
+  const std::string m = err([&] { downsample_dataset(d / "small", d / "out", o); });
+  INFO(m);
+  CHECK_THAT(
+      m, Catch::Contains("holds 2 .h5 file(s)") && Catch::Contains("(train/b.h5, ...)") && Catch::Contains("--force"));
+  CHECK(fs::exists(d / "out/train/b.h5"));
+  CHECK_FALSE(fs::exists(d / "out/train/a.h5"));
+  // --force: the new file written, the others gone; nothing else touched.
+  o.force = true;
+  REQUIRE(downsample_dataset(d / "small", d / "out", o).files == 1);
+  std::vector<std::string> left;
+  for (const auto& e : fs::recursive_directory_iterator(d.dir / "out"))
+    if (e.is_regular_file()) left.push_back(fs::relative(e.path(), d.dir / "out").string());
+  CHECK(left == std::vector<std::string>{"train/a.h5"});
+  CHECK(fs::exists(d / "big/train/c.h5"));
 }
 
 TEST_CASE("downsample: folders nested in each other, float64 labels, damaged extents", "[downsample]") {

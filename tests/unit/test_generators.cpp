@@ -2,25 +2,26 @@
 // threads), shapes and label ranges, file output through the format readers,
 // and learnability: a closed-form ridge regression on simple summary features
 // must beat predicting the mean, at full and at half resolution.
+#include <sys/wait.h>
 #include <unistd.h>
 
-#include <sys/wait.h>
-
-#include <atomic>
-#include <cstdlib>
 #include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
-
-#include "support/temp_dir.h"
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "core/error.h"
 #include "data/formats.h"
 #include "data/gen_cosmoflow.h"
 #include "data/gen_neuron.h"
+#include "support/temp_dir.h"
 
 using namespace mrmf;
 using namespace mrmf::data;
@@ -290,9 +291,30 @@ TEST_CASE("generators: cosmoflow files are deterministic, shaped and labelled in
     REQUIRE(e.kind() == ErrorKind::Usage);
     REQUIRE_THAT(e.what(), Contains("cosmo_000.h5") && Contains("--force"));
   }
+  // A forced run that fails part-way (here in its second file) leaves the
+  // earlier data set as it was: no file replaced, none removed, no
+  // temporary left.
+  const auto bytes_of = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  const std::string first_before = bytes_of(tmp / "one/train/cosmo_000.h5");
+  o.seed = 9;
+  o.progress = [](int64_t done, int64_t) {
+    if (done > 3) throw std::runtime_error("interrupted");
+  };
+  REQUIRE_THROWS_WITH(generate_cosmoflow(tmp / "one", o, /*overwrite=*/true), "interrupted");
+  o.progress = nullptr;
+  CHECK(bytes_of(tmp / "one/train/cosmo_000.h5") == first_before);
+  CHECK(CosmoFlowFiles::open(tmp / "one/train/*.h5").total() == 5);
+  CHECK(CosmoFlowFiles::open(tmp / "one/val/*.h5").total() == 2);
+  for (const auto& e : fs::recursive_directory_iterator(tmp / "one"))
+    CHECK(e.path().filename().string().find(".tmp.") == std::string::npos);
+  // Finished, it replaces them and removes the files the new set lacks.
   o.train = 2;
   generate_cosmoflow(tmp / "one", o, /*overwrite=*/true);
   REQUIRE(CosmoFlowFiles::open(tmp / "one/train/*.h5").num_files() == 1);
+  CHECK(bytes_of(tmp / "one/train/cosmo_000.h5") != first_before);
   // Cube sizes: any side in 16..512, odd ones included.
   std::vector<uint16_t> odd(17 * 17 * 17 * 4);
   REQUIRE_NOTHROW(cosmoflow_sample(17, 1, Split::Test, 3, odd.data(), u1));
