@@ -55,7 +55,7 @@ def seeds_of(runs, m):
 
 def crossing_table(runs, methods, names, targets, k, baseline="baseline"):
     """Mean first time at or under each target (k epochs in a row), and each
-    method's ratio to the baseline's mean over that method's seeds; '–'
+    method's ratio to the baseline, both means over the seeds both have; '–'
     where some seed never gets there."""
     others = [m for m in methods if m != baseline]
     lines = ["| target (%s) | " % ("first crossing" if k == 1 else "%d epochs in a row" % k)
@@ -68,9 +68,11 @@ def crossing_table(runs, methods, names, targets, k, baseline="baseline"):
             v = _mean_first(runs, m, seeds_of(runs, m), target, k)
             row.append(cell(None if v is None else round(v, 1)))
         for m in others:
-            a = _mean_first(runs, m, seeds_of(runs, m), target, k)
-            # over the seeds both have (a baseline seed may be missing: failed or still running)
-            b = _mean_first(runs, baseline, [s for s in seeds_of(runs, m) if (baseline, s) in runs], target, k)
+            # both over the seeds both have (a baseline seed may be missing:
+            # failed or still running)
+            common = [s for s in seeds_of(runs, m) if (baseline, s) in runs]
+            a = _mean_first(runs, m, common, target, k)
+            b = _mean_first(runs, baseline, common, target, k)
             row.append("–" if a is None or b is None else "%.2fx" % (a / b))
         lines.append("| " + " | ".join(row) + " |")
     return lines

@@ -69,9 +69,11 @@ check(cells(fit, "1") == ["1", "0.5000", "–"], "fit at 1: %s" % cells(fit, "1"
 check(cells(fit, "3") == ["3", "0.3750", "0.3500"], "fit at 3: %s" % cells(fit, "3"))
 
 # A baseline seed missing (failed, or still running): the ratio over the seeds both have, not a KeyError.
-partial = {("baseline", 1): runs[("baseline", 1)], ("fast", 1): runs[("fast", 1)], ("fast", 2): runs[("fast", 1)]}
+# Both sides over the common seeds: fast's seed 2 (never at 0.4) does not count against baseline seed 1.
+never = [(x, 0.9) for x, _ in runs[("fast", 1)]]
+partial = {("baseline", 1): runs[("baseline", 1)], ("fast", 1): runs[("fast", 1)], ("fast", 2): never}
 t3 = mt.crossing_table(partial, ["baseline", "fast"], names, [0.4], 1)
-check(cells(t3, "0.400") == ["0.400", "2", "1.5", "0.75x"], "missing baseline seed: %s" % cells(t3, "0.400"))
+check(cells(t3, "0.400") == ["0.400", "2", "–", "0.75x"], "missing baseline seed: %s" % cells(t3, "0.400"))
 # A null (non-finite) loss in a run folder is NaN, never the best.
 with tempfile.TemporaryDirectory() as d:
     with open(os.path.join(d, "metrics.jsonl"), "w") as f:

@@ -190,6 +190,38 @@ def main():
         assert code == 0 and row(out, "baseline", 0.12)[2] == "30.0", out
         code, out = run([d, "--relative", "1.0", "--consecutive", "1"])
         assert code == 0 and row(out, "baseline", 0.1)[2] == "30.0", out
+
+    # An epoch continued from a mid-epoch checkpoint (a job's time limit):
+    # epoch_s is the resumed process's part, earlier_s the part before it.
+    with tempfile.TemporaryDirectory() as d:
+        runs = [write_run(d, "baseline", 1, [("baseline/baseline@1", "baseline", [(10, 0.3), (6, 0.1)])], 0.0)]
+        p = os.path.join(d, "baseline", "seed1", "baseline", "metrics.jsonl")
+        with open(p) as f:
+            recs = [json.loads(line) for line in f]
+        recs[1].update(earlier_s=4.0, resumed_at_step=3)
+        with open(p, "w") as f:
+            f.write("".join(json.dumps(r) + "\n" for r in recs))
+        with open(os.path.join(d, "summary.json"), "w") as f:
+            json.dump({"runs": runs}, f)
+        code, out = run([d, "--targets", "0.12", "--consecutive", "1"])
+        assert code == 0 and row(out, "baseline", 0.12)[2] == "20.0", out
+
+    # The final stage's time outside its epochs (set-up, BN re-estimation,
+    # checkpoints) counts, at its start; and the ratio to the baseline does
+    # not depend on the baseline's place in the run order.
+    with tempfile.TemporaryDirectory() as d:
+        m = write_run(d, "mrmf1", 1, [("m/coarse", "stage1_coarse", [(5, 0.05)]),
+                                      ("m/finetune", "finetune", [(10, 0.15), (10, 0.11)])], 0.0)
+        b = write_run(d, "baseline", 1, [("baseline/baseline@1", "baseline", [(10, 0.3), (10, 0.1)])], 0.0)
+        m["stages"][-1]["time_s"] += 3.0
+        b["stages"][-1]["time_s"] += 2.0
+        with open(os.path.join(d, "summary.json"), "w") as f:
+            json.dump({"runs": [m, b]}, f)  # the baseline second
+        code, out = run([d, "--targets", "0.12", "--consecutive", "1"])
+        assert code == 0, out
+        assert row(out, "baseline", 0.12)[2] == "22.0", out  # 2 + 10 + 10
+        assert row(out, "mrmf1", 0.12)[2] == "28.0", out  # 5 + 3 + 10 + 10
+        assert row(out, "mrmf1", 0.12)[4] == "1.27 / 1.27", out  # 28 / 22
     print("time_to_target: ok")
 
 
