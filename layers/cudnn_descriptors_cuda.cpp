@@ -22,10 +22,15 @@ std::vector<int> cudnn_dims(const Shape& s) {
 void TensorDesc::set(const Shape& s) {
   dims_ = cudnn_dims(s);
   std::vector<int> strides(dims_.size());
-  int acc = 1;
+  int64_t acc = 1;
   for (size_t i = dims_.size(); i-- > 0;) {
-    strides[i] = acc;
+    strides[i] = static_cast<int>(acc);
     acc *= dims_[i];
+    // cuDNN's descriptors hold int strides: a tensor past 2^31 elements (say
+    // CosmoFlow's first conv output at 128^3 with batch >= 64 per GPU) is
+    // named here rather than left to a cuDNN status.
+    MRMF_CHECK_KIND(Shape, acc <= INT32_MAX, "cuDNN tensor ", s.str(), " has more than 2^31 - 1 ",
+                    "elements, which cuDNN's descriptors cannot address; use a smaller batch per GPU");
   }
   MRMF_CUDNN_CHECK(cudnnSetTensorNdDescriptor(get(), CUDNN_DATA_FLOAT, static_cast<int>(dims_.size()), dims_.data(),
                                               strides.data()));

@@ -47,6 +47,10 @@ TEST_CASE("cudnn descriptors: tensor dims and strides round-trip", "[cudnn]") {
   SECTION("out-of-range shapes are Shape errors") {
     REQUIRE_THROWS_WITH(cudnn::TensorDesc(Shape{5}), Catch::Contains("unsupported shape") && Catch::Contains("[5]"));
     REQUIRE_THROWS_WITH(cudnn::TensorDesc(Shape{2, 0, 3}), Catch::Contains("out of range"));
+    // CosmoFlow's first conv output at 128^3 with batch 64: 2^31 elements.
+    REQUIRE_THROWS_WITH(cudnn::TensorDesc(Shape{64, 16, 128, 128, 128}),
+                        Catch::Contains("more than 2^31 - 1") && Catch::Contains("smaller batch"));
+    CHECK_NOTHROW(cudnn::TensorDesc(Shape{63, 16, 128, 128, 128}));
   }
 }
 
