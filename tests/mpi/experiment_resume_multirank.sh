@@ -49,10 +49,13 @@ a = json.load(open("ref/summary.json"))["runs"][0]
 b = json.load(open("run/summary.json"))["runs"][0]
 for k in ["final_val_loss", "epochs_before_fusion", "epochs_after_fusion", "reached_target"]:
     assert a[k] == b[k], (k, a[k], b[k])
+assert len(a["stages"]) == len(b["stages"]) == 3, (len(a["stages"]), len(b["stages"]))
 for x, y in zip(a["stages"], b["stages"]):
     for k in ["name", "epochs", "final_val_loss", "stop_reason", "ranks"]:
         assert x[k] == y[k], (k, x[k], y[k])
-for m in glob.glob("ref/concurrent/seed1/*/metrics.jsonl"):
+stages = sorted(glob.glob("ref/concurrent/seed1/*/metrics.jsonl"))
+assert [os.path.basename(os.path.dirname(m)) for m in stages] == ["finetune", "stage1_coarse", "stage1_dense"], stages
+for m in stages:
     r = [(e["epoch"], e["train_loss"], e["val_loss"]) for e in map(json.loads, open(m))]
     s = [(e["epoch"], e["train_loss"], e["val_loss"]) for e in map(json.loads, open(m.replace("ref/", "run/", 1)))]
     assert r == s, (m, r, s)

@@ -80,17 +80,23 @@ else
 fi
 # (6) Not an error either: SIGTERM reaches one rank only; both stop at the
 # same step with a checkpoint, and --resume on 2 ranks finishes the run.
-# Inside an epoch (step 3 of 4), where each rank's BN running statistics are
-# still its own: the resumed run must end exactly as an uninterrupted one.
+# Inside an epoch (raised when 2 steps are done, the run stops after step 3
+# of 4), where each rank's BN running statistics are still its own: the
+# resumed run must end exactly as an uninterrupted one.
 T4=("$MRMF" train --config "$DIR/run.yaml" --set stop.max_epochs=3)
 timeout 90 "$MPIEXEC" -n 2 "${T4[@]}" --out "$DIR/run4_whole" >/dev/null 2>&1
-MRMF_FAULT_SIGNAL=1:3 timeout 90 "$MPIEXEC" -n 2 "${T4[@]}" --out "$DIR/run4" >"$DIR/sig.log" 2>&1
+MRMF_FAULT_SIGNAL=1:2 timeout 90 "$MPIEXEC" -n 2 "${T4[@]}" --out "$DIR/run4" >"$DIR/sig.log" 2>&1
 sig_rc=$?
 final() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['final_val_loss'])" "$1/summary.json"; }
+# Every epoch's losses (a fresh start would also end at the same numbers:
+# the resume itself is checked by its log line).
+losses() { python3 -c "import json,sys; print([(j['train_loss'], j['val_loss']) for j in map(json.loads, open(sys.argv[1]))])" "$1/metrics.jsonl"; }
 if [[ $sig_rc -ne 0 && $sig_rc -ne 124 ]] && grep -q "stopped by SIGTERM" "$DIR/sig.log" &&
    grep -q "stopped by a stop signal to another rank" "$DIR/sig.log" && [[ -f $DIR/run4/checkpoint.h5 ]] &&
    timeout 90 "$MPIEXEC" -n 2 "${T4[@]}" --out "$DIR/run4" --resume >"$DIR/sig_resume.log" 2>&1 &&
-   [[ "$(final "$DIR/run4")" == "$(final "$DIR/run4_whole")" ]]; then
+   grep -q "resumed from .* at epoch 0, batch 3 (step 3)" "$DIR/sig_resume.log" &&
+   [[ "$(final "$DIR/run4")" == "$(final "$DIR/run4_whole")" ]] &&
+   [[ "$(losses "$DIR/run4")" == "$(losses "$DIR/run4_whole")" ]]; then
   echo "ok (a stop signal on one rank): both ranks stopped at one step, resumed to the uninterrupted result"
 else
   tail -5 "$DIR/sig.log" "$DIR/sig_resume.log" 2>/dev/null; echo "FAIL (a stop signal on one rank)"; fail=1

@@ -173,5 +173,6 @@ TEST_CASE("fused block: misuse names the layer and the shapes", "[fused]") {
                       Catch::Contains("BnActPool 'blk': input length 3 < kernel 4"));
   REQUIRE_THROWS_WITH(blk.forward(ctx, Tensor::full({2, 4, 8}, 0.f)),
                       Catch::Contains("BnActPool 'blk'") && Catch::Contains("C = 3") && Catch::Contains("[2, 4, 8]"));
-  REQUIRE_THROWS_AS(BnActPool(opts(0, 3, true, 0.f, PoolKind::Max, PoolParams::make_1d(2))), Error);
+  REQUIRE_THROWS_WITH(BnActPool(opts(0, 3, true, 0.f, PoolKind::Max, PoolParams::make_1d(2))),
+                      Catch::Contains("BnActPool: 1-D pooling on 3-D input"));
 }

@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +18,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "core/error.h"
 #include "data/cache_budget.h"
@@ -26,6 +28,7 @@
 #include "data/prefetch.h"
 #include "data/shuffle.h"
 #include "kernels/fused_downsample_ops.h"
+#include "kernels/philox.h"
 #include "support/loader_fixtures.h"
 #include "support/temp_dir.h"
 
@@ -43,8 +46,41 @@ TEST_CASE("shuffle: Fisher-Yates over Philox is a deterministic permutation", "[
   std::vector<int64_t> s = a;
   std::sort(s.begin(), s.end());
   for (int64_t i = 0; i < 1000; ++i) REQUIRE(s[static_cast<size_t>(i)] == i);
-  // A fixed value pins the algorithm: any change of the order breaks resumed runs.
-  REQUIRE(epoch_permutation(5, 1, 0, 0) == epoch_permutation(5, 1, 0, 0));
+  // The algorithm is pinned (any change of the order breaks resumed runs):
+  // the documented one, written out here on the Philox block function
+  // (known-answer tested in test_elementwise.cpp) -- Fisher-Yates from the
+  // top, 64-bit draws (words 0 and 1 of block `counter` of stream
+  // (epoch << 32) ^ rank ^ "SHUFF"), the top partial range of 2^64 rejected.
+  const auto reference = [](int64_t n, uint64_t seed, int64_t epoch, int rank) {
+    std::vector<int64_t> p(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) p[static_cast<size_t>(i)] = i;
+    const uint64_t stream = (static_cast<uint64_t>(epoch) << 32) ^ static_cast<uint32_t>(rank) ^ 0x5348554646ull;
+    uint64_t counter = 0;
+    for (int64_t i = n - 1; i > 0; --i) {
+      const uint64_t bound = static_cast<uint64_t>(i) + 1;
+      uint64_t r;
+      do {
+        const auto b = kernels::philox4x32_10(uint32_t(counter), uint32_t(counter >> 32), uint32_t(stream),
+                                              uint32_t(stream >> 32), uint32_t(seed), uint32_t(seed >> 32));
+        ++counter;
+        r = (uint64_t{b.v[0]} << 32) | b.v[1];
+      } while (r >= UINT64_MAX - UINT64_MAX % bound);
+      std::swap(p[static_cast<size_t>(i)], p[static_cast<size_t>(r % bound)]);
+    }
+    return p;
+  };
+  for (const auto& [n, seed, epoch, rank] : std::vector<std::tuple<int64_t, uint64_t, int64_t, int>>{
+           {5, 1, 0, 0}, {1000, 7, 3, 1}, {37, 0xFFFFFFFF12345ull, 9, 3}, {1, 2, 0, 0}, {0, 2, 0, 0}})
+    CHECK(epoch_permutation(n, seed, epoch, rank) == reference(n, seed, epoch, rank));
+  // Unbiased: over 24000 seeds every value lands in every one of 4 places
+  // 6000 times, within 5 standard deviations (sqrt(24000 * 1/4 * 3/4) = 67).
+  int64_t count[4][4] = {};
+  for (uint64_t seed = 0; seed < 24000; ++seed) {
+    const auto p = epoch_permutation(4, seed, 0, 0);
+    for (int pos = 0; pos < 4; ++pos) ++count[pos][p[static_cast<size_t>(pos)]];
+  }
+  for (const auto& pos : count)
+    for (int64_t c : pos) CHECK(std::abs(c - 6000) < 335);
 }
 
 TEST_CASE("loader: Neuron Inverter shards, coverage, order, values", "[loader]") {
@@ -415,6 +451,7 @@ TEST_CASE("loader: Neuron Inverter batches equal the checked kernel on each samp
         for (int e : {0, 1}) {
           std::vector<Tensor> xs;
           const auto ids = epoch_ids(*L, e, &xs);
+          REQUIRE(ids.size() == static_cast<size_t>(40 / B * B));  // every whole batch of the 40 samples
           for (size_t k = 0; k < ids.size(); ++k) {
             Tensor one = Tensor::empty(lay == NiLayout::Transpose ? Shape{1, 32, 3} : Shape{1, 3, 32});
             std::memcpy(one.raw_data(), frames.data<float>() + ids[k] * 96, 96 * 4);

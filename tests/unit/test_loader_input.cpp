@@ -84,6 +84,7 @@ TEST_CASE("loader: CosmoFlow file shards and the LBANN layout", "[loader]") {
     o.rank = r;
     o.world = 3;
     auto L = open_loader({DataFormat::CosmoFlow, d / "cf", Split::Train}, o);
+    REQUIRE(L->shard_ids().size() == 4);
     for (int64_t id : L->shard_ids()) REQUIRE(id / 4 == r);
   }
   // Fewer files than ranks: contiguous sample shards.

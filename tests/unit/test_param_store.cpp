@@ -78,8 +78,19 @@ TEST_CASE("param store: copying mismatched blocks is refused, naming them, with 
                       Catch::Contains("fc1.weight") && Catch::Contains("[5, 4]") && Catch::Contains("[5, 8]"));
   REQUIRE_THROWS_WITH(dense.copy_from(coarse, {"fc2.weight", "nope"}), Catch::Contains("nope"));
   for (int64_t i = 0; i < before.numel(); ++i) REQUIRE(dense.values().data<float>()[i] == before.data<float>()[i]);
-  // Shapes that agree in the top group (fc2) copy fine.
+  // Shapes that agree in the top group (fc1's bias, fc2) copy: exactly those
+  // values, nothing else.
   REQUIRE_NOTHROW(dense.copy_from(coarse, {"fc1.bias", "fc2.weight"}));
+  std::vector<bool> copied(static_cast<size_t>(before.numel()), false);
+  for (const auto& name : {"fc1.bias", "fc2.weight"}) {
+    const Tensor a = dense.value(dense.at(name)), b = coarse.value(coarse.at(name));
+    REQUIRE(a.numel() == b.numel());
+    for (int64_t i = 0; i < a.numel(); ++i) REQUIRE(a.data<float>()[i] == b.data<float>()[i]);
+    const int64_t off = a.data<float>() - dense.values().data<float>();
+    for (int64_t i = 0; i < a.numel(); ++i) copied[static_cast<size_t>(off + i)] = true;
+  }
+  for (int64_t i = 0; i < before.numel(); ++i)
+    if (!copied[static_cast<size_t>(i)]) REQUIRE(dense.values().data<float>()[i] == before.data<float>()[i]);
 }
 
 TEST_CASE("param store: layout hash tells layouts apart", "[param_store]") {
