@@ -137,7 +137,11 @@ Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, Traine
   // Identical initial weights everywhere, whatever each rank's RNG did.
   comm_.broadcast(model_->params().values(), 0, ctx_->stream());
   comm_.broadcast(model_->params().buffers(), 0, ctx_->stream());
-  if (!cfg_.train.init.empty()) {
+  // A run that resumes from its own checkpoint takes every weight from it
+  // (try_resume): the --init checkpoint is neither read nor needed then (it
+  // may be gone, or retrained at another resolution, since the first start).
+  const bool resuming = opts_.resume && !opts_.out_dir.empty() && fs::exists(checkpoint_path());
+  if (!cfg_.train.init.empty() && !resuming) {
     const size_t n = init_from_checkpoint(cfg_, *model_, spec_, &ctx_->stream());
     log::info("{}initialized {} tensors from {}{}", opts_.tag.empty() ? "" : opts_.tag + ": ", n, cfg_.train.init,
               cfg_.train.init_groups == "resample" ? " (its top resampled to this resolution)" : "");
@@ -262,7 +266,7 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
   const bool bar = opts_.progress && comm_.is_root() && isatty(STDERR_FILENO);
   const int64_t first = steps;
   data::LoaderBatch b;
-  r.lr = sched_->lr(epoch, step_);
+  r.lr = sched_->lr(epoch, step_ - first);  // at the epoch's first step, also when continued mid-epoch
   while (steps < total) {
     bool got;
     {

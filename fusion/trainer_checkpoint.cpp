@@ -10,6 +10,7 @@
 #include "core/check_mpi.h"
 #include "core/log.h"
 #include "core/nvtx.h"
+#include "data/h5file.h"
 #include "fusion/checkpoint.h"
 #include "fusion/trainer.h"
 
@@ -157,8 +158,11 @@ bool Trainer::try_resume() {
         resumed_val_loss_ = v->get<double>();
     }
     in.close();
-    std::ofstream out(mp, std::ios::trunc);
-    for (const auto& l : keep) out << l << "\n";
+    // Rewritten whole or not at all: a process killed here must not leave
+    // fewer epochs than the checkpoint covers.
+    std::string text;
+    for (const auto& l : keep) text += l + "\n";
+    data::write_text_atomically(mp.string(), text);
     if (resumed_epochs_ != start_epoch_) {
       // Lines lost or damaged: the checkpoint's count is the truth.
       log::info("{}notice: {} holds {} readable record(s) of the {} epoch(s) {} covers; the run counts {}",

@@ -124,6 +124,28 @@ TEST_CASE("trainer: kill and resume ends with bit-identical weights", "[trainer]
       CHECK(m[e].value("resumed_at_step", int64_t{0}) == done_before);
     }
   }
+  SECTION("a mid-epoch resume records its epoch's learning rate under a step-based schedule") {
+    const RunConfig cos = config({"schedule.type=cosine", "schedule.decay_steps=32", "train.checkpoint_every_steps=5"});
+    const std::string whole = out_dir("res_cos_whole"), out = out_dir("res_cos_mid");
+    run(cos, whole);
+    TrainerOptions o;
+    o.out_dir = out;
+    o.progress = false;
+    o.on_step = [](int64_t step) {
+      if (step == 11) throw Thrown{};  // checkpoint at step 10: epoch 1 after 2 batches
+    };
+    {
+      Trainer t(cos, world(), Device::cpu(), o);
+      CHECK_THROWS_AS(t.fit(), Thrown);
+    }
+    run(cos, out, /*resume=*/true);
+    const auto a = metrics_of(whole), b = metrics_of(out);
+    REQUIRE(a.size() == 4);
+    REQUIRE(b.size() == 4);
+    for (size_t e = 0; e < 4; ++e) CHECK(b[e]["lr"] == a[e]["lr"]);  // epoch 1's too: its first step's
+    CHECK(a[1]["lr"] != a[2]["lr"]);                                 // the schedule moves per step
+    CHECK(weights_of(ckpt(out)) == weights_of(ckpt(whole)));
+  }
   SECTION("resuming with a different training configuration is refused") {
     const std::string out = out_dir("res_cfg");
     run(config({"stop.max_epochs=1"}), out);
@@ -236,6 +258,23 @@ TEST_CASE("trainer: --init from another run's checkpoint, all or bottom only wit
     Trainer t(config({"train.init=" + ckpt(src), "train.seed=9"}), world(), Device::cpu(), o);
     CHECK(group_bytes(t.model(), ParamGroup::Bottom) == group_bytes(*a.model, ParamGroup::Bottom));
     CHECK(group_bytes(t.model(), ParamGroup::Top) == group_bytes(*a.model, ParamGroup::Top));
+  }
+  SECTION("a run started with --init resumes without its init checkpoint") {
+    // The resumed run takes every weight from its own checkpoint: the init
+    // source may be gone (or retrained) by then.
+    const std::string src2 = out_dir("init_src2"), whole = out_dir("init_whole"), cut = out_dir("init_cut");
+    run(config({"stop.max_epochs=1", "train.seed=5"}), src2);
+    const RunConfig from_src2 = config({"train.init=" + ckpt(src2), "stop.max_epochs=3"});
+    run(from_src2, whole);
+    CHECK_THROWS_AS(run(from_src2, cut, false,
+                        [](const EpochRecord& r) {
+                          if (r.epoch == 1) throw Thrown{};  // checkpoint: epoch 1 done
+                        }),
+                    Thrown);
+    fs::remove_all(src2);
+    const FitResult rest = run(from_src2, cut, /*resume=*/true);
+    CHECK(rest.epochs() == 2);
+    CHECK(weights_of(ckpt(cut)) == weights_of(ckpt(whole)));
   }
   SECTION("bottom only, frozen, from a coarse (T/2) run") {
     const std::string coarse = out_dir("init_coarse");
