@@ -4,8 +4,9 @@
 //   mrmf downsample --in ni.h5 --out ni_t800.h5 --factor 2 --axes t
 //   mrmf downsample --in cosmo/ --out cosmo_half/ --factor 2 --axes x,y,z
 //
-// Exit codes: 0 done, 2 usage (bad axes/factor, output exists without --force),
-// 1 data/runtime failure (missing file, factor not dividing an axis, ...).
+// Exit codes: 0 done, 2 usage (bad axes/factor, a factor not dividing an
+// axis, output exists without --force, other .h5 files in a CosmoFlow
+// --out), 1 data/runtime failure (missing file, non-finite values, ...).
 #include <algorithm>
 #include <cstdio>
 #include <memory>

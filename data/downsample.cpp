@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
@@ -82,6 +83,22 @@ Tensor average_blocks_channels_last(const Tensor& x, const std::vector<int64_t>&
   return y;
 }
 
+namespace {
+// The original's meta.JSON for the coarse copy: where it is a JSON object
+// whose time_bins (a generator's, as mrmf datagen writes) describe the
+// frames, those become the coarse copy's (and a bin spans k times the
+// integration steps); any other text is kept as it is.
+std::string coarse_meta(const std::string& text, int64_t k) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("time_bins") || !j["time_bins"].is_number_integer()) return text;
+  j["time_bins"] = j["time_bins"].get<int64_t>() / k;
+  if (j.contains("steps_per_bin") && j["steps_per_bin"].is_number_integer())
+    j["steps_per_bin"] = j["steps_per_bin"].get<int64_t>() * k;
+  j["downsampled"] = {{"axes", "t"}, {"factor", k}};
+  return j.dump();
+}
+}  // namespace
+
 DownsampleSummary downsample_neuron_file(const std::string& in, const std::string& out, int64_t k,
                                          const DownsampleOptions& opts) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -89,13 +106,15 @@ DownsampleSummary downsample_neuron_file(const std::string& in, const std::strin
   MRMF_CHECK_KIND(Usage, !same_file(in, out), "--out must differ from --in (", in, " and ", out,
                   " are the same file)");
   refuse_existing_output(out, opts.force);
-  const NeuronInverterFile src = NeuronInverterFile::open(in, {Split::Train});
+  // Every split the file has (a file of only val/test frames is coarsened too).
+  const NeuronInverterFile src = NeuronInverterFile::open(in, {});
   int64_t total = 0;
   for (Split s : kAllSplits)
     if (src.has(s)) {
       check_divides(in, NeuronInverterFile::frames_name(s), "T", src.info(s).t, k);
       total += src.info(s).n;
     }
+  MRMF_CHECK_KIND(Data, total > 0, in, ": no split found (expected {train,val,test}_frames and _unitStar_par)");
   if (opts.ranks > 1) opts.barrier();
   if (opts.rank != 0) return DownsampleSummary{};  // one output file: rank 0 writes it
   if (!fs::path(out).parent_path().empty()) fs::create_directories(fs::path(out).parent_path());
@@ -128,7 +147,7 @@ DownsampleSummary downsample_neuron_file(const std::string& in, const std::strin
         if (opts.progress) opts.progress(done, total);
       }
     }
-    if (auto meta = src.meta_json()) w.write_string("meta.JSON", *meta);
+    if (auto meta = src.meta_json()) w.write_string("meta.JSON", coarse_meta(*meta, k));
     w.write_string_attribute("/", "mrmf_downsample", describe(in, "t", k));
     w.close();
     atomic.commit();

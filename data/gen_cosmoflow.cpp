@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -14,7 +15,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/log.h"
 #include "core/output_paths.h"
+#include "data/cache_budget.h"
 #include "kernels/philox.h"
 
 namespace fs = std::filesystem;
@@ -234,8 +237,20 @@ CosmoGenSummary generate_cosmoflow(const std::string& out_dir, const CosmoGenOpt
     }
   }
 
-  const int threads = o.threads > 0 ? o.threads : omp_get_max_threads();
   const int64_t n = o.size, sample_elems = n * n * n * 4;
+  // A sample in the making holds its counts (8 bytes a voxel) and its FFT
+  // field, modes and filter (~10): 2.4 GB at 512^3, so 64 threads would need
+  // 155 GB. Threads are capped to what twice the cache budget holds (by
+  // default half this rank's share of the node's memory: physical / 2 /
+  // ranks on the node; data/cache_budget.h).
+  const int requested = o.threads > 0 ? o.threads : omp_get_max_threads();
+  const int64_t per_sample = 18 * n * n * n;
+  const int threads = static_cast<int>(std::clamp<int64_t>(2 * cache_budget() / per_sample, 1, std::max(requested, 1)));
+  if (threads < requested)
+    log::info(
+        "notice: {}^3 cubes take {:.3g} GB each while they are made; {} thread(s) make them, not {} (the "
+        "memory budget)",
+        n, per_sample / 1e9, threads, requested);
   // Samples generated per parallel block: enough for every thread, bounded to ~512 MB.
   const int64_t budget = std::max<int64_t>(1, (int64_t{512} << 20) / (sample_elems * 2));
   CosmoGenSummary sum;
@@ -280,9 +295,20 @@ CosmoGenSummary generate_cosmoflow(const std::string& out_dir, const CosmoGenOpt
           Tensor labels = Tensor::empty({nb, 4}, DType::F32);
           uint16_t* mp = maps.data<uint16_t>();
           float* lp = labels.data<float>();
+          // An exception must not leave an OpenMP region (std::terminate):
+          // the first one is kept and thrown after it.
+          std::exception_ptr failed;
+          std::mutex failed_mutex;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-          for (int64_t i = 0; i < nb; ++i)
-            cosmoflow_sample(o.size, o.seed, s, first + b0 + i, mp + i * sample_elems, lp + i * 4);
+          for (int64_t i = 0; i < nb; ++i) {
+            try {
+              cosmoflow_sample(o.size, o.seed, s, first + b0 + i, mp + i * sample_elems, lp + i * 4);
+            } catch (...) {
+              const std::lock_guard<std::mutex> lk(failed_mutex);
+              if (!failed) failed = std::current_exception();
+            }
+          }
+          if (failed) std::rethrow_exception(failed);
           f.write_rows("3Dmap", b0, maps);
           f.write_rows("unitPar", b0, labels);
           done += nb;

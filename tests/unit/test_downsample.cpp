@@ -5,15 +5,15 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
-
-#include "support/temp_dir.h"
 #include <filesystem>
 #include <functional>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "data/downsample.h"
 #include "data/formats.h"
 #include "data/h5file.h"
+#include "support/temp_dir.h"
 
 using namespace mrmf;
 using namespace mrmf::data;
@@ -78,6 +78,37 @@ TEST_CASE("downsample: Neuron Inverter along t equals the direct average", "[dow
   o.factor = 4;
   downsample_dataset(d / "ni.h5", d / "ni_t4.h5", o);
   REQUIRE(NeuronInverterFile::open(d / "ni_t4.h5", {Split::Train}).info(Split::Train).t == 2);
+}
+
+TEST_CASE("downsample: a Neuron Inverter file of one split, its generator metadata made the coarse copy's",
+          "[downsample]") {
+  Tmp d;
+  {
+    NeuronInverterWriter w(d / "val_only.h5", DType::F32);
+    w.create_split(Split::Val, 3, 8, 3);
+    w.write(Split::Val, 0, Tensor::full({3, 8, 3}, 1.f), Tensor::full({3, 19}, 0.5f));
+    w.write_meta("{\"time_bins\": 8, \"steps_per_bin\": 5, \"dt_ms\": 0.025}");
+  }
+  DownsampleOptions o;
+  o.factor = 2;
+  o.axes = "t";
+  REQUIRE(downsample_dataset(d / "val_only.h5", d / "coarse.h5", o).samples == 3);
+  const NeuronInverterFile f = NeuronInverterFile::open(d / "coarse.h5", {Split::Val});
+  CHECK_FALSE(f.has(Split::Train));
+  CHECK(f.info(Split::Val).t == 4);
+  const auto meta = nlohmann::json::parse(f.meta_json().value());
+  CHECK(meta["time_bins"] == 4);
+  CHECK(meta["steps_per_bin"] == 10);  // a bin now spans twice the integration steps
+  CHECK(meta["dt_ms"] == 0.025);
+  CHECK(meta["downsampled"]["factor"] == 2);
+  // A file with no split at all: named.
+  {
+    H5File e = H5File::create(d / "empty.h5");
+    e.write("other", Tensor::full({2}, 1.f));
+    e.close();
+  }
+  CHECK_THAT(err([&] { downsample_dataset(d / "empty.h5", d / "e2.h5", o); }),
+             Catch::Contains("empty.h5") && Catch::Contains("no split"));
 }
 
 TEST_CASE("downsample: CosmoFlow folder, 1/2 along x and 1/8 along x,y,z", "[downsample]") {

@@ -2,6 +2,8 @@
 // threads), shapes and label ranges, file output through the format readers,
 // and learnability: a closed-form ridge regression on simple summary features
 // must beat predicting the mean, at full and at half resolution.
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,9 +17,11 @@
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <stdexcept>
 
 #include "core/error.h"
+#include "data/cache_budget.h"
 #include "data/formats.h"
 #include "data/gen_cosmoflow.h"
 #include "data/gen_neuron.h"
@@ -261,6 +265,20 @@ TEST_CASE("generators: cosmoflow files are deterministic, shaped and labelled in
   const auto s = generate_cosmoflow(tmp / "one", o);
   REQUIRE(s.files == 3);  // train: 3 + 2, val: 2
   o.threads = 2;
+  // With a memory budget too small for two cubes in the making, one thread
+  // makes them, and says so (the data are the same whatever the thread
+  // count: compared below).
+  {
+    std::ostringstream said;
+    const auto previous = spdlog::default_logger();
+    spdlog::set_default_logger(
+        std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(said)));
+    set_cache_budget(16 * 16 * 16 * 9);
+    generate_cosmoflow(tmp / "capped", o);
+    set_cache_budget(0);
+    spdlog::set_default_logger(previous);
+    CHECK_THAT(said.str(), Contains("16^3 cubes take") && Contains("1 thread(s) make them, not 2"));
+  }
   generate_cosmoflow(tmp / "two", o);
   const auto a = CosmoFlowFiles::open(tmp / "one/train/*.h5"), b = CosmoFlowFiles::open(tmp / "two/train/*.h5");
   REQUIRE(a.num_files() == 2);
@@ -271,6 +289,8 @@ TEST_CASE("generators: cosmoflow files are deterministic, shaped and labelled in
     const Batch x = a.read(f, 0, a.samples(f)), y = b.read(f, 0, b.samples(f));
     REQUIRE(same_bytes(x.frames, y.frames));
     REQUIRE(same_bytes(x.labels, y.labels));
+    const auto capped = CosmoFlowFiles::open(tmp / "capped/train/*.h5");
+    REQUIRE(same_bytes(capped.read(f, 0, capped.samples(f)).frames, x.frames));
     for (int64_t i = 0; i < x.labels.numel(); ++i) REQUIRE(std::abs(x.labels.data<float>()[i]) <= 1.f);
     double mean = 0;
     for (int64_t i = 0; i < x.frames.numel(); ++i) mean += x.frames.data<uint16_t>()[i];
