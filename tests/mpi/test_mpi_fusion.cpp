@@ -69,6 +69,26 @@ std::pair<fs::path, RunConfig> tiny_bn_run(const Communicator& world, const std:
       "train: {batch_size: 16, seed: 2}\nruntime: {device: cpu, threads: 1}\n" + extra, {});
   return {dir, rc};
 }
+
+// A concurrent experiment (ladder 1/4 -> 1, seed 1, batch 16) on a fresh
+// Neuron Inverter file of `train` / `val` samples per rank; `keys` adds
+// experiment keys (stop rules, concurrent_times, ...).
+std::pair<fs::path, ExperimentConfig> concurrent_experiment(const Communicator& world, const std::string& name,
+                                                            uint64_t data_seed, int64_t train, int64_t val,
+                                                            const std::string& keys) {
+  data::NeuronGenOptions g;
+  g.train = train * world.size();
+  g.val = val * world.size();
+  g.test = 16;
+  g.seed = data_seed;
+  const fs::path dir = folder_with_ni_file(world, name, g);
+  const std::string yaml = "run:\n  data: {path: " + (dir / "ni.h5").string() +
+                           "}\n  train: {batch_size: 16}\n  schedule: {type: constant}\n"
+                           "experiment:\n  methods: [concurrent]\n  seeds: [1]\n"
+                           "  target_val_loss: 0.01\n  max_epochs: 1\n  ladder: [[4], [1]]\n" +
+                           keys;
+  return {dir, parse_experiment_config(yaml, {"runtime.threads=1"}, name + ".yaml")};
+}
 }  // namespace
 
 TEST_CASE("concurrent exchange: every rank holds bottom(M_c) + top(M_d)", "[mpi][fusion]") {
@@ -157,19 +177,10 @@ TEST_CASE("experiment: a tiny end-to-end MRMF run with every method", "[mpi][exp
 
 TEST_CASE("experiment: concurrent training sizes its groups with a timing probe", "[mpi][experiment]") {
   Communicator world = Communicator::world();
-  data::NeuronGenOptions g;
-  g.train = 96 * world.size();
-  g.val = 32 * world.size();
-  g.test = 16;
-  g.seed = 4;
-  const fs::path dir = folder_with_ni_file(world, "mrmf_mpi_probe", g);
-  const std::string yaml = "run:\n  data: {path: " + (dir / "ni.h5").string() +
-                           "}\n  train: {batch_size: 16}\n  schedule: {type: constant}\n"
-                           "experiment:\n  methods: [concurrent]\n  seeds: [1]\n"
-                           "  target_val_loss: 0.01\n  max_epochs: 1\n  ladder: [[4], [1]]\n"
-                           "  coarse_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n"
-                           "  dense_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n  probe_steps: 1\n";
-  const ExperimentConfig cfg = parse_experiment_config(yaml, {"runtime.threads=1"}, "probe.yaml");
+  const auto [dir, cfg] = concurrent_experiment(world, "mrmf_mpi_probe", 4, 96, 32,
+                                                "  coarse_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n"
+                                                "  dense_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n"
+                                                "  probe_steps: 1\n");
   REQUIRE(cfg.concurrent_times.empty());  // measured, not given
   Orchestrator orch(cfg, world, Device::cpu(), (dir / "out").string());
   const MethodRun r = orch.run("concurrent", 1);
@@ -204,21 +215,11 @@ TEST_CASE("experiment: concurrent training sizes its groups with a timing probe"
 TEST_CASE("experiment: a concurrent run whose coarse group diverges ends there, recorded as diverged",
           "[mpi][experiment]") {
   Communicator world = Communicator::world();
-  data::NeuronGenOptions g;
-  g.train = 64 * world.size();
-  g.val = 16 * world.size();
-  g.test = 16;
-  g.seed = 6;
-  const fs::path dir = folder_with_ni_file(world, "mrmf_mpi_diverge", g);
-  const std::string yaml = "run:\n  data: {path: " + (dir / "ni.h5").string() +
-                           "}\n  train: {batch_size: 16}\n  schedule: {type: constant}\n"
-                           "experiment:\n  methods: [concurrent]\n  seeds: [1]\n"
-                           "  target_val_loss: 0.01\n  max_epochs: 1\n  ladder: [[4], [1]]\n"
-                           "  concurrent_times: [2.0, 1.0]\n"
-                           "  resolution_overrides: {\"4\": [optimizer.lr=1.0e+8]}\n"
-                           "  coarse_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n"
-                           "  dense_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n";
-  const ExperimentConfig cfg = parse_experiment_config(yaml, {"runtime.threads=1"}, "diverge.yaml");
+  const auto [dir, cfg] = concurrent_experiment(world, "mrmf_mpi_diverge", 6, 64, 16,
+                                                "  concurrent_times: [2.0, 1.0]\n"
+                                                "  resolution_overrides: {\"4\": [optimizer.lr=1.0e+8]}\n"
+                                                "  coarse_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n"
+                                                "  dense_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n");
   Orchestrator orch(cfg, world, Device::cpu(), (dir / "out").string());
   const MethodRun r = orch.run("concurrent", 1);
   REQUIRE(r.concurrent_groups);
@@ -237,22 +238,12 @@ TEST_CASE("experiment: a concurrent run whose coarse group diverges ends there, 
 TEST_CASE("experiment: with concurrent_overtime the group done first trains on until the other is done",
           "[mpi][experiment]") {
   Communicator world = Communicator::world();
-  data::NeuronGenOptions g;
-  g.train = 96 * world.size();
-  g.val = 32 * world.size();
-  g.test = 16;
-  g.seed = 5;
-  const fs::path dir = folder_with_ni_file(world, "mrmf_mpi_overtime", g);
   // The coarse group (1/4 resolution) stops after one epoch, the dense one
   // after three full-resolution epochs: the coarse group is done first.
-  const std::string yaml = "run:\n  data: {path: " + (dir / "ni.h5").string() +
-                           "}\n  train: {batch_size: 16}\n  schedule: {type: constant}\n"
-                           "experiment:\n  methods: [concurrent]\n  seeds: [1]\n"
-                           "  target_val_loss: 0.01\n  max_epochs: 1\n  ladder: [[4], [1]]\n"
-                           "  coarse_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n"
-                           "  dense_stop: {threshold: 0.0, patience: 1, max_epochs: 3}\n"
-                           "  concurrent_times: [2.0, 1.0]\n  concurrent_overtime: true\n";
-  const ExperimentConfig cfg = parse_experiment_config(yaml, {"runtime.threads=1"}, "overtime.yaml");
+  const auto [dir, cfg] = concurrent_experiment(world, "mrmf_mpi_overtime", 5, 96, 32,
+                                                "  coarse_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n"
+                                                "  dense_stop: {threshold: 0.0, patience: 1, max_epochs: 3}\n"
+                                                "  concurrent_times: [2.0, 1.0]\n  concurrent_overtime: true\n");
   REQUIRE(cfg.concurrent_overtime);
   Orchestrator orch(cfg, world, Device::cpu(), (dir / "out").string());
   const MethodRun r = orch.run("concurrent", 1);
