@@ -216,7 +216,9 @@ FusedDownsamplePlan plan_fused_downsample(const Shape& x, DType dt, const FusedD
 }
 
 void run_fused_downsample(Stream& s, const FusedDownsamplePlan& p, const void* x, const FusedOutputs& o) {
-  if (p.geom.n == 0) return;
+  // Nothing to do for an empty batch or an empty axis (the CPU rows'
+  // geometry divides by the last axis's block count), as the checked call.
+  if (p.geom.n == 0 || p.geom.in[0] == 0 || p.geom.in[1] == 0 || p.geom.in[2] == 0) return;
   MRMF_DISPATCH(s, fused_downsample(s, x, p.raw, o, p.geom));
 }
 

@@ -247,7 +247,15 @@ struct FusedSegmentsCpu : FusedDownsample<R, TF> {
     }
 #endif
     seg_add<kFirst, kC, kF2, kPf>(acc, row, wn, C, f2, c_fixed, 0);
-    float t[kAcc / 2];  // wn * C <= kAcc / f2
+    if (F2 == 1) {
+      // f2 = 1 known only at run time (a channel count other than 3 or 4):
+      // acc holds the sums themselves, up to kAcc of them -- more than `t`
+      // below holds (a segment of 2048 sums overflowed it: 1024 x 2 channels).
+      for (int64_t w = 0; w < wn; ++w)
+        for (int64_t c = 0; c < Cn; ++c) y[c * ystride + w] = (0.f + acc[w * Cn + c]) * inv;
+      return;
+    }
+    float t[kAcc / 2];  // wn * C <= kAcc / f2, f2 >= 2
     for (int64_t w = 0; w < wn; ++w)
       for (int64_t c = 0; c < Cn; ++c) {
         float sum = 0.f;

@@ -212,6 +212,13 @@ TEST_CASE("fused downsample: the CPU row traversal gives the functors' (GPU math
       {{1, 2, 4, 6, 8}, true, {{1, 1, 1}, {2, 2, 3}}},
       {{2, 4, 4, 14, 7}, true, {{2, 2, 7}, {1, 2, 1}}},
       {{1, 6, 4, 4, 6}, false, {{2, 2, 2}, {1, 1, 1}}},
+      // Channel counts known only at run time (not 3 or 4), channels-last,
+      // with no pooling along the last axis and rows of more than 1024
+      // values: a segment of up to 2048 sums (its stack copy once held
+      // 1024: an overflow).
+      {{1, 1024, 2}, true, {{1}, {2}}},
+      {{1, 16, 16, 16, 8}, true, {{1, 1, 1}}},
+      {{1, 2, 64, 64, 5}, true, {{1, 1, 1}, {2, 2, 2}}},
       // The vector kernel's last-axis factors 4, 2 and 1 (C = 4, channels-last).
       {{2, 2, 4, 32, 4}, true, {{1, 1, 4}, {2, 1, 2}, {1, 2, 1}}},
       // Chains for the chain kernel (C = 4, channels-last; cases 0 and 6 are
@@ -381,4 +388,17 @@ TEST_CASE("fused downsample: a plan run per sample or per batch equals the check
   REQUIRE(bit_equal(per, want));
   REQUIRE(bit_equal(batch, want));
   REQUIRE_THROWS_WITH(plan_fused_downsample({1, 8, 4, 16, 4}, DType::I32, spec, "plan"), Catch::Contains("int32"));
+  // An empty axis: nothing to do, as the checked call (the CPU rows'
+  // geometry divided by its block count: SIGFPE).
+  for (const Shape& empty : {Shape{4, 0, 3}, Shape{2, 4, 4, 0, 4}}) {
+    FusedDownsampleSpec flat;
+    flat.levels = {std::vector<int64_t>(static_cast<size_t>(empty.ndim() - 2), 1)};
+    const FusedDownsamplePlan p = plan_fused_downsample(empty, DType::F32, flat, "test");
+    FusedOutputs none;
+    float unused = 0.f;
+    none.y[0] = &unused;
+    const float in = 0.f;
+    REQUIRE_NOTHROW(run_fused_downsample(cpu_stream(), p, &in, none));
+    CHECK(unused == 0.f);
+  }
 }
