@@ -120,7 +120,12 @@ int main(int argc, char** argv) {
     // One failing rank must not leave the others waiting in a collective.
     int size = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (size > 1) {
+    // A stop signal ends every rank of a training group at the same step,
+    // its checkpoint written: wait for the job's other ranks (a concurrent
+    // run's other group stops at its own next step, and may still be
+    // writing its checkpoint) and end in order. Any other error, or ranks
+    // that do not arrive within two minutes: abort.
+    if (size > 1 && !(stopped_by_signal() && mpi_all_ranks_arrive(120.0))) {
       // MPI_Abort ends every rank at once, and the launcher (Hydra) may then
       // drop output it has not yet forwarded: the error message above, on
       // every rank that hit the same error. A moment first lets it through.

@@ -15,6 +15,13 @@
 
 namespace mrmf {
 
+namespace {
+// MPI_COMM_WORLD's duplicate for mpi_all_ranks_arrive() alone: its barrier
+// cannot match a collective that other ranks issue on the world (such as a
+// concurrent run's other group at its exchange).
+MPI_Comm g_exit_comm = MPI_COMM_NULL;
+}  // namespace
+
 void mpi_init(int* argc, char*** argv) {
   int inited = 0;
   MPI_Initialized(&inited);
@@ -25,6 +32,7 @@ void mpi_init(int* argc, char*** argv) {
   // Errors come back as codes (and become exceptions) instead of aborting
   // inside MPI without a message that names what failed.
   MRMF_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  if (g_exit_comm == MPI_COMM_NULL) MRMF_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &g_exit_comm));
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -40,7 +48,22 @@ bool mpi_initialized() noexcept {
 }
 
 void mpi_finalize() noexcept {
-  if (mpi_initialized()) MPI_Finalize();
+  if (!mpi_initialized()) return;
+  if (g_exit_comm != MPI_COMM_NULL) MPI_Comm_free(&g_exit_comm);
+  MPI_Finalize();
+}
+
+bool mpi_all_ranks_arrive(double timeout_s) noexcept {
+  if (!mpi_initialized() || g_exit_comm == MPI_COMM_NULL) return false;
+  MPI_Request req = MPI_REQUEST_NULL;
+  if (MPI_Ibarrier(g_exit_comm, &req) != MPI_SUCCESS) return false;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  for (int done = 0;;) {
+    if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
+    if (done) return true;
+    if (std::chrono::steady_clock::now() > end) return false;  // the job is aborted next: the request with it
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 void mpi_abort(int code) noexcept {

@@ -26,6 +26,11 @@ void mpi_finalize() noexcept;
 bool mpi_initialized() noexcept;
 // Ends the whole job after an unrecoverable error on this rank.
 [[noreturn]] void mpi_abort(int code) noexcept;
+// Whether every rank of the job calls this within `timeout_s` (a barrier on
+// a communicator of its own, which no other collective can match); false
+// also when MPI fails. For an orderly end of a job that every rank leaves
+// on the same error (a stop signal), in place of mpi_abort.
+bool mpi_all_ranks_arrive(double timeout_s) noexcept;
 
 class Communicator {
  public:

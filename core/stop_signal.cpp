@@ -22,6 +22,12 @@ void install_stop_signal_handlers() {
 
 int stop_signal_received() { return g_signal; }
 
+namespace {
+bool g_stopped = false;  // the main thread's only
+}  // namespace
+void note_stopped_by_signal() noexcept { g_stopped = true; }
+bool stopped_by_signal() noexcept { return g_stopped; }
+
 const char* stop_signal_name(int sig) {
   if (sig == SIGTERM) return "SIGTERM";
   if (sig == SIGUSR1) return "SIGUSR1";

@@ -15,5 +15,11 @@ void install_stop_signal_handlers();
 int stop_signal_received();
 // "SIGTERM", "SIGUSR1", or "signal N".
 const char* stop_signal_name(int sig);
+// Set by the trainer when it stops on such a signal, its checkpoint written
+// (every rank of its communicator stops at the same step): main() then waits
+// for the job's other ranks and ends in order instead of aborting the job
+// (an abort could kill another rank still writing its checkpoint).
+void note_stopped_by_signal() noexcept;
+bool stopped_by_signal() noexcept;
 
 }  // namespace mrmf

@@ -474,6 +474,11 @@ FitResult Trainer::fit() {
 
 void Trainer::stop_for_signal(bool saved) {
   const bool wrote = saved && !opts_.out_dir.empty() && opts_.write_checkpoints;
+  // Every rank of the group is here at the same step (the stop travels with
+  // the loss all-reduce), but rank 0 alone writes the checkpoint: the others
+  // wait for it, or main() would abort the job with it half written.
+  comm_.idle_barrier();
+  note_stopped_by_signal();
   throw StopRequested(
       ErrorKind::Runtime,
       fmt::format("{}stopped by {} (a job's time limit?) at step {}{}", opts_.tag.empty() ? "" : opts_.tag + ": ",

@@ -2,10 +2,13 @@
 // line, the checkpoint (every rank's BN statistics gathered mid-epoch, the
 // loader's position, the optimizer's state), and resuming from it
 // (fusion/trainer.h; the training loop is in fusion/trainer.cpp).
+#include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <thread>
 
 #include "core/check_mpi.h"
 #include "core/log.h"
@@ -44,6 +47,11 @@ void Trainer::save(int64_t epochs_done, int64_t batch, double loss_sum) {
   }
   if (!comm_.is_root()) return;
   MRMF_NVTX_RANGE("checkpoint");
+  // Test hook (tests/mpi/multirank_consistency.sh): MRMF_FAULT_SLOW_SAVE_MS=N
+  // makes each checkpoint take N ms longer, as a large model's on a slow
+  // file system, while the other ranks go on.
+  if (const char* slow = std::getenv("MRMF_FAULT_SLOW_SAVE_MS"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atol(slow)));
   TrainingState ts;
   ts.epoch = epochs_done;
   ts.step = step_;

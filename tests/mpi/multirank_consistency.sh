@@ -82,10 +82,12 @@ fi
 # same step with a checkpoint, and --resume on 2 ranks finishes the run.
 # Inside an epoch (raised when 2 steps are done, the run stops after step 3
 # of 4), where each rank's BN running statistics are still its own: the
-# resumed run must end exactly as an uninterrupted one.
+# resumed run must end exactly as an uninterrupted one. Rank 0's checkpoint
+# takes 2 s longer (MRMF_FAULT_SLOW_SAVE_MS): rank 1 must wait for it, and
+# the job end in order, not be aborted (which killed rank 0 mid-write).
 T4=("$MRMF" train --config "$DIR/run.yaml" --set stop.max_epochs=3)
 timeout 90 "$MPIEXEC" -n 2 "${T4[@]}" --out "$DIR/run4_whole" >/dev/null 2>&1
-MRMF_FAULT_SIGNAL=1:2 timeout 90 "$MPIEXEC" -n 2 "${T4[@]}" --out "$DIR/run4" >"$DIR/sig.log" 2>&1
+MRMF_FAULT_SIGNAL=1:2 MRMF_FAULT_SLOW_SAVE_MS=2000 timeout 90 "$MPIEXEC" -n 2 "${T4[@]}" --out "$DIR/run4" >"$DIR/sig.log" 2>&1
 sig_rc=$?
 final() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['final_val_loss'])" "$1/summary.json"; }
 # Every epoch's losses (a fresh start would also end at the same numbers:
@@ -93,6 +95,7 @@ final() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['final
 losses() { python3 -c "import json,sys; print([(j['train_loss'], j['val_loss']) for j in map(json.loads, open(sys.argv[1]))])" "$1/metrics.jsonl"; }
 if [[ $sig_rc -ne 0 && $sig_rc -ne 124 ]] && grep -q "stopped by SIGTERM" "$DIR/sig.log" &&
    grep -q "stopped by a stop signal to another rank" "$DIR/sig.log" && [[ -f $DIR/run4/checkpoint.h5 ]] &&
+   ! grep -q "MPI_Abort" "$DIR/sig.log" &&
    timeout 90 "$MPIEXEC" -n 2 "${T4[@]}" --out "$DIR/run4" --resume >"$DIR/sig_resume.log" 2>&1 &&
    grep -q "resumed from .* at epoch 0, batch 3 (step 3)" "$DIR/sig_resume.log" &&
    [[ "$(final "$DIR/run4")" == "$(final "$DIR/run4_whole")" ]] &&
