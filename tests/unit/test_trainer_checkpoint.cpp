@@ -73,15 +73,16 @@ TEST_CASE("trainer: kill and resume ends with bit-identical weights", "[trainer]
     o.progress = false;
     // A pause inside epoch 1 before its checkpoint: time the stage spent
     // there, which the resumed run must count although this process dies.
-    const auto pause = [] { std::this_thread::sleep_for(std::chrono::milliseconds(250)); };
-    o.on_step = [&](int64_t step) {
-      if (step == 9) pause();
-      if (step == 11) throw Thrown{};
-    };
-    {
-      Trainer t(config({"train.checkpoint_every_steps=5"}), world(), Device::cpu(), o);
+    // A run killed at step `kill_at`, paused 250 ms at step `pause_at`.
+    const auto interrupted = [&](const RunConfig& cfg, int64_t pause_at, int64_t kill_at) {
+      o.on_step = [=](int64_t step) {
+        if (step == pause_at) std::this_thread::sleep_for(std::chrono::milliseconds(250));
+        if (step == kill_at) throw Thrown{};
+      };
+      Trainer t(cfg, world(), Device::cpu(), o);
       CHECK_THROWS_AS(t.fit(), Thrown);
-    }
+    };
+    interrupted(config({"train.checkpoint_every_steps=5"}), 9, 11);
     const CheckpointHeader h = read_checkpoint_header(ckpt(out));
     CHECK(h.training.epoch == 1);
     CHECK(h.training.step == 10);
@@ -91,14 +92,7 @@ TEST_CASE("trainer: kill and resume ends with bit-identical weights", "[trainer]
     // Resumed (the interval may change on resume) and interrupted again in
     // the same epoch: its checkpoint at step 12 holds both parts.
     o.resume = true;
-    o.on_step = [&](int64_t step) {
-      if (step == 11) pause();
-      if (step == 13) throw Thrown{};
-    };
-    {
-      Trainer t(config({"train.checkpoint_every_steps=3"}), world(), Device::cpu(), o);
-      CHECK_THROWS_AS(t.fit(), Thrown);
-    }
+    interrupted(config({"train.checkpoint_every_steps=3"}), 11, 13);
     const CheckpointHeader h2 = read_checkpoint_header(ckpt(out));
     REQUIRE(h2.training.step == 12);
     CHECK(std::get<int64_t>(h2.training.state.at("loader_batch")) == 4);
