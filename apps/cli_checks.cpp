@@ -1,6 +1,8 @@
 #include "apps/cli_checks.h"
 
 #include <filesystem>
+#include <stdexcept>
+#include <string>
 
 #include "core/communicator.h"
 #include "core/error.h"
@@ -24,6 +26,21 @@ CLI::Validator at_least(long long lo) {
         return "";
       },
       "INT>=" + std::to_string(lo));
+}
+
+CLI::Validator unsigned64() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos)
+          return "must be a non-negative integer, got '" + s + "'";
+        try {
+          (void)std::stoull(s);
+        } catch (const std::out_of_range&) {
+          return "must be at most 2^64 - 1, got " + s;
+        }
+        return {};
+      },
+      "UINT64");
 }
 
 CLI::Validator non_empty() {

@@ -21,6 +21,11 @@ CLI::Validator at_least(long long lo);
 // rename to "" or a read of "").
 CLI::Validator non_empty();
 
+// An unsigned 64-bit number written as one (a seed): CLI11 2.1 reads
+// unsigned flags with strtoull, which wraps -1 and clamps too large values,
+// silently.
+CLI::Validator unsigned64();
+
 // Refuses (a usage error: exit 2) an output folder that is an existing file,
 // or one that already holds any of
 // `files` unless `force`, naming them and `remedy`. Every rank looks before

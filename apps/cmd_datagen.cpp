@@ -94,7 +94,9 @@ void add_common(CLI::App* sub, DatagenFlags& f, int64_t& train, int64_t& val, in
   sub->add_option("--train", train, "training samples")->check(at_least(0))->capture_default_str();
   sub->add_option("--val", val, "validation samples")->check(at_least(0))->capture_default_str();
   sub->add_option("--test", test, "test samples")->check(at_least(0))->capture_default_str();
-  sub->add_option("--seed", seed, "random seed (same seed -> identical files)")->capture_default_str();
+  sub->add_option("--seed", seed, "random seed (same seed -> identical files)")
+      ->check(unsigned64())
+      ->capture_default_str();
   sub->add_option("--threads", f.threads, "OpenMP threads (default: all cores)")
       ->check(CLI::Range(0, static_cast<int>(kMaxThreads)));
   sub->add_flag("--force", f.force, "replace existing output");

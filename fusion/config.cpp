@@ -287,7 +287,8 @@ void validate(const RunConfig& c) {
   MRMF_CHECK_KIND(Config, c.stop.max_epochs >= 1, "config key 'stop.max_epochs': must be at least 1, got ",
                   c.stop.max_epochs);
   MRMF_CHECK_KIND(Config, c.stop.target_val_loss >= 0, "config key 'stop.target_val_loss': must be >= 0");
-  MRMF_CHECK_KIND(Config, c.stop.plateau_threshold >= 0, "config key 'stop.plateau_threshold': must be >= 0");
+  MRMF_CHECK_KIND(Config, c.stop.plateau_threshold >= 0 && std::isfinite(c.stop.plateau_threshold),
+                  "config key 'stop.plateau_threshold': must be finite and >= 0, got ", c.stop.plateau_threshold);
   MRMF_CHECK_KIND(Config, c.stop.plateau_threshold == 0 || c.stop.plateau_patience >= 1,
                   "config key 'stop.plateau_patience': must be at least 1 when stop.plateau_threshold is set, got ",
                   c.stop.plateau_patience);
@@ -341,7 +342,9 @@ void validate(const RunConfig& c) {
   for (size_t i = 0; i < c.data.reduce.size(); ++i)
     MRMF_CHECK_KIND(Config, c.data.reduce[i] >= 1, "config key 'data.reduce[", i, "]': factors must be >= 1, got ",
                     c.data.reduce[i]);
-  MRMF_CHECK_KIND(Config, c.data.prefetch >= 1, "config key 'data.prefetch': must be at least 1");
+  // Each prefetched batch is a buffer (pinned on a GPU run): a handful is plenty.
+  MRMF_CHECK_KIND(Config, c.data.prefetch >= 1 && c.data.prefetch <= 64,
+                  "config key 'data.prefetch': must be 1 to 64, got ", c.data.prefetch);
   MRMF_CHECK_KIND(Config, c.data.io_threads >= 1 && c.data.io_threads <= data::kMaxIoThreads,
                   "config key 'data.io_threads': must be 1 to ", data::kMaxIoThreads, ", got ", c.data.io_threads);
   MRMF_CHECK_KIND(Config, c.data.transform != "scale" || !c.data.scale.empty(),
@@ -351,8 +354,9 @@ void validate(const RunConfig& c) {
                   "config key 'train.checkpoint_every_steps': must be >= 0 (0: off), got ", c.train.checkpoint_every_steps);
   MRMF_CHECK_KIND(Config, c.train.max_steps_per_epoch >= 0, "config key 'train.max_steps_per_epoch': must be >= 0 "
                   "(0: the whole shard), got ", c.train.max_steps_per_epoch);
-  MRMF_CHECK_KIND(Config, c.data.cache_max_mb >= 0, "config key 'data.cache_max_mb': must be >= 0 (0: automatic), got ",
-                  c.data.cache_max_mb);
+  // In MB, shifted to bytes: bounded well inside int64 (2^30 MB = 1 PiB).
+  MRMF_CHECK_KIND(Config, c.data.cache_max_mb >= 0 && c.data.cache_max_mb <= (int64_t{1} << 30),
+                  "config key 'data.cache_max_mb': must be 0 (automatic) to 2^30, got ", c.data.cache_max_mb);
   MRMF_CHECK_KIND(Config, c.data.max_train_samples >= 0, "config key 'data.max_train_samples': must be >= 0 (0: all), got ",
                   c.data.max_train_samples);
   MRMF_CHECK_KIND(Config, std::isfinite(c.stop.target_val_loss), "config key 'stop.target_val_loss': must be finite");
@@ -365,8 +369,8 @@ void validate(const RunConfig& c) {
   // Each OpenMP thread has its own stack: 100000 of them overflow memory (a crash, not an error).
   MRMF_CHECK_KIND(Config, c.runtime.threads >= 0 && c.runtime.threads <= kMaxThreads,
                   "config key 'runtime.threads': must be 0 (all cores) to ", kMaxThreads, ", got ", c.runtime.threads);
-  MRMF_CHECK_KIND(Config, c.runtime.cudnn_workspace_mb >= 0, "config key 'runtime.cudnn_workspace_mb': must be >= 0, got ",
-                  c.runtime.cudnn_workspace_mb);
+  MRMF_CHECK_KIND(Config, c.runtime.cudnn_workspace_mb >= 0 && c.runtime.cudnn_workspace_mb <= (int64_t{1} << 30),
+                  "config key 'runtime.cudnn_workspace_mb': must be 0 to 2^30, got ", c.runtime.cudnn_workspace_mb);
 }
 
 std::string emit(const RunConfig& c) {
@@ -429,10 +433,13 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
   }
   YAML::Node parsed;
   try {
-    parsed = YAML::Load(value);
+    parsed = load_yaml_document(value);
   } catch (const YAML::Exception& e) {
     MRMF_THROW(Config, "--set '", assignment, "': cannot parse the value: ", e.msg);
   }
+  // Checked as a file is: a key given twice, an alias that refers to itself
+  // (which every later walk would follow until the stack overflows).
+  check_unique_keys(parsed, "--set '" + assignment + "'", key);
   // yaml-cpp's operator[] on a temporary would not write through: keep handles.
   std::vector<YAML::Node> chain{root};
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
@@ -463,6 +470,8 @@ void check_unique_keys_at(const YAML::Node& node, const std::string& origin, con
   if (!node.IsMap()) return;
   std::set<std::string> seen;
   for (const auto& kv : node) {
+    MRMF_CHECK_KIND(Config, kv.first.IsScalar(), origin, ": a key ",
+                    path.empty() ? std::string() : "under '" + path + "' ", "is a list or a map; keys are names");
     const std::string key = kv.first.Scalar(), full = path.empty() ? key : path + "." + key;
     MRMF_CHECK_KIND(Config, seen.insert(key).second, origin, ": key '", full,
                     "' is given twice (only one of them would be used)");
@@ -475,11 +484,21 @@ void check_unique_keys(const YAML::Node& node, const std::string& origin, const 
   check_unique_keys_at(node, origin, path, 0);
 }
 
+YAML::Node load_yaml_document(const std::string& text) {
+  const std::vector<YAML::Node> docs = YAML::LoadAll(text);
+  if (docs.size() > 1)
+    throw YAML::ParserException(YAML::Mark(),
+                                "it holds " + std::to_string(docs.size()) +
+                                    " YAML documents (separated by '---'); a configuration is one, and the others "
+                                    "would be ignored");
+  return docs.empty() ? YAML::Node() : docs[0];
+}
+
 RunConfig parse_run_config(const std::string& yaml_text, const std::vector<std::string>& overrides,
                            const std::string& origin) {
   YAML::Node root;
   try {
-    root = YAML::Load(yaml_text);
+    root = load_yaml_document(yaml_text);
   } catch (const YAML::ParserException& e) {
     MRMF_THROW(Config, origin, ":", e.mark.line + 1, ": invalid YAML: ", e.msg);
   }

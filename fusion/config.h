@@ -154,6 +154,10 @@ std::string yaml_quoted(const std::string& text);
 // itself makes a cycle): an error instead of a stack overflow. Call it on a
 // freshly loaded document before anything else walks it.
 void check_unique_keys(const YAML::Node& node, const std::string& origin, const std::string& path = "");
+// The one YAML document of `text` (null for none); throws YAML::ParserException
+// for invalid YAML and for more than one document (YAML::Load would take the
+// first and silently drop the rest).
+YAML::Node load_yaml_document(const std::string& text);
 
 // Every valid dotted key of a run configuration (for --help and suggestions).
 const std::vector<std::string>& run_config_keys();

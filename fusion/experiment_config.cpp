@@ -192,7 +192,7 @@ YAML::Node resolve_base_chain(const YAML::Node& root, const std::string& origin,
   ss << in.rdbuf();
   YAML::Node parent;
   try {
-    parent = YAML::Load(ss.str());
+    parent = load_yaml_document(ss.str());
   } catch (const YAML::ParserException& e) {
     MRMF_THROW(Config, p.string(), ":", e.mark.line + 1, ": invalid YAML: ", e.msg, " (the base of ", origin, ")");
   }
@@ -220,7 +220,7 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
                                          const std::string& origin, const std::string& base_dir) {
   YAML::Node root;
   try {
-    root = YAML::Load(text);
+    root = load_yaml_document(text);
   } catch (const YAML::ParserException& e) {
     MRMF_THROW(Config, origin, ":", e.mark.line + 1, ": invalid YAML: ", e.msg);
   }
@@ -365,9 +365,10 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
   // own keys): an override of them would be silently replaced.
   const auto check_owned = [](const std::string& set, const std::string& where) {
     const std::string key = set.substr(0, set.find('='));
+    // A whole section (train={...}, data={...}) sets them too.
     MRMF_CHECK_KIND(Config,
                     key != "data.reduce" && key != "train.seed" && key.rfind("stop.", 0) != 0 && key != "stop" &&
-                        key != "train.epochs",
+                        key != "train.epochs" && key != "train" && key != "data",
                     where, " '", set, "': the experiment sets '", key,
                     "' in every stage (from its ladder, seeds, "
                     "max_epochs, target_val_loss and stop rules); set those experiment keys instead");
@@ -401,6 +402,17 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
     bool found = key == resolution_key(c.one_fusion_coarse);
     for (const auto& r : c.ladder) found = found || key == resolution_key(r);
     MRMF_CHECK_KIND(Config, found, "experiment key 'resolution_overrides': '", key, "' is not a rung of the ladder");
+    // Kept optimizer state travels between rungs (coarse -> fused -> next
+    // stage): an optimizer of another kind or state buffers on one rung
+    // would fail only at the first fusion, after its stages have trained.
+    if (c.optimizer_at_fusion == "keep")
+      for (const auto& set : sets) {
+        const std::string k = set.substr(0, set.find('='));
+        for (const char* o : {"optimizer", "optimizer.name", "optimizer.momentum", "optimizer.nesterov"})
+          MRMF_CHECK_KIND(Config, k != o, "experiment key 'resolution_overrides': '", set, "' (rung ", key,
+                          ") changes the optimizer whose state optimizer_at_fusion: keep carries from rung to rung; "
+                          "change it for every stage, or use optimizer_at_fusion: reset");
+      }
   }
   return c;
 }

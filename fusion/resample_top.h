@@ -14,7 +14,13 @@
 // Resampling: each spatial axis of the flattened [C, P1, ...] map, linearly,
 // a target position d taken at source position (d + 0.5) * n / m - 0.5
 // (the positions' centres aligned over the same extent; clamped at the
-// ends), one axis after the other. A weight (rank 2, [out, C * prod P]) is
+// ends), one axis after the other. The premise holds where the maps halve
+// exactly (CosmoFlow's padded convolutions and pools); Neuron Inverter's
+// unpadded convolutions lose a border at each block, so its maps do not
+// span the same extent (T = 800 -> 11 positions, 1600 -> 24): there the
+// receptive fields' centres differ by up to ~0.65 source positions at the
+// far end (a review, session 51; not corrected -- an option beyond the
+// paper's method, measured with this mapping in session 29). A weight (rank 2, [out, C * prod P]) is
 // also scaled by prod(P_source) / prod(P_target), so that a sum over the
 // target's positions of features like the source's has the source's size;
 // vectors (BN weight, bias, running statistics) are not.

@@ -54,7 +54,7 @@ TEST_CASE("config: bad input names the key before any compute", "[config]") {
   fails_with("", {"stop.plateau_threshold=0.01", "stop.plateau_patience=0"}, "'stop.plateau_patience'");
   fails_with("", {"optimizer.name=lbfgs"}, "'lbfgs' is not one of adam, adamw, sgd");
   fails_with("", {"train.deterministic=maybe"}, "'train.deterministic': expected a boolean");
-  fails_with("", {"runtime.cudnn_workspace_mb=-1"}, "'runtime.cudnn_workspace_mb': must be >= 0, got -1");
+  fails_with("", {"runtime.cudnn_workspace_mb=-1"}, "'runtime.cudnn_workspace_mb': must be 0 to 2^30, got -1");
   fails_with("", {"runtime.allow_tf32=perhaps"}, "'runtime.allow_tf32': expected a boolean");
   fails_with("", {"train.seed=-1"}, "'train.seed': expected a non-negative integer");
   fails_with("", {"schedule.type=piecewise", "schedule.boundaries=[10]", "schedule.values=[1e-3]"},
@@ -84,7 +84,7 @@ TEST_CASE("config: bad input names the key before any compute", "[config]") {
   fails_with("", {"schedule.plateau_min_lr=-1"}, "'schedule.plateau_min_lr'");
   fails_with("", {"schedule.power=0"}, "'schedule.power'");
   fails_with("", {"data.max_train_samples=-5"}, "'data.max_train_samples': must be >= 0");
-  fails_with("", {"data.cache_max_mb=-1"}, "'data.cache_max_mb': must be >= 0");
+  fails_with("", {"data.cache_max_mb=-1"}, "'data.cache_max_mb': must be 0 (automatic) to 2^30, got -1");
   fails_with("", {"data.io_threads=0"}, "'data.io_threads': must be 1 to 8, got 0");
   fails_with("", {"data.io_threads=9"}, "'data.io_threads': must be 1 to 8, got 9");
   fails_with("", {"train.max_steps_per_epoch=-1"}, "'train.max_steps_per_epoch': must be >= 0");
@@ -105,6 +105,21 @@ TEST_CASE("config: bad input names the key before any compute", "[config]") {
   fails_with("", {"runtime.threads=100000"}, "'runtime.threads': must be 0 (all cores) to 4096");
   fails_with("", {"optimizer.weight_decay=.inf"}, "'optimizer.weight_decay': must be >= 0 and finite");
   fails_with("", {"optimizer.eps=.inf"}, "'optimizer.eps': must be positive and finite");
+  // From a review (session 51): an override's value is checked as a file is
+  // (a looping alias crashed, a key given twice kept the last) ...
+  fails_with("", {"train=&a {x: *a}"}, "nested more than 32 levels deep");
+  fails_with("", {"train={batch_size: 4, batch_size: 8}"}, "key 'train.batch_size' is given twice");
+  // ... a list or a map as a key is named (it was yaml-cpp's "bad conversion", exit 1) ...
+  fails_with("? [a, b]\n: 1\n", {}, "keys are names");
+  fails_with("train: {[a, b]: 1}\n", {}, "under 'train' is a list or a map");
+  // ... a second YAML document is not silently dropped ...
+  fails_with("train: {batch_size: 8}\n---\nstop: {max_epochs: 3}\n", {}, "2 YAML documents");
+  // ... and infinite or oversized values are refused.
+  fails_with("", {"stop.plateau_threshold=.inf", "stop.plateau_patience=1"},
+             "'stop.plateau_threshold': must be finite and >= 0");
+  fails_with("", {"data.prefetch=4294967296"}, "'data.prefetch': must be 1 to 64");
+  fails_with("", {"data.cache_max_mb=17592186044416"}, "'data.cache_max_mb': must be 0 (automatic) to 2^30");
+  fails_with("", {"runtime.cudnn_workspace_mb=17592186044416"}, "'runtime.cudnn_workspace_mb': must be 0 to 2^30");
 }
 
 TEST_CASE("config: train.epochs is stop.max_epochs, and the Neuron Inverter layout has one source", "[config]") {

@@ -297,9 +297,22 @@ TEST_CASE("experiment config: bad input is reported before any training", "[fusi
         "set 'data.layout' for every stage");
   fails("experiment: {target_val_loss: 0.1, finetune_overrides: [\"runtime.threads=1\"]}", "set 'runtime.threads'");
   fails("experiment: {target_val_loss: 0.1, finetune_overrides: [\"train.init=x.h5\"]}", "set 'train.init'");
-  fails("experiment: {target_val_loss: 0.1, finetune_overrides: [\"train={init: x.h5}\"]}", "set 'train' for every");
+  fails("experiment: {target_val_loss: 0.1, finetune_overrides: [\"train={init: x.h5}\"]}",
+        "the experiment sets 'train'");
+  // A whole section would replace the stages' train.seed / data.reduce (from a review, session 51).
+  fails("experiment: {target_val_loss: 0.1, resolution_overrides: {\"2\": [\"data={path: d.h5}\"]}}",
+        "the experiment sets 'data' in every stage");
   fails("experiment: {target_val_loss: 0.1, optimizer_at_fusion: keep, finetune_overrides: [\"optimizer.name=sgd\"]}",
         "changes the optimizer whose state optimizer_at_fusion: keep carries");
+  // ... nor on one rung (its state fails to travel at the first fusion, after
+  // the pre-fusion stages have trained); with reset it may.
+  fails(
+      "experiment: {target_val_loss: 0.1, optimizer_at_fusion: keep, resolution_overrides: {\"2\": "
+      "[\"optimizer.momentum=0\"]}}",
+      "'optimizer.momentum=0' (rung 2) changes the optimizer whose state optimizer_at_fusion: keep carries");
+  CHECK_NOTHROW(parse_experiment_config(
+      run + "experiment: {target_val_loss: 0.1, resolution_overrides: {\"2\": [\"optimizer.momentum=0\"]}}", {},
+      "exp.yaml"));
   // A run-config error of the fine-tuning stages is named as the overrides' (here two warmups).
   fails(
       "experiment: {target_val_loss: 0.1, finetune_overrides: [\"schedule.warmup_steps=8\", "

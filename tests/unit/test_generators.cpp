@@ -416,6 +416,12 @@ TEST_CASE("datagen: the CLI maps bad flags and existing output to exit code 2", 
   REQUIRE(run("neuron-inverter --out " + ni + " --dtype float8") == 2);
   REQUIRE(run("neuron-inverter --out " + ni + " --train -3") == 2);
   REQUIRE(run("neuron-inverter --train 3") == 2);  // --out is required
+  // A seed is an unsigned 64-bit number: -1 wrapped and a too large one was
+  // clamped, silently (CLI11's strtoull).
+  REQUIRE(run("neuron-inverter --out " + ni + "x --seed -1") == 2);
+  REQUIRE(run("neuron-inverter --out " + ni + "x --seed 99999999999999999999") == 2);
+  REQUIRE(run("neuron-inverter --out " + ni + "x --seed 12abc") == 2);
+  REQUIRE_FALSE(fs::exists(ni + "x"));
   REQUIRE(run("cosmoflow --out " + cf + " --size 8") == 2);
   REQUIRE(run("cosmoflow --out " + cf + " --size 16 --train 3 --val 1 --test 1 --per-file 2") == 0);
   REQUIRE(CosmoFlowFiles::open(cf + "/train/*.h5").total() == 3);
