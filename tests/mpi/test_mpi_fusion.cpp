@@ -71,11 +71,12 @@ std::pair<fs::path, RunConfig> tiny_bn_run(const Communicator& world, const std:
 }
 
 // A concurrent experiment (ladder 1/4 -> 1, seed 1, batch 16) on a fresh
-// Neuron Inverter file of `train` / `val` samples per rank; `keys` adds
-// experiment keys (stop rules, concurrent_times, ...).
+// Neuron Inverter file of `train` / `val` samples per rank, its coarse stage
+// one epoch, its dense stage `dense_epochs` (threshold 0: the plateau rules
+// off); `keys` adds experiment keys (concurrent_times, ...).
 std::pair<fs::path, ExperimentConfig> concurrent_experiment(const Communicator& world, const std::string& name,
                                                             uint64_t data_seed, int64_t train, int64_t val,
-                                                            const std::string& keys) {
+                                                            int dense_epochs, const std::string& keys) {
   data::NeuronGenOptions g;
   g.train = train * world.size();
   g.val = val * world.size();
@@ -87,7 +88,11 @@ std::pair<fs::path, ExperimentConfig> concurrent_experiment(const Communicator& 
                            "experiment:\n  methods: [concurrent]\n  seeds: [1]\n"
                            "  target_val_loss: 0.01\n  max_epochs: 1\n  ladder: [[4], [1]]\n" +
                            keys;
-  return {dir, parse_experiment_config(yaml, {"runtime.threads=1"}, name + ".yaml")};
+  const std::string stops =
+      "  coarse_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n"
+      "  dense_stop: {threshold: 0.0, patience: 1, max_epochs: " +
+      std::to_string(dense_epochs) + "}\n";
+  return {dir, parse_experiment_config(yaml + stops, {"runtime.threads=1"}, name + ".yaml")};
 }
 }  // namespace
 
@@ -177,10 +182,7 @@ TEST_CASE("experiment: a tiny end-to-end MRMF run with every method", "[mpi][exp
 
 TEST_CASE("experiment: concurrent training sizes its groups with a timing probe", "[mpi][experiment]") {
   Communicator world = Communicator::world();
-  const auto [dir, cfg] = concurrent_experiment(world, "mrmf_mpi_probe", 4, 96, 32,
-                                                "  coarse_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n"
-                                                "  dense_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n"
-                                                "  probe_steps: 1\n");
+  const auto [dir, cfg] = concurrent_experiment(world, "mrmf_mpi_probe", 4, 96, 32, 1, "  probe_steps: 1\n");
   REQUIRE(cfg.concurrent_times.empty());  // measured, not given
   Orchestrator orch(cfg, world, Device::cpu(), (dir / "out").string());
   const MethodRun r = orch.run("concurrent", 1);
@@ -215,11 +217,9 @@ TEST_CASE("experiment: concurrent training sizes its groups with a timing probe"
 TEST_CASE("experiment: a concurrent run whose coarse group diverges ends there, recorded as diverged",
           "[mpi][experiment]") {
   Communicator world = Communicator::world();
-  const auto [dir, cfg] = concurrent_experiment(world, "mrmf_mpi_diverge", 6, 64, 16,
+  const auto [dir, cfg] = concurrent_experiment(world, "mrmf_mpi_diverge", 6, 64, 16, 1,
                                                 "  concurrent_times: [2.0, 1.0]\n"
-                                                "  resolution_overrides: {\"4\": [optimizer.lr=1.0e+8]}\n"
-                                                "  coarse_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n"
-                                                "  dense_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n");
+                                                "  resolution_overrides: {\"4\": [optimizer.lr=1.0e+8]}\n");
   Orchestrator orch(cfg, world, Device::cpu(), (dir / "out").string());
   const MethodRun r = orch.run("concurrent", 1);
   REQUIRE(r.concurrent_groups);
@@ -240,9 +240,7 @@ TEST_CASE("experiment: with concurrent_overtime the group done first trains on u
   Communicator world = Communicator::world();
   // The coarse group (1/4 resolution) stops after one epoch, the dense one
   // after three full-resolution epochs: the coarse group is done first.
-  const auto [dir, cfg] = concurrent_experiment(world, "mrmf_mpi_overtime", 5, 96, 32,
-                                                "  coarse_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n"
-                                                "  dense_stop: {threshold: 0.0, patience: 1, max_epochs: 3}\n"
+  const auto [dir, cfg] = concurrent_experiment(world, "mrmf_mpi_overtime", 5, 96, 32, 3,
                                                 "  concurrent_times: [2.0, 1.0]\n  concurrent_overtime: true\n");
   REQUIRE(cfg.concurrent_overtime);
   Orchestrator orch(cfg, world, Device::cpu(), (dir / "out").string());
