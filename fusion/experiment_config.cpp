@@ -1,5 +1,7 @@
 #include "fusion/experiment_config.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -26,6 +28,35 @@ bool is_original(const Resolution& r) {
   for (int64_t f : r)
     if (f != 1) return false;
   return true;
+}
+
+bool names_rung(const std::string& key, const Resolution& r) {
+  if (key == resolution_key(r)) return true;
+  Resolution k;  // the key's factors; a key that is not a list of integers names no rung
+  std::stringstream in(key);
+  for (std::string item; std::getline(in, item, ',');) {
+    size_t used = 0;
+    int64_t f = 0;
+    try {
+      f = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      return false;
+    }
+    if (item.find_first_not_of(' ', used) != std::string::npos) return false;
+    k.push_back(f);
+  }
+  const auto uniform = [](const Resolution& x) {
+    return !x.empty() && std::all_of(x.begin(), x.end(), [&](int64_t f) { return f == x[0]; });
+  };
+  if (k == r) return true;  // spaces after commas
+  // One factor written once names it on every axis (data.reduce): "2" is "2,2,2".
+  return uniform(k) && uniform(r) && k[0] == r[0] && (k.size() == 1 || r.size() == 1);
+}
+
+const std::vector<std::string>* rung_overrides(const ExperimentConfig& c, const Resolution& r) {
+  for (const auto& [key, sets] : c.resolution_overrides)
+    if (names_rung(key, r)) return &sets;
+  return nullptr;
 }
 
 std::vector<Resolution> ExperimentConfig::ladder_for(const std::string& method) const {
@@ -348,8 +379,7 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
   // Every run configuration the experiment will use must parse.
   for (const auto& r : c.ladder) {
     std::vector<std::string> sets = c.run_sets;
-    auto it = c.resolution_overrides.find(resolution_key(r));
-    if (it != c.resolution_overrides.end()) sets.insert(sets.end(), it->second.begin(), it->second.end());
+    if (const auto* over = rung_overrides(c, r)) sets.insert(sets.end(), over->begin(), over->end());
     parse_run_config(c.run_yaml, sets, origin + " (run configuration at resolution " + resolution_key(r) + ")");
     if (is_original(r) && !c.finetune_overrides.empty()) {
       sets.insert(sets.end(), c.finetune_overrides.begin(), c.finetune_overrides.end());
@@ -398,10 +428,25 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
                         "' changes the optimizer whose state optimizer_at_fusion: keep carries into the "
                         "fine-tuning stage; change it for every stage, or use optimizer_at_fusion: reset");
   }
+  std::vector<Resolution> rungs = c.ladder;
+  if (!c.one_fusion_coarse.empty()) rungs.push_back(c.one_fusion_coarse);
+  for (const auto& r : rungs) {  // two spellings of one rung: which would apply?
+    std::vector<std::string> keys;
+    for (const auto& kv : c.resolution_overrides)
+      if (names_rung(kv.first, r)) keys.push_back("'" + kv.first + "'");
+    MRMF_CHECK_KIND(Config, keys.size() <= 1,
+                    "experiment key 'resolution_overrides': ", fmt::format("{}", fmt::join(keys, " and ")),
+                    " name the same rung [", resolution_key(r), "]; give its overrides under one key");
+  }
   for (const auto& [key, sets] : c.resolution_overrides) {
-    bool found = key == resolution_key(c.one_fusion_coarse);
-    for (const auto& r : c.ladder) found = found || key == resolution_key(r);
-    MRMF_CHECK_KIND(Config, found, "experiment key 'resolution_overrides': '", key, "' is not a rung of the ladder");
+    bool found = false;
+    std::vector<std::string> written;
+    for (const auto& r : rungs) {
+      found = found || names_rung(key, r);
+      written.push_back("'" + resolution_key(r) + "'");
+    }
+    MRMF_CHECK_KIND(Config, found, "experiment key 'resolution_overrides': '", key,
+                    "' is not a rung of the ladder (its rungs: ", fmt::format("{}", fmt::join(written, ", ")), ")");
     // Kept optimizer state travels between rungs (coarse -> fused -> next
     // stage): an optimizer of another kind or state buffers on one rung
     // would fail only at the first fusion, after its stages have trained.

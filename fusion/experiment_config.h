@@ -19,6 +19,8 @@
 //     stages:                       # optional per-stage overrides, first fusion stage first
 //       - {dense_stop: {threshold: 0.01}}
 //     resolution_overrides: {"4": ["train.batch_size=512", "optimizer.lr=2e-3"]}
+//                                   # a rung as the ladder writes it; one factor on every axis
+//                                   # may be written once or per axis ("2" or "2,2,2")
 //     finetune_overrides: ["schedule.warmup_steps=128"]   # run keys for the stage that fine-tunes a
 //                                   # transferred / fused model (MRT, MRMF, concurrent), after the
 //                                   # original rung's resolution_overrides; not the baseline
@@ -100,6 +102,14 @@ struct ExperimentConfig {
 // keys starting with "experiment." go to this section, others to every run).
 // Validates everything -- including a trial parse of the run configuration at
 // every resolution -- before any training starts.
+// Whether a resolution_overrides key names rung r: as resolution_key(r)
+// writes it, or as the same factor on every axis written once or per axis
+// ("2" and "2,2,2"; "1" and "1,1,1"), which data.reduce applies alike.
+bool names_rung(const std::string& key, const Resolution& r);
+// The resolution_overrides of rung r (nullptr: none); at most one key names
+// a rung (parse_experiment_config refuses two).
+const std::vector<std::string>* rung_overrides(const ExperimentConfig& c, const Resolution& r);
+
 ExperimentConfig load_experiment_config(const std::string& path, const std::vector<std::string>& overrides);
 ExperimentConfig parse_experiment_config(const std::string& text, const std::vector<std::string>& overrides,
                                          const std::string& origin, const std::string& base_dir = ".");

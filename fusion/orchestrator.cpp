@@ -29,8 +29,7 @@ Orchestrator::Orchestrator(ExperimentConfig cfg, Communicator& world, Device dev
 RunConfig Orchestrator::stage_config(const Resolution& r, uint64_t seed, const StopRule& stop, double target,
                                      bool finetune) const {
   std::vector<std::string> sets = cfg_.run_sets;
-  auto it = cfg_.resolution_overrides.find(resolution_key(r));
-  if (it != cfg_.resolution_overrides.end()) sets.insert(sets.end(), it->second.begin(), it->second.end());
+  if (const auto* over = rung_overrides(cfg_, r)) sets.insert(sets.end(), over->begin(), over->end());
   if (finetune) sets.insert(sets.end(), cfg_.finetune_overrides.begin(), cfg_.finetune_overrides.end());
   sets.push_back("data.reduce=[" + resolution_key(r) + "]");
   sets.push_back("train.seed=" + std::to_string(seed));

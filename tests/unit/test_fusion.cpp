@@ -261,7 +261,15 @@ TEST_CASE("experiment config: bad input is reported before any training", "[fusi
   fails("experiment: {target_val_loss: 0.1, coarse_stop: {reference: lowest}}",
         "'coarse_stop.reference': 'lowest' is not one of previous, best");
   fails("experiment: {target_val_loss: 0.1, resolution_overrides: {\"8\": [\"train.batch_size=2\"]}}",
-        "'8' is not a rung");
+        "'8' is not a rung of the ladder (its rungs: '4', '2', '1')");
+  fails(
+      "experiment: {target_val_loss: 0.1, methods: [mrt], ladder: [[2, 2, 2], [1]], resolution_overrides: {\"2,2,1\": "
+      "[]}}",
+      "'2,2,1' is not a rung of the ladder (its rungs: '2,2,2', '1')");
+  fails(
+      "experiment: {target_val_loss: 0.1, methods: [mrt], ladder: [[2, 2, 2], [1]], resolution_overrides: {\"2\": [], "
+      "\"2,2,2\": []}}",
+      "'2' and '2,2,2' name the same rung [2,2,2]; give its overrides under one key");
   fails("experiment: {target_val_loss: 0.1, resolution_overrides: {\"2\": [\"train.batch_size=0\"]}}",
         "train.batch_size");
   fails("experiment: {target_val_loss: 0.1, concurrent_times: [1]}", "concurrent_times");
@@ -345,6 +353,30 @@ TEST_CASE("experiment config: bad input is reported before any training", "[fusi
                     .stage_checkpoints);
   REQUIRE(parse_experiment_config(run + "experiment: {target_val_loss: 0.1, shared_init: true}", {}, "exp.yaml")
               .shared_init);
+}
+
+TEST_CASE("experiment config: a rung's overrides under either spelling of one factor on every axis",
+          "[fusion][config]") {
+  CHECK(names_rung("2", {2, 2, 2}));
+  CHECK(names_rung("2,2,2", {2}));
+  CHECK(names_rung("2, 2, 2", {2, 2, 2}));
+  CHECK(names_rung("1", {1, 1, 1}));
+  CHECK(names_rung("1,1,2", {1, 1, 2}));
+  CHECK_FALSE(names_rung("2", {1, 1, 2}));
+  CHECK_FALSE(names_rung("2,2,1", {2}));
+  CHECK_FALSE(names_rung("4", {2, 2, 2}));
+  CHECK_FALSE(names_rung("two", {2}));
+  CHECK_FALSE(names_rung("2x", {2}));
+  // The ladder writes [2, 2, 2] and 1; the overrides name them "2" and "1,1,1".
+  const ExperimentConfig c = parse_experiment_config(
+      "run: {data: {path: x.h5}}\nexperiment: {target_val_loss: 0.1, ladder: [[4, 4, 4], [2, 2, 2], 1], "
+      "resolution_overrides: {\"2\": [\"train.batch_size=3\"], \"1,1,1\": [\"optimizer.lr=0.5\"]}}",
+      {}, "exp.yaml");
+  REQUIRE(rung_overrides(c, c.ladder[1]) != nullptr);
+  CHECK(*rung_overrides(c, c.ladder[1]) == std::vector<std::string>{"train.batch_size=3"});
+  REQUIRE(rung_overrides(c, c.ladder[2]) != nullptr);
+  CHECK(*rung_overrides(c, c.ladder[2]) == std::vector<std::string>{"optimizer.lr=0.5"});
+  CHECK(rung_overrides(c, c.ladder[0]) == nullptr);
 }
 
 TEST_CASE("experiment config: an experiment file as the base of another", "[fusion][config]") {
