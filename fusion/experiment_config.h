@@ -98,10 +98,6 @@ struct ExperimentConfig {
   StageStops stops_for_stage(size_t stage) const;
 };
 
-// Parses an experiment file (plus `--set experiment.x=...` or run-key overrides:
-// keys starting with "experiment." go to this section, others to every run).
-// Validates everything -- including a trial parse of the run configuration at
-// every resolution -- before any training starts.
 // Whether a resolution_overrides key names rung r: as resolution_key(r)
 // writes it, or as the same factor on every axis written once or per axis
 // ("2" and "2,2,2"; "1" and "1,1,1"), which data.reduce applies alike.
@@ -110,6 +106,10 @@ bool names_rung(const std::string& key, const Resolution& r);
 // a rung (parse_experiment_config refuses two).
 const std::vector<std::string>* rung_overrides(const ExperimentConfig& c, const Resolution& r);
 
+// Parses an experiment file (plus `--set experiment.x=...` or run-key overrides:
+// keys starting with "experiment." go to this section, others to every run).
+// Validates everything -- including a trial parse of the run configuration at
+// every resolution -- before any training starts.
 ExperimentConfig load_experiment_config(const std::string& path, const std::vector<std::string>& overrides);
 ExperimentConfig parse_experiment_config(const std::string& text, const std::vector<std::string>& overrides,
                                          const std::string& origin, const std::string& base_dir = ".");
