@@ -1,6 +1,7 @@
 #include "core/communicator.h"
 
 #include <chrono>
+#include <limits>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -20,6 +21,26 @@ namespace {
 // cannot match a collective that other ranks issue on the world (such as a
 // concurrent run's other group at its exchange).
 MPI_Comm g_exit_comm = MPI_COMM_NULL;
+
+// A barrier that sleeps `poll_ms` between tests rather than spinning in
+// MPI_Barrier (a rank that waits long leaves its core to the others), for at
+// most `timeout_s`. *arrived: whether every rank came; the result is the
+// first failing MPI call's code.
+int sleeping_barrier(MPI_Comm comm, int poll_ms, double timeout_s, bool* arrived) noexcept {
+  *arrived = false;
+  MPI_Request req = MPI_REQUEST_NULL;
+  if (const int rc = MPI_Ibarrier(comm, &req); rc != MPI_SUCCESS) return rc;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  for (int done = 0;;) {
+    if (const int rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE); rc != MPI_SUCCESS) return rc;
+    if (done) {
+      *arrived = true;
+      return MPI_SUCCESS;
+    }
+    if (std::chrono::steady_clock::now() > end) return MPI_SUCCESS;
+    std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
+  }
+}
 }  // namespace
 
 void mpi_init(int* argc, char*** argv) {
@@ -55,15 +76,9 @@ void mpi_finalize() noexcept {
 
 bool mpi_all_ranks_arrive(double timeout_s) noexcept {
   if (!mpi_initialized() || g_exit_comm == MPI_COMM_NULL) return false;
-  MPI_Request req = MPI_REQUEST_NULL;
-  if (MPI_Ibarrier(g_exit_comm, &req) != MPI_SUCCESS) return false;
-  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  for (int done = 0;;) {
-    if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
-    if (done) return true;
-    if (std::chrono::steady_clock::now() > end) return false;  // the job is aborted next: the request with it
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  bool arrived = false;
+  // Past the timeout the job is aborted next: the request with it.
+  return sleeping_barrier(g_exit_comm, 20, timeout_s, &arrived) == MPI_SUCCESS && arrived;
 }
 
 void mpi_abort(int code) noexcept {
@@ -311,13 +326,8 @@ void Communicator::barrier() const {
 
 void Communicator::idle_barrier(int poll_ms) const {
   if (size_ == 1) return;
-  MPI_Request req = MPI_REQUEST_NULL;
-  MRMF_MPI_CHECK(MPI_Ibarrier(comm_, &req));
-  for (int done = 0;;) {
-    MRMF_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
-    if (done) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
-  }
+  bool arrived = false;
+  MRMF_MPI_CHECK(sleeping_barrier(comm_, poll_ms, std::numeric_limits<double>::infinity(), &arrived));
 }
 
 namespace {

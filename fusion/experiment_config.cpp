@@ -31,7 +31,6 @@ bool is_original(const Resolution& r) {
 }
 
 bool names_rung(const std::string& key, const Resolution& r) {
-  if (key == resolution_key(r)) return true;
   Resolution k;  // the key's factors; a key that is not a list of integers names no rung
   std::stringstream in(key);
   for (std::string item; std::getline(in, item, ',');) {
@@ -48,7 +47,7 @@ bool names_rung(const std::string& key, const Resolution& r) {
   const auto uniform = [](const Resolution& x) {
     return !x.empty() && std::all_of(x.begin(), x.end(), [&](int64_t f) { return f == x[0]; });
   };
-  if (k == r) return true;  // spaces after commas
+  if (k == r) return true;  // as written, or with spaces after commas
   // One factor written once names it on every axis (data.reduce): "2" is "2,2,2".
   return uniform(k) && uniform(r) && k[0] == r[0] && (k.size() == 1 || r.size() == 1);
 }
@@ -439,14 +438,13 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
                     " name the same rung [", resolution_key(r), "]; give its overrides under one key");
   }
   for (const auto& [key, sets] : c.resolution_overrides) {
-    bool found = false;
-    std::vector<std::string> written;
-    for (const auto& r : rungs) {
-      found = found || names_rung(key, r);
-      written.push_back("'" + resolution_key(r) + "'");
+    const bool found = std::any_of(rungs.begin(), rungs.end(), [&](const Resolution& r) { return names_rung(key, r); });
+    if (!found) {
+      std::vector<std::string> written;
+      for (const auto& r : rungs) written.push_back("'" + resolution_key(r) + "'");
+      MRMF_THROW(Config, "experiment key 'resolution_overrides': '", key,
+                 "' is not a rung of the ladder (its rungs: ", fmt::format("{}", fmt::join(written, ", ")), ")");
     }
-    MRMF_CHECK_KIND(Config, found, "experiment key 'resolution_overrides': '", key,
-                    "' is not a rung of the ladder (its rungs: ", fmt::format("{}", fmt::join(written, ", ")), ")");
     // Kept optimizer state travels between rungs (coarse -> fused -> next
     // stage): an optimizer of another kind or state buffers on one rung
     // would fail only at the first fusion, after its stages have trained.

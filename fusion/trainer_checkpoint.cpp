@@ -50,8 +50,12 @@ void Trainer::save(int64_t epochs_done, int64_t batch, double loss_sum) {
   // Test hook (tests/mpi/multirank_consistency.sh): MRMF_FAULT_SLOW_SAVE_MS=N
   // makes each checkpoint take N ms longer, as a large model's on a slow
   // file system, while the other ranks go on.
-  if (const char* slow = std::getenv("MRMF_FAULT_SLOW_SAVE_MS"))
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::atol(slow)));
+  // Read once, as the trainer's other fault hooks are.
+  static const long slow_ms = [] {
+    const char* v = std::getenv("MRMF_FAULT_SLOW_SAVE_MS");
+    return v ? std::atol(v) : 0L;
+  }();
+  if (slow_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
   TrainingState ts;
   ts.epoch = epochs_done;
   ts.step = step_;
