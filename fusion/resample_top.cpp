@@ -8,26 +8,51 @@
 namespace mrmf {
 namespace {
 
-// Walks `seq` from the input shape `s`: true, with s the Flatten's input,
-// when a Flatten is inside it (at any depth); otherwise s ends as seq's output.
-bool walk_to_flatten(Sequential& seq, Shape& s) {
+// What the layers before the Flatten do to a sample: its shape there, and
+// where each spatial position lies in the input (see centre_map).
+struct FeatureWalk {
+  Shape s;                        // [1, C, P...]
+  std::vector<CentreMap> centre;  // per spatial axis of the input
+  std::string silent;             // the first layer that gave no centre map ("" = none)
+};
+
+// Walks `seq`: true, with w at the Flatten's input, when a Flatten is
+// inside it (at any depth); otherwise w ends at seq's output.
+bool walk_to_flatten(Sequential& seq, FeatureWalk& w) {
   for (size_t i = 0; i < seq.size(); ++i) {
     Module& c = seq.child(i);
     if (c.type() == "Flatten") return true;
     if (auto* inner = dynamic_cast<Sequential*>(&c)) {
-      if (walk_to_flatten(*inner, s)) return true;
+      if (walk_to_flatten(*inner, w)) return true;
       continue;
     }
-    s = c.output_shape(s);
+    for (size_t a = 0; a < w.centre.size() && w.silent.empty(); ++a) {
+      if (const auto m = c.centre_map(static_cast<int>(a)))
+        w.centre[a] = w.centre[a].then(*m);
+      else
+        w.silent = "'" + c.name() + "' (" + c.type() + ")";
+    }
+    w.s = c.output_shape(w.s);
   }
   return false;
 }
 
-// [outer, n, inner] -> [outer, m, inner] along the middle axis.
-std::vector<float> resample_axis(const std::vector<float>& x, int64_t outer, int64_t n, int64_t m, int64_t inner) {
+FeatureWalk walk_features(Model& m) {
+  std::vector<int64_t> dims = m.sample_shape().vec();
+  dims.insert(dims.begin(), 1);
+  FeatureWalk w{Shape(dims), std::vector<CentreMap>(dims.size() - 2), ""};
+  MRMF_CHECK_KIND(Config, walk_to_flatten(m.net(), w), "model ", m.name(),
+                  " has no Flatten layer: its top group cannot be resampled across resolutions");
+  return w;
+}
+
+// [outer, n, inner] -> [outer, m, inner] along the middle axis, target d at
+// source position at.scale * d + at.offset.
+std::vector<float> resample_axis(const std::vector<float>& x, int64_t outer, int64_t n, int64_t m, int64_t inner,
+                                 const CentreMap& at) {
   std::vector<float> y(static_cast<size_t>(outer * m * inner));
   for (int64_t d = 0; d < m; ++d) {
-    const double pos = std::clamp((d + 0.5) * double(n) / double(m) - 0.5, 0.0, double(n - 1));
+    const double pos = std::clamp(at.scale * double(d) + at.offset, 0.0, double(n - 1));
     const int64_t i0 = static_cast<int64_t>(std::floor(pos)), i1 = std::min(i0 + 1, n - 1);
     const float w = static_cast<float>(pos - double(i0));
     for (int64_t o = 0; o < outer; ++o) {
@@ -43,19 +68,53 @@ std::vector<float> resample_axis(const std::vector<float>& x, int64_t outer, int
 }  // namespace
 
 Shape flattened_feature_shape(Model& m) {
-  std::vector<int64_t> dims = m.sample_shape().vec();
-  dims.insert(dims.begin(), 1);
-  Shape s(dims);
-  MRMF_CHECK_KIND(Config, walk_to_flatten(m.net(), s), "model ", m.name(),
-                  " has no Flatten layer: its top group cannot be resampled across resolutions");
-  const std::vector<int64_t> v = s.vec();
+  const std::vector<int64_t> v = walk_features(m).s.vec();
   return Shape(std::vector<int64_t>(v.begin() + 1, v.end()));
 }
 
-void resample_positions(const float* src, const Shape& from, float* dst, const Shape& to, int64_t outer, float scale) {
+std::vector<CentreMap> flattened_feature_centres(Model& m) {
+  const FeatureWalk w = walk_features(m);
+  MRMF_CHECK_KIND(Config, w.silent.empty(), "model ", m.name(), ": layer ", w.silent,
+                  " does not say where its output positions lie in its input (Module::centre_map), so the ",
+                  "flattened features of two resolutions cannot be lined up");
+  return w.centre;
+}
+
+std::vector<CentreMap> same_extent_positions(const Shape& from, const Shape& to) {
+  std::vector<CentreMap> at;
+  for (int a = 1; a < std::min(from.ndim(), to.ndim()); ++a) {
+    const double r = double(from[a]) / double(to[a]);
+    at.push_back({r, 0.5 * r - 0.5});
+  }
+  return at;
+}
+
+std::vector<CentreMap> matching_positions(Model& coarse, Model& target) {
+  const std::vector<CentreMap> c = flattened_feature_centres(coarse), t = flattened_feature_centres(target);
+  const Shape ci = coarse.sample_shape(), ti = target.sample_shape();
+  MRMF_CHECK_KIND(Shape, ci.ndim() == ti.ndim() && c.size() == t.size(), "MRT with a resampled top: inputs ", ci.str(),
+                  " and ", ti.str(), " differ in rank");
+  std::vector<CentreMap> at;
+  for (size_t a = 0; a < c.size(); ++a) {
+    const int64_t n = ci[static_cast<int>(a) + 1], N = ti[static_cast<int>(a) + 1];
+    MRMF_CHECK_KIND(Shape, n > 0 && N % n == 0, "MRT with a resampled top: the target's input ", ti.str(),
+                    " is not a whole multiple of the coarse model's ", ci.str(), " along spatial axis ", a,
+                    ": the coarse input cannot be placed on it");
+    // Coarse position x in the target's input coordinates: the block
+    // average's map, then the coarse layers'; solve for the target's centre.
+    const CentreMap src = window_centre_map(N / n, N / n, 0).then(c[a]);
+    at.push_back({t[a].scale / src.scale, (t[a].offset - src.offset) / src.scale});
+  }
+  return at;
+}
+
+void resample_positions(const float* src, const Shape& from, float* dst, const Shape& to, int64_t outer, float scale,
+                        const std::vector<CentreMap>& at) {
   MRMF_CHECK_KIND(Shape, from.ndim() == to.ndim() && from.ndim() >= 1 && from[0] == to[0],
                   "resample_positions: feature maps ", from.str(), " and ", to.str(),
                   " differ in rank or channel count");
+  MRMF_CHECK_KIND(Shape, at.size() == static_cast<size_t>(from.ndim() - 1), "resample_positions: ", at.size(),
+                  " position maps for the ", from.ndim() - 1, " spatial axes of ", from.str());
   // Refining only: to coarsen, linear point samples would skip source
   // positions (an area average would be needed), and MRT never coarsens.
   for (int a = 1; a < from.ndim(); ++a)
@@ -64,10 +123,11 @@ void resample_positions(const float* src, const Shape& from, float* dst, const S
   std::vector<float> x(src, src + outer * from.numel());
   Shape cur = from;
   for (int a = 1; a < from.ndim(); ++a) {
-    if (cur[a] == to[a]) continue;
+    const CentreMap& m = at[static_cast<size_t>(a - 1)];
+    if (cur[a] == to[a] && m.scale == 1.0 && m.offset == 0.0) continue;  // the identity
     int64_t before = outer;  // blocks of the axes in front of this one
     for (int k = 0; k < a; ++k) before *= cur[k];
-    x = resample_axis(x, before, cur[a], to[a], cur.numel_from(a + 1));
+    x = resample_axis(x, before, cur[a], to[a], cur.numel_from(a + 1), m);
     cur[a] = to[a];
   }
   for (size_t i = 0; i < x.size(); ++i) dst[i] = x[i] * scale;
@@ -84,6 +144,9 @@ std::unique_ptr<Model> transfer_resampled(Model& coarse, const ModelSpec& target
   MRMF_CHECK_KIND(Shape, from == to || from.numel() != to.numel(), "MRT with a resampled top: the flattened features ",
                   from.str(), " and ", to.str(), " have the same size in another shape");
   const float scale = static_cast<float>(double(from.numel()) / double(to.numel()));
+  // Equal maps (CosmoFlow 16^3 -> 32^3, where the coarse model's later pools
+  // do not fit and are left out) are copied as they are, nothing resampled.
+  const std::vector<CentreMap> at = from == to ? std::vector<CentreMap>{} : matching_positions(coarse, *m);
   const ParamStore& src = coarse.params();
   ParamStore& dst = m->params();
   std::vector<std::string> same;
@@ -104,7 +167,7 @@ std::unique_ptr<Model> transfer_resampled(Model& coarse, const ModelSpec& target
                     "features (", from.str(), " -> ", to.str(), ") can be resampled");
     const Tensor a = src.value(s).to(Device::cpu());
     Tensor b = Tensor::empty(e.shape);
-    resample_positions(a.data<float>(), from, b.data<float>(), to, weight ? e.shape[0] : 1, weight ? scale : 1.f);
+    resample_positions(a.data<float>(), from, b.data<float>(), to, weight ? e.shape[0] : 1, weight ? scale : 1.f, at);
     dst.value(dst.at(e.name)).copy_from(b);
   }
   dst.copy_from(src, same);

@@ -12,18 +12,20 @@
 // over (the probe: its loss kept whole after one epoch).
 //
 // Resampling: each spatial axis of the flattened [C, P1, ...] map, linearly,
-// a target position d taken at source position (d + 0.5) * n / m - 0.5
-// (the positions' centres aligned over the same extent; clamped at the
-// ends), one axis after the other. The premise holds where the maps halve
-// exactly (CosmoFlow's padded convolutions and pools); Neuron Inverter's
-// unpadded convolutions lose a border at each block, so its maps do not
-// span the same extent (T = 800 -> 11 positions, 1600 -> 24): there the
-// receptive fields' centres differ by up to ~0.65 source positions at the
-// far end (a review, session 51; not corrected -- an option beyond the
-// paper's method, measured with this mapping in session 29). A weight (rank 2, [out, C * prod P]) is
-// also scaled by prod(P_source) / prod(P_target), so that a sum over the
-// target's positions of features like the source's has the source's size;
-// vectors (BN weight, bias, running statistics) are not.
+// one axis after the other, a target position taken where the source map
+// has a receptive field centred on the same point of the original input
+// (clamped at the ends). The centres come from the layers' geometry
+// (Module::centre_map) and the coarse input's block averaging. Sessions
+// 29-52 spread both maps' centres over the same extent instead, target d at
+// source (d + 0.5) / f - 0.5, which the layers do not: Neuron Inverter's
+// unpadded convolutions lose a border at each block (T = 800 -> 11
+// positions, 1600 -> 24), and the match is d / 2 - 0.496 where the
+// same-extent guess was up to ~0.65 source positions off; on CosmoFlow,
+// conv4's stride 2 centres its windows on even positions, d / 2 - 0.219
+// for a halved axis against d / 2 - 0.25. A weight (rank 2, [out, C * prod P]) is also scaled by
+// prod(P_source) / prod(P_target), so that a sum over the target's
+// positions of features like the source's has the source's size; vectors
+// (BN weight, bias, running statistics) are not.
 #pragma once
 
 #include <memory>
@@ -39,11 +41,29 @@ namespace mrmf {
 // (throws Config when the model has none).
 Shape flattened_feature_shape(Model& m);
 
+// Per spatial axis of the flattened map, where its positions are centred in
+// the model's input (Module::centre_map of the layers before the Flatten,
+// composed). Throws Config naming a layer that does not say.
+std::vector<CentreMap> flattened_feature_centres(Model& m);
+
+// Per spatial axis, the source position that target position d is taken
+// at: scale * d + offset. same_extent_positions spreads both maps' centres
+// over the same extent: (d + 0.5) * from / to - 0.5.
+std::vector<CentreMap> same_extent_positions(const Shape& from, const Shape& to);
+
 // `src` holds `outer` blocks laid out [C, from...]; `dst` receives them as
 // [C, to...] (rank of from == rank of to, no axis of `to` shorter), each
-// axis resampled linearly as described above, every value multiplied by
-// `scale`.
-void resample_positions(const float* src, const Shape& from, float* dst, const Shape& to, int64_t outer, float scale);
+// spatial axis a resampled linearly at source positions `at[a - 1]`
+// (clamped to the source's ends), every value multiplied by `scale`.
+void resample_positions(const float* src, const Shape& from, float* dst, const Shape& to, int64_t outer, float scale,
+                        const std::vector<CentreMap>& at);
+
+// Where MRT's resampling takes the target's flattened positions in the
+// coarse model's map: the positions whose receptive fields are centred on
+// the same point of the input, the coarse input's element j standing for
+// the block of f target-input elements it averages (f = the ratio of the
+// two input extents, which must be an integer).
+std::vector<CentreMap> matching_positions(Model& coarse, Model& target);
 
 // MRT's transfer with the top resampled: bottom(coarse) and every top entry
 // of equal shape copied, the flattened-map-sized ones resampled (see above),

@@ -14,6 +14,7 @@ class LeakyReLU : public Module {
   Tensor forward(Context& ctx, const Tensor& x) override;
   Tensor backward(Context& ctx, const Tensor& dy, bool need_dx) override;
   void clear_saved() override { x_ = Tensor(); }
+  std::optional<CentreMap> centre_map(int) const override { return CentreMap{}; }
   float slope() const { return slope_; }
 
  private:

@@ -31,6 +31,7 @@ class BatchNorm : public Module {
   Tensor forward(Context& ctx, const Tensor& x) override;
   Tensor backward(Context& ctx, const Tensor& dy, bool need_dx) override;
   void clear_saved() override;
+  std::optional<CentreMap> centre_map(int) const override { return CentreMap{}; }
 
   int64_t num_features() const { return features_; }
   double eps() const { return eps_; }

@@ -98,6 +98,11 @@ Tensor Conv::bias() const { return spec_.bias && store_ ? store_->value(b_id_) :
 size_t Conv::cpu_primitive_builds() const { return cpu_->builds(); }
 std::string Conv::cpu_impl_info() const { return cpu_->impl_info(); }
 
+std::optional<CentreMap> Conv::centre_map(int axis) const {
+  if (axis < 0 || axis >= spec_.dims) return std::nullopt;
+  return window_centre_map(spec_.kernel[axis], spec_.stride[axis], spec_.pad[axis]);
+}
+
 Shape Conv::output_shape(const Shape& in) const {
   const int nd = spec_.dims + 2;
   MRMF_CHECK_KIND(Shape, in.ndim() == nd && in[1] == spec_.in_channels, type(), " '", name(), "': expected input ",

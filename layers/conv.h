@@ -57,6 +57,7 @@ class Conv : public Module {
   Tensor forward(Context& ctx, const Tensor& x) override;
   Tensor backward(Context& ctx, const Tensor& dy, bool need_dx) override;
   void clear_saved() override { x_ = Tensor(); }
+  std::optional<CentreMap> centre_map(int axis) const override;
 
   const ConvSpec& spec() const { return spec_; }
   Tensor weight() const;

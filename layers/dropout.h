@@ -20,6 +20,7 @@ class Dropout : public Module {
   Tensor forward(Context& ctx, const Tensor& x) override;
   Tensor backward(Context& ctx, const Tensor& dy, bool need_dx) override;
   void clear_saved() override { active_ = false; }
+  std::optional<CentreMap> centre_map(int) const override { return CentreMap{}; }
 
   float p() const { return p_; }
   uint32_t layer_id() const;

@@ -45,6 +45,13 @@ Shape BnActPool::output_shape(const Shape& in) const {
   return kernels::fused_epilogue_output_shape(in, spec(), who());
 }
 
+std::optional<CentreMap> BnActPool::centre_map(int axis) const {
+  if (axis < 0 || axis >= opt_.spatial_dims) return std::nullopt;
+  if (opt_.pool == kernels::PoolKind::None) return CentreMap{};  // BN and activation: pointwise
+  const kernels::PoolParams& p = opt_.pool_params;
+  return window_centre_map(p.kernel[axis], p.stride[axis], p.padding[axis]);
+}
+
 Tensor BnActPool::forward(Context& ctx, const Tensor& x_in) {
   const Shape out = output_shape(x_in.shape());
   const Tensor x = x_in.is_contiguous() ? x_in : x_in.contiguous(ctx.stream());

@@ -34,6 +34,7 @@ class BnActPool : public Module {
   Tensor forward(Context& ctx, const Tensor& x) override;
   Tensor backward(Context& ctx, const Tensor& dy, bool need_dx) override;
   void clear_saved() override;
+  std::optional<CentreMap> centre_map(int axis) const override;
 
   const BnActPoolOptions& options() const { return opt_; }
   const BnParamIds& bn_ids() const { return ids_; }

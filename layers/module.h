@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -19,6 +20,23 @@
 namespace mrmf {
 
 enum class InitScheme { PyTorchDefault, GlorotUniform };
+
+// Where a layer's output positions lie in its input along one spatial axis:
+// output position i is centred at input coordinate scale * i + offset, with
+// input element j centred at j. It lines up the feature maps of one model at
+// two resolutions (fusion/resample_top.h), where a border lost to unpadded
+// convolutions shifts the positions.
+struct CentreMap {
+  double scale = 1.0, offset = 0.0;
+  // This layer's map followed by the next layer's: the next layer's output
+  // position i -> this layer's input coordinate.
+  CentreMap then(const CentreMap& next) const { return {scale * next.scale, scale * next.offset + offset}; }
+};
+// A sliding window (convolution, pooling): output i covers input elements
+// stride * i - pad ... + kernel - 1, centred halfway.
+inline CentreMap window_centre_map(int64_t kernel, int64_t stride, int64_t pad) {
+  return {double(stride), double(kernel - 1) / 2.0 - double(pad)};
+}
 
 class Module {
  public:
@@ -39,6 +57,12 @@ class Module {
 
   // Releases activations kept for backward (e.g. after an eval pass).
   virtual void clear_saved() {}
+
+  // The map of output positions to input positions along spatial axis
+  // `axis` (0 = the first after the channels); nullopt when the layer does
+  // not say -- so that a layer nobody taught is refused, not taken for one
+  // that keeps the positions. Pointwise layers return the identity.
+  virtual std::optional<CentreMap> centre_map(int axis) const { return std::nullopt; }
 
   const std::string& name() const { return name_; }
   ParamStore* store() const { return store_; }

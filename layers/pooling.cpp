@@ -18,6 +18,11 @@ std::string Pool::type() const {
 
 Shape Pool::output_shape(const Shape& in) const { return kernels::pool_output_shape(in, params_, who()); }
 
+std::optional<CentreMap> Pool::centre_map(int axis) const {
+  if (axis < 0 || axis >= params_.nd) return std::nullopt;
+  return window_centre_map(params_.kernel[axis], params_.stride[axis], params_.padding[axis]);
+}
+
 Tensor Pool::forward(Context& ctx, const Tensor& x_in) {
   const Tensor x = x_in.is_contiguous() ? x_in : x_in.contiguous(ctx.stream());
   const Shape out = output_shape(x.shape());  // throws naming the layer

@@ -19,6 +19,7 @@ class Pool : public Module {
   Tensor forward(Context& ctx, const Tensor& x) override;
   Tensor backward(Context& ctx, const Tensor& dy, bool need_dx) override;
   void clear_saved() override;
+  std::optional<CentreMap> centre_map(int axis) const override;
 
   kernels::PoolKind kind() const { return kind_; }
   const kernels::PoolParams& params() const { return params_; }

@@ -14,6 +14,11 @@ Shape ResolutionReducer::output_shape(const Shape& in) const {
   return kernels::reduce_resolution_shape(in, factors_, who());
 }
 
+std::optional<CentreMap> ResolutionReducer::centre_map(int axis) const {
+  if (axis < 0 || axis >= static_cast<int>(factors_.size())) return std::nullopt;
+  return window_centre_map(factors_[axis], factors_[axis], 0);  // non-overlapping blocks
+}
+
 Tensor ResolutionReducer::forward(Context& ctx, const Tensor& x_in) {
   const Shape out = output_shape(x_in.shape());  // throws naming the layer
   const Tensor x = x_in.is_contiguous() ? x_in : x_in.contiguous(ctx.stream());

@@ -19,6 +19,7 @@ class ResolutionReducer : public Module {
   Tensor forward(Context& ctx, const Tensor& x) override;
   Tensor backward(Context& ctx, const Tensor& dy, bool need_dx) override;
   void clear_saved() override { in_shape_ = Shape(); }
+  std::optional<CentreMap> centre_map(int axis) const override;
 
   const std::vector<int64_t>& factors() const { return factors_; }
 

@@ -20,6 +20,7 @@ class ScaledTanh : public Module {
   // dx = dy * scale * (1 - tanh(x)^2), computed from the saved output.
   Tensor backward(Context& ctx, const Tensor& dy, bool need_dx) override;
   void clear_saved() override { t_ = Tensor(); }
+  std::optional<CentreMap> centre_map(int) const override { return CentreMap{}; }
   float scale() const { return scale_; }
 
  private:
