@@ -179,7 +179,15 @@ bool LoaderImpl::next(LoaderBatch& out) {
   const auto t0 = Clock::now();
   Produced p;
   if (o_.prefetch_depth <= 0) {
-    p = produce(*order_, next_batch_);  // the sources lock HDF5 for their reads
+    try {
+      p = produce(*order_, next_batch_);  // the sources lock HDF5 for their reads
+    } catch (...) {
+      // The batch is lost, as with prefetching (below): not read again by
+      // the next call.
+      wait_ += std::chrono::duration<double>(Clock::now() - t0).count();
+      ++next_batch_;
+      throw;
+    }
   } else {
     MRMF_CHECK(!inflight_.empty() && inflight_.front().key == key_ && inflight_.front().batch == next_batch_,
                "loader: prefetch queue out of step with batch ", next_batch_);
@@ -237,7 +245,7 @@ bool LoaderImpl::next(LoaderBatch& out) {
       }
       release_slot(p.slot);
       wait_ += std::chrono::duration<double>(Clock::now() - t0).count();
-      if (o_.prefetch_depth > 0) ++next_batch_;
+      ++next_batch_;
       throw;
     }
     release_slot(p.slot);

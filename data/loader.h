@@ -50,7 +50,10 @@
 // and restore(state()) resumes mid-epoch with the same order.
 // Errors: every bad input is an mrmf::Error (kind Data, or Usage for bad
 // options) naming the file, the dataset and what was expected; an error in the
-// I/O thread is re-thrown by next() with its message. Destroying a loader
+// I/O thread is re-thrown by next() with its message. A batch that fails
+// (read, check, conversion or copy) is lost, with or without prefetching:
+// the next call returns the batch after it, so that the epoch's later batches
+// keep their places in the order. Destroying a loader
 // mid-epoch waits for its in-flight job (at most one batch) and never hangs.
 #pragma once
 

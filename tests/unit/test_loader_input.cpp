@@ -203,11 +203,14 @@ TEST_CASE("loader: bad input is reported with file, dataset and expectation", "[
   // sample 2 is still being converted from its staging buffer: the batch's
   // jobs are waited for before the error leaves (ASan would see a buffer
   // freed under a running conversion), and the loader goes on with the next
-  // epoch. Mapped, the sample's check in its chunk throws.
+  // epoch. Mapped, the sample's check in its chunk throws. The failed batch
+  // is lost, with or without prefetching (depth 0 reads in next()): the
+  // next call does not read it again but ends the epoch.
   for (bool map : {false, true})
-    for (int io : {1, 2, 3}) {
-      INFO("memory_map " << map << " io_threads " << io);
-      o.io_threads = io;
+    for (int io : {0, 1, 2, 3}) {
+      INFO("memory_map " << map << " io_threads " << io << " (0: no prefetching)");
+      o.io_threads = std::max(io, 1);
+      o.prefetch_depth = io == 0 ? 0 : 2;
       o.memory_map = map;
       // Batches made from RAM: the files are mapped. (Not the converse: with
       // the cache on, the I/O thread may already be making the next epoch's
@@ -217,9 +220,11 @@ TEST_CASE("loader: bad input is reported with file, dataset and expectation", "[
       auto L = open_loader({DataFormat::CosmoFlow, d / "cfnan", Split::Train}, o);
       LoaderBatch b;
       REQUIRE(L->next(b));
-      if (map) CHECK(chunks > 0);
+      if (map && io > 0) CHECK(chunks > 0);
       REQUIRE_THAT(err([&] { L->next(b); }), Catch::Contains("a.h5") && Catch::Contains("3Dmap") &&
                                                  Catch::Contains("sample 3") && Catch::Contains("non-finite"));
+      CHECK(L->state().batch == 2);
+      CHECK(!L->next(b));
       L->start_epoch(1);
       REQUIRE(L->next(b));  // samples 0 and 1 again
     }
