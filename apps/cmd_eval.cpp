@@ -184,14 +184,14 @@ std::string list_str(const std::vector<int64_t>& v) {
 }
 
 // The run config the checkpoint was trained with, adapted to this data.
-// `warn`: say when the checkpoint carries no run configuration.
-RunConfig eval_config(const EvalFlags& f, const CheckpointHeader& h, bool warn = true) {
+// Says when the checkpoint carries no run configuration.
+RunConfig eval_config(const EvalFlags& f, const CheckpointHeader& h) {
   std::vector<std::string> sets;
   std::string text = h.training.config;
   if (text.empty()) {  // a checkpoint written without a run (converted from PyTorch, a test): defaults by model
     text = "model: {name: " + h.spec.name + "}\ndata: {format: " +
            std::string(h.spec.name == "cosmoflow" ? "cosmoflow" : "neuron_inverter") + "}\n";
-    if (f.sets.empty() && warn)
+    if (f.sets.empty())
       log::warn("{} carries no run configuration: the data are read with the defaults (no input transform, "
                 "layout transpose); give the training's data.* keys with --set (e.g. data.transform=log1p)",
                 f.checkpoint);
@@ -283,10 +283,22 @@ Tensor gather_rows(const Communicator& comm, const std::vector<float>& local, in
   return all;
 }
 
-EvalResult run_split(const EvalFlags& f, bool keep_predictions) {
+// The checkpoint's header and the configuration eval and predict run with.
+struct EvalSetup {
+  CheckpointHeader h;
+  RunConfig cfg;
+};
+EvalSetup eval_setup(const EvalFlags& f) {
   data::parse_split(f.split);  // Usage error for a bad name, before any I/O
-  const CheckpointHeader h = read_checkpoint_header(f.checkpoint);
-  const RunConfig cfg = eval_config(f, h);
+  EvalSetup s;
+  s.h = read_checkpoint_header(f.checkpoint);
+  s.cfg = eval_config(f, s.h);
+  return s;
+}
+
+EvalResult run_split(const EvalFlags& f, const EvalSetup& setup, bool keep_predictions) {
+  const CheckpointHeader& h = setup.h;
+  const RunConfig& cfg = setup.cfg;
   Communicator world = Communicator::world();
   RuntimeFlags rt = f.rt;
   if (rt.device.empty()) rt.device = cfg.runtime.device;
@@ -404,7 +416,7 @@ void print_result(const EvalFlags& f, const EvalResult& r, bool json) {
 
 int run_eval(const EvalFlags& f) {
   if (f.json) log::to_stderr();  // stdout is the JSON document
-  const EvalResult r = run_split(f, false);
+  const EvalResult r = run_split(f, eval_setup(f), false);
   if (Communicator::world().is_root()) print_result(f, r, f.json);
   return 0;
 }
@@ -442,9 +454,9 @@ std::vector<std::string> data_inputs(const RunConfig& cfg, const std::string& ou
 
 int run_predict(const EvalFlags& f) {
   MRMF_CHECK_KIND(Usage, !f.out.empty(), "predict: --out is required");
-  const RunConfig cfg = eval_config(f, read_checkpoint_header(f.checkpoint), /*warn=*/false);
-  refuse_output_file(f.out, data_inputs(cfg, f.out, f.checkpoint), f.force);  // before any compute
-  const EvalResult r = run_split(f, true);
+  const EvalSetup setup = eval_setup(f);
+  refuse_output_file(f.out, data_inputs(setup.cfg, f.out, f.checkpoint), f.force);  // before any compute
+  const EvalResult r = run_split(f, setup, true);
   if (!Communicator::world().is_root()) return 0;
   const fs::path dir = fs::path(f.out).parent_path();
   if (!dir.empty()) fs::create_directories(dir);
