@@ -80,15 +80,6 @@ std::vector<CentreMap> flattened_feature_centres(Model& m) {
   return w.centre;
 }
 
-std::vector<CentreMap> same_extent_positions(const Shape& from, const Shape& to) {
-  std::vector<CentreMap> at;
-  for (int a = 1; a < std::min(from.ndim(), to.ndim()); ++a) {
-    const double r = double(from[a]) / double(to[a]);
-    at.push_back({r, 0.5 * r - 0.5});
-  }
-  return at;
-}
-
 std::vector<CentreMap> matching_positions(Model& coarse, Model& target) {
   const std::vector<CentreMap> c = flattened_feature_centres(coarse), t = flattened_feature_centres(target);
   const Shape ci = coarse.sample_shape(), ti = target.sample_shape();

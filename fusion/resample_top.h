@@ -22,10 +22,10 @@
 // positions, 1600 -> 24), and the match is d / 2 - 0.496 where the
 // same-extent guess was up to ~0.65 source positions off; on CosmoFlow,
 // conv4's stride 2 centres its windows on even positions, d / 2 - 0.219
-// for a halved axis against d / 2 - 0.25. A weight (rank 2, [out, C * prod P]) is also scaled by
-// prod(P_source) / prod(P_target), so that a sum over the target's
-// positions of features like the source's has the source's size; vectors
-// (BN weight, bias, running statistics) are not.
+// for a halved axis against d / 2 - 0.25. A weight (rank 2,
+// [out, C * prod P]) is also scaled by prod(P_source) / prod(P_target), so
+// that a sum over the target's positions of features like the source's has
+// the source's size; vectors (BN weight, bias, running statistics) are not.
 #pragma once
 
 #include <memory>
@@ -46,15 +46,11 @@ Shape flattened_feature_shape(Model& m);
 // composed). Throws Config naming a layer that does not say.
 std::vector<CentreMap> flattened_feature_centres(Model& m);
 
-// Per spatial axis, the source position that target position d is taken
-// at: scale * d + offset. same_extent_positions spreads both maps' centres
-// over the same extent: (d + 0.5) * from / to - 0.5.
-std::vector<CentreMap> same_extent_positions(const Shape& from, const Shape& to);
-
 // `src` holds `outer` blocks laid out [C, from...]; `dst` receives them as
 // [C, to...] (rank of from == rank of to, no axis of `to` shorter), each
-// spatial axis a resampled linearly at source positions `at[a - 1]`
-// (clamped to the source's ends), every value multiplied by `scale`.
+// spatial axis a resampled linearly, target position d taken at source
+// position at[a - 1].scale * d + at[a - 1].offset (clamped to the source's
+// ends), every value multiplied by `scale`.
 void resample_positions(const float* src, const Shape& from, float* dst, const Shape& to, int64_t outer, float scale,
                         const std::vector<CentreMap>& at);
 

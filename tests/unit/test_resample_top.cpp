@@ -34,6 +34,17 @@ std::vector<float> values(const Model& m, const std::string& name) {
   const Tensor t = m.params().value(m.params().at(name));
   return {t.data<float>(), t.data<float>() + t.numel()};
 }
+// Both maps' centres spread over the same extent, target d at source
+// (d + 0.5) * from / to - 0.5: MRT's resampling before session 53, and the
+// simplest positions to check the interpolation with.
+std::vector<CentreMap> same_extent_positions(const Shape& from, const Shape& to) {
+  std::vector<CentreMap> at;
+  for (int a = 1; a < std::min(from.ndim(), to.ndim()); ++a) {
+    const double r = double(from[a]) / double(to[a]);
+    at.push_back({r, 0.5 * r - 0.5});
+  }
+  return at;
+}
 // Resampled at the positions `at`, or by default over the same extent.
 std::vector<float> resampled(const std::vector<float>& x, const Shape& from, const Shape& to, int64_t outer,
                              float scale, std::vector<CentreMap> at = {}) {
