@@ -90,6 +90,12 @@ void refuse_without_space(const std::string& out, double bytes) {
                   fmt::format("{:.3g}", static_cast<double>(sp.available) / 1e9), " GB free (check the sample counts)");
 }
 
+// The three splits' sample count, summed in double: int64 counts that each
+// pass their own check can overflow together (and the space check with them).
+double total_samples(int64_t train, int64_t val, int64_t test) {
+  return static_cast<double>(train) + static_cast<double>(val) + static_cast<double>(test);
+}
+
 void add_common(CLI::App* sub, DatagenFlags& f, int64_t& train, int64_t& val, int64_t& test, uint64_t& seed) {
   sub->add_option("--train", train, "training samples")->check(at_least(0))->capture_default_str();
   sub->add_option("--val", val, "validation samples")->check(at_least(0))->capture_default_str();
@@ -113,7 +119,7 @@ int run_neuron(DatagenFlags& f) {
     return 0;
   }
   refuse_existing_output(f.out, f.force);  // before announcing anything
-  refuse_without_space(f.out, static_cast<double>(f.ni.train + f.ni.val + f.ni.test) *
+  refuse_without_space(f.out, total_samples(f.ni.train, f.ni.val, f.ni.test) *
                                   (f.ni.time_bins * 3.0 * (f.ni.dtype == DType::F16 ? 2 : 4) + 19 * 4));
   if (world.size() > 1)
     log::info("datagen neuron-inverter writes one file: rank 0 generates it, {} rank(s) wait (--threads sets the "
@@ -140,7 +146,7 @@ int run_cosmoflow(DatagenFlags& f) {
   f.cf.rank = world.rank();
   f.cf.ranks = world.size();
   f.cf.barrier = [&world] { world.idle_barrier(); };
-  refuse_without_space(f.out, static_cast<double>(f.cf.train + f.cf.val + f.cf.test) *
+  refuse_without_space(f.out, total_samples(f.cf.train, f.cf.val, f.cf.test) *
                                   (std::pow(static_cast<double>(f.cf.size), 3) * 4 * 2 + 16));
   ProgressBar bar("cosmoflow");
   if (world.is_root()) f.cf.progress = [&bar](int64_t d, int64_t t) { bar.update(d, t); };

@@ -75,6 +75,7 @@ class SplitReader {
   const data::DataSpec& spec() const { return spec_; }
   SplitReader(const RunConfig& cfg, data::Split split) : split_(split) {
     format_ = cfg.data.format;
+    log1p_ = cfg.data.transform == "log1p";
     std::string path = cfg.data.path;
     const std::string& files = split == data::Split::Train ? cfg.data.train_files
                                : split == data::Split::Val ? cfg.data.val_files
@@ -135,6 +136,9 @@ class SplitReader {
     labels = Tensor::empty({count, p_}, DType::F32);
     if (ni_) {
       data::Batch b = ni_->read(split_, begin, count);
+      check_values(b.frames, spec_.path + ": dataset '" + data::NeuronInverterFile::frames_name(split_) + "'", begin);
+      data::check_finite(b.labels, spec_.path + ": dataset '" + data::NeuronInverterFile::labels_name(split_) + "'",
+                         begin);
       frames = reinterpret_ ? b.frames.view(Shape(fd)) : b.frames;
       labels = b.labels;
     } else if (cf_) {
@@ -145,6 +149,8 @@ class SplitReader {
         const auto [f, row] = cf_->locate(begin + done);
         const int64_t k = std::min(count - done, cf_->samples(f) - row);
         data::Batch b = cf_->read(f, row, k);
+        check_values(b.frames, cf_->path(f) + ": dataset '3Dmap'", row);
+        data::check_finite(b.labels, cf_->path(f) + ": dataset 'unitPar'", row);
         std::memcpy(static_cast<char*>(frames.raw_data()) + done * per * dtype_size(dtype_), b.frames.raw_data(),
                     b.frames.nbytes());
         std::memcpy(labels.data<float>() + done * p_, b.labels.data<float>(), b.labels.nbytes());
@@ -155,15 +161,24 @@ class SplitReader {
       const int64_t per = frames.numel() / count;
       for (int64_t i = 0; i < count; ++i) {
         data::Batch b = lb_->read(static_cast<size_t>(begin + i));
+        check_values(b.frames, lb_->path(static_cast<size_t>(begin + i)) + ": dataset 'full'");
+        data::check_finite(b.labels, lb_->path(static_cast<size_t>(begin + i)) + ": dataset 'unitPar'");
         std::memcpy(static_cast<char*>(frames.raw_data()) + i * per * dtype_size(dtype_), b.frames.raw_data(),
                     b.frames.nbytes());
         std::memcpy(labels.data<float>() + i * p_, b.labels.data<float>(), b.labels.nbytes());
       }
     }
-    data::check_finite(labels, what_ + ": labels of samples " + std::to_string(begin) + "..");
   }
 
  private:
+  // As the loaders check what they read: NaN/Inf, and with log1p values
+  // <= -1, named by file, dataset and index -- not found later as
+  // "non-finite predictions" blamed on the checkpoint.
+  void check_values(const Tensor& frames, const std::string& what, int64_t first_row = 0) const {
+    data::check_finite(frames, what, first_row);
+    if (log1p_) data::check_log1p_domain(frames, what, first_row);
+  }
+
   data::Split split_;
   std::string format_, what_;
   std::unique_ptr<data::NeuronInverterFile> ni_;
@@ -173,7 +188,7 @@ class SplitReader {
   std::vector<int64_t> spatial_, raw_;
   kernels::InputLayout layout_ = kernels::InputLayout::ChannelsLast;
   DType dtype_ = DType::F32;
-  bool reinterpret_ = false;
+  bool reinterpret_ = false, log1p_ = false;
   data::DataSpec spec_;
 };
 
@@ -199,6 +214,10 @@ RunConfig eval_config(const EvalFlags& f, const CheckpointHeader& h) {
   sets.push_back("data.path=" + yaml_quoted(f.data));
   // A run trained on explicit file lists must not keep them for another data set.
   sets.insert(sets.end(), {"data.train_files=''", "data.val_files=''", "data.test_files=''"});
+  // Where the training ran is not where this runs: the device and threads
+  // come from --device/--threads, --set runtime.*, or $MRMF_DEVICE and auto
+  // (a GPU run's checkpoint is evaluated on a login node's CPU too).
+  sets.insert(sets.end(), {"runtime.device=''", "runtime.threads=0"});
   for (const auto& a : f.sets)  // the model is rebuilt from the checkpoint: such a key would be silently ignored
     MRMF_CHECK_KIND(Usage, a.rfind("model.", 0) != 0, "--set ", a,
                     ": the model comes from the checkpoint and cannot be changed here (only data.* and runtime.* "

@@ -129,6 +129,7 @@ class CosmoFlowLbannFiles {
   static CosmoFlowLbannFiles open(const std::vector<std::string>& paths);
   static CosmoFlowLbannFiles open(const std::string& pattern_or_list) { return open(expand_file_list(pattern_or_list)); }
   size_t size() const { return paths_.size(); }
+  const std::string& path(size_t i) const { return paths_.at(i); }
   std::array<int64_t, 3> dims() const { return dims_; }
   DType dtype() const { return dtype_; }  // F32 or I16
   // Sample i: frames [4, D, H, W] stored dtype, labels [4] float32.

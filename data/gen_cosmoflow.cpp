@@ -217,6 +217,11 @@ CosmoGenSummary generate_cosmoflow(const std::string& out_dir, const CosmoGenOpt
   MRMF_CHECK(o.ranks >= 1 && o.rank >= 0 && o.rank < o.ranks && (o.ranks == 1 || o.barrier),
              "generate_cosmoflow: rank ", o.rank, " of ", o.ranks, o.barrier ? "" : " without a barrier");
   const int64_t counts[3] = {o.train, o.val, o.test};
+  {
+    std::error_code ec;
+    MRMF_CHECK_KIND(Usage, !fs::exists(out_dir, ec) || fs::is_directory(out_dir, ec), "--out ", out_dir,
+                    " is a file; CosmoFlow data sets are folders (train/, val/, test/)");
+  }
 
   // Earlier output is refused before anything is written (every rank
   // alike), or with overwrite replaced once the new data set is whole: its
@@ -224,18 +229,28 @@ CosmoGenSummary generate_cosmoflow(const std::string& out_dir, const CosmoGenOpt
   // files the new set does not have are removed after that (rank 0), so
   // that a failed or interrupted run leaves the earlier data set as it was
   // and a finished one leaves no stale files for the loader's glob.
-  std::vector<fs::path> earlier;
+  // Other .h5 files in a split's folder would be read by the loader's glob
+  // together with the new ones: refused too, and with overwrite removed.
+  std::vector<fs::path> earlier, others;
   for (Split s : kAllSplits) {
     const fs::path dir = fs::path(out_dir) / split_name(s);
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) continue;
     for (const auto& e : fs::directory_iterator(dir)) {
-      const std::string name = e.path().filename().string();
-      if (name.rfind("cosmo_", 0) != 0 || e.path().extension() != ".h5") continue;
-      refuse_existing_output(e.path().string(), overwrite);
+      if (e.path().extension() != ".h5" || e.is_directory(ec)) continue;
+      if (e.path().filename().string().rfind("cosmo_", 0) == 0)
+        refuse_existing_output(e.path().string(), overwrite);
+      else
+        others.push_back(e.path());
       earlier.push_back(e.path());
     }
   }
+  std::sort(others.begin(), others.end());
+  MRMF_CHECK_KIND(Usage, others.empty() || overwrite, out_dir, " already holds ", others.size(),
+                  " .h5 file(s) in its split folders that this generator did not write (",
+                  others.empty() ? "" : others[0].string(), others.size() > 1 ? ", ..." : "",
+                  "); a loader would read them together with the new files. --force removes them, or choose another "
+                  "--out");
 
   const int64_t n = o.size, sample_elems = n * n * n * 4;
   // A sample in the making holds its counts (8 bytes a voxel) and its FFT

@@ -80,18 +80,48 @@ struct NiSource : Source {
 
 }  // namespace
 
+namespace {
+
+// The *.h5 entries of a folder, sorted as glob() sorts them (hidden ones
+// left out; a dangling link kept, so that opening it names it). Listed, not
+// globbed: a folder name with '[', '*' or ',' in it is a name, not a pattern.
+std::vector<std::string> h5_files_in(const fs::path& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name[0] == '.' || e.path().extension() != ".h5" || e.is_directory(ec)) continue;
+    out.push_back(e.path().string());
+  }
+  MRMF_CHECK_KIND(Data, !ec, "cannot list ", dir.string(), ": ", ec.message());
+  MRMF_CHECK_KIND(Data, !out.empty(), "no *.h5 files in ", dir.string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::string> cosmo_paths(const DataSpec& spec) {
   const std::string split = split_name(spec.split);
   try {
     if (fs::is_directory(spec.path)) {
-      const fs::path sub = fs::path(spec.path) / split;
-      return expand_file_list(((fs::is_directory(sub) ? sub : fs::path(spec.path)) / "*.h5").string());
+      const fs::path root(spec.path), sub = root / split;
+      if (fs::is_directory(sub)) return h5_files_in(sub);
+      // Files directly in the folder stand for every split -- unless it has
+      // split folders, where they are not this split's.
+      for (Split other : kAllSplits)
+        MRMF_CHECK_KIND(Data, !fs::is_directory(root / split_name(other)), "no ", split, "/ folder in ", spec.path,
+                        ", which has ", split_name(other), "/: the files directly in it are not taken for the ", split,
+                        " split");
+      return h5_files_in(root);
     }
     return expand_file_list(spec.path);
   } catch (const Error& e) {
     // Say which split came up empty and where its files were expected.
-    MRMF_THROW(Data, "CosmoFlow split '", split, "': ", e.message(), " (expected HDF5 files with '3Dmap' and 'unitPar' ",
-               fs::is_directory(spec.path) ? "in " + (fs::path(spec.path) / split).string() + "/ or " + spec.path + "/"
+    MRMF_THROW(Data, "CosmoFlow split '", split, "': ", e.message(),
+               " (expected HDF5 files with '3Dmap' and 'unitPar' ",
+               fs::is_directory(spec.path) ? "in " + (fs::path(spec.path) / split).string() + "/, or directly in " +
+                                                 spec.path + "/ when it has no split folders"
                                            : std::string("matching the data path or data.") + split + "_files",
                ")");
   }

@@ -280,6 +280,37 @@ TEST_CASE("cli: train, eval and predict round trip on a tiny file", "[cli]") {
   r = run("eval --checkpoint " + ck + " --data " + (s.dir / "gone.h5").string());
   CHECK(r.code == 1);
   CHECK_THAT(r.out, Catch::Contains("gone.h5"));
+  // A NaN in the frames is the data's fault, named as the loaders name it,
+  // not "non-finite predictions" blamed on the checkpoint.
+  const std::string nan_data = (s.dir / "nan_val.h5").string();
+  {
+    data::H5File h = data::H5File::create(nan_data);
+    Tensor fr = Tensor::full({16, 64, 3}, 0.5f);
+    fr.data<float>()[5 * 64 * 3 + 7] = std::nanf("");
+    h.write("val_frames", fr);
+    h.write("val_unitStar_par", Tensor::full({16, 19}, 0.1f));
+  }
+  for (const char* cmd : {"eval", "predict"}) {
+    r = run(std::string(cmd) + " --checkpoint " + ck + " --data " + nan_data + " --split val" +
+            (std::string(cmd) == "predict" ? " --out " + (s.dir / "nan_pred.h5").string() : ""));
+    INFO(r.out);
+    CHECK(r.code == 1);
+    CHECK_THAT(r.out, Catch::Contains("nan_val.h5: dataset 'val_frames': non-finite value nan at index [5, 2, 1]") &&
+                          !Catch::Contains("diverged"));
+  }
+  CHECK_FALSE(fs::exists(s.dir / "nan_pred.h5"));
+  // Where the training ran is not where eval runs: the checkpoint's
+  // runtime.device does not override $MRMF_DEVICE (a bad value then fails,
+  // named; before, the checkpoint's 'auto' hid it).
+  const std::string out_auto = (s.dir / "run_auto").string();
+  REQUIRE(
+      run("train --config " + cfg + " --out " + out_auto + " --set train.epochs=1 --set runtime.device=auto").code ==
+      0);
+  r = run_prefixed("MRMF_DEVICE=bogus ", "eval --checkpoint " + out_auto + "/checkpoint.h5 --data " + data);
+  CHECK(r.code != 0);
+  CHECK_THAT(r.out, Catch::Contains("bogus"));
+  r = run("eval --checkpoint " + out_auto + "/checkpoint.h5 --data " + data);
+  CHECK(r.code == 0);
 }
 
 TEST_CASE("cli: train --init-groups resample starts from a checkpoint at another resolution", "[cli]") {

@@ -335,6 +335,18 @@ TEST_CASE("generators: cosmoflow files are deterministic, shaped and labelled in
   generate_cosmoflow(tmp / "one", o, /*overwrite=*/true);
   REQUIRE(CosmoFlowFiles::open(tmp / "one/train/*.h5").num_files() == 1);
   CHECK(bytes_of(tmp / "one/train/cosmo_000.h5") != first_before);
+  // Another .h5 file in a split folder would be read with the new ones:
+  // refused by name, and removed with overwrite.
+  fs::create_directories(tmp / "mixed/train");
+  fs::copy_file(tmp / "one/train/cosmo_000.h5", tmp / "mixed/train/extra.h5");
+  REQUIRE_THROWS_WITH(generate_cosmoflow(tmp / "mixed", o),
+                      Contains("extra.h5") && Contains("did not write") && Contains("--force"));
+  CHECK(!fs::exists(tmp / "mixed/val"));  // refused before anything was written
+  generate_cosmoflow(tmp / "mixed", o, /*overwrite=*/true);
+  CHECK(!fs::exists(tmp / "mixed/train/extra.h5"));
+  CHECK(CosmoFlowFiles::open(tmp / "mixed/train/*.h5").total() == 2);
+  // --out naming a file.
+  REQUIRE_THROWS_WITH(generate_cosmoflow(tmp / "one/train/cosmo_000.h5", o, true), Contains("is a file"));
   // Cube sizes: any side in 16..512, odd ones included.
   std::vector<uint16_t> odd(17 * 17 * 17 * 4);
   REQUIRE_NOTHROW(cosmoflow_sample(17, 1, Split::Test, 3, odd.data(), u1));

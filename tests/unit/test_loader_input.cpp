@@ -56,6 +56,16 @@ TEST_CASE("loader: a CosmoFlow split's files in the order the loaders read them"
   const std::string e = err([&] { files(d / "split", Split::Test); });
   REQUIRE_THAT(e, Catch::Contains("CosmoFlow split 'test'"));
   REQUIRE_THAT(e, Catch::Contains((fs::path(d / "split") / "test").string()));
+  // Files beside the split folders are not taken for the missing split.
+  write_cf(d / "split", 1, 1, 4);
+  REQUIRE_THAT(err([&] { files(d / "split", Split::Test); }),
+               Catch::Contains("no test/ folder in") && Catch::Contains("which has val/"));
+  // A folder is listed, not globbed: '[', ']' and ',' in its name are characters.
+  write_cf(d / "odd[1],v2/val", 2, 1, 4);
+  write_cf(d / "odd1/val", 1, 1, 4);  // what the glob 'odd[1]' would match
+  const auto odd = files(d / "odd[1],v2", Split::Val);
+  REQUIRE(odd.size() == 2);
+  REQUIRE(fs::path(odd[1]).parent_path() == fs::path(d / "odd[1],v2/val"));
 }
 
 TEST_CASE("loader: CosmoFlow file shards and the LBANN layout", "[loader]") {
