@@ -1,12 +1,15 @@
 #include "apps/cli_checks.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "core/communicator.h"
 #include "core/error.h"
 #include "core/output_paths.h"
+#include "data/formats.h"
 
 namespace mrmf::cli {
 namespace fs = std::filesystem;
@@ -51,6 +54,14 @@ void refuse_existing_results(const std::string& out, const std::vector<std::stri
                              const std::string& remedy, const Communicator& world) {
   std::string found;
   std::error_code ec;
+  // A path under a file (--out a_file/run) would fail only when the first
+  // result is written, after the data are loaded.
+  for (fs::path p = fs::absolute(out, ec).parent_path(); !ec && !p.empty() && p != p.root_path(); p = p.parent_path())
+    if (fs::exists(p, ec)) {
+      MRMF_CHECK_KIND(Usage, fs::is_directory(p, ec), "--out ", out, ": ", p.string(),
+                      " is a file, so the folder cannot be made");
+      break;
+    }
   MRMF_CHECK_KIND(Usage, !fs::exists(out, ec) || fs::is_directory(out, ec), "--out ", out,
                   " is a file, expected a folder (or a path that does not exist yet)");
   for (const auto& f : files)
@@ -59,6 +70,44 @@ void refuse_existing_results(const std::string& out, const std::vector<std::stri
   if (!any || force) return;
   MRMF_THROW(Usage, out, " already holds results (", found.empty() ? "on another rank's view" : found, "); ",
              remedy);
+}
+
+namespace {
+// Whether `p` lies inside folder `dir` (both made canonical as far as they exist).
+bool inside(const fs::path& p, const fs::path& dir) {
+  std::error_code ep, ed;
+  const fs::path a = fs::weakly_canonical(p, ep), d = fs::weakly_canonical(dir, ed);
+  return !ep && !ed && std::mismatch(d.begin(), d.end(), a.begin(), a.end()).first == d.end();
+}
+}  // namespace
+
+void refuse_inputs_among_results(const std::string& out, const std::vector<std::string>& written,
+                                 const std::vector<std::pair<std::string, std::string>>& inputs) {
+  const fs::path o(out), prev = o / "previous_run";
+  std::error_code ec;
+  for (const auto& [name, value] : inputs) {
+    if (value.empty()) continue;
+    std::vector<std::string> files{value};
+    if (fs::is_directory(value, ec)) {
+      for (const char* sub : {"", "train", "val", "test"})
+        MRMF_CHECK_KIND(Usage, !same_file((fs::path(value) / sub).string(), out), name, " ", value, " holds --out ",
+                        out, " as a data folder: the run's files there would be read as data");
+      files.clear();
+    } else if (value.find_first_of("*?[,") != std::string::npos && !fs::exists(value, ec)) {
+      try {
+        files = data::expand_file_list(value);
+      } catch (const Error&) {
+        files.clear();  // matches nothing: the loader says so when it opens the split
+      }
+    }
+    for (const auto& in : files) {
+      for (const auto& w : written)
+        MRMF_CHECK_KIND(Usage, !same_file(in, (o / w).string()), name, " ", in, " is ", (o / w).string(),
+                        ", a file this run writes: it would be replaced");
+      MRMF_CHECK_KIND(Usage, !inside(in, prev), name, " ", in, " lies in ", prev.string(),
+                      ", where the run that --force replaces is set aside and then deleted");
+    }
+  }
 }
 
 void refuse_output_file(const std::string& out, const std::vector<std::string>& inputs, bool force) {

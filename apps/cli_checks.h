@@ -34,6 +34,15 @@ CLI::Validator unsigned64();
 void refuse_existing_results(const std::string& out, const std::vector<std::string>& files, bool force,
                              const std::string& remedy, const Communicator& world);
 
+// For a run folder `out` whose run writes the files `written` in it (and
+// sets an earlier run aside in <out>/previous_run, deleted when the new run
+// finishes): refuses, whatever --force says, an input (name, path: a config
+// file, a data file, glob or comma list, a data folder) that is one of those
+// files or lies in previous_run, and a data folder that is `out` itself or
+// one of its split folders (the run's files would be listed as data).
+void refuse_inputs_among_results(const std::string& out, const std::vector<std::string>& written,
+                                 const std::vector<std::pair<std::string, std::string>>& inputs);
+
 // For an output FILE: refuses one that is the same file as any of `inputs`
 // (whatever --force says), and an existing one unless `force`.
 void refuse_output_file(const std::string& out, const std::vector<std::string>& inputs, bool force);

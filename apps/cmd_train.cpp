@@ -121,6 +121,12 @@ int run_train(const TrainFlags& f) {
         "choose another --out",
         fs::exists(o / "previous_run", ec) ? " (the run an earlier --force set aside is in previous_run/)" : "");
   }
+  refuse_inputs_among_results(f.out, results,
+                              {{"--config", f.config},
+                               {"data.path", cfg.data.path},
+                               {"data.train_files", cfg.data.train_files},
+                               {"data.val_files", cfg.data.val_files},
+                               {"data.test_files", cfg.data.test_files}});
   refuse_existing_results(f.out, results, f.resume || f.force,
                           "--resume continues that run, --force starts over and replaces it, or choose another --out",
                           world);

@@ -100,6 +100,9 @@ constexpr int kMaxIoThreads = 8;  // LoaderOptions::io_threads
 
 struct LoaderOptions {
   int64_t batch_size = 1;  // local (per rank)
+  // > 0: only the split's first max_samples samples, in file order, are
+  // sharded and read (data.max_train_samples: a subset of a large set).
+  int64_t max_samples = 0;
   bool shuffle = true;
   uint64_t seed = 0;
   int rank = 0, world = 1;

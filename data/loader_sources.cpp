@@ -26,9 +26,11 @@ struct NiSource : Source {
   // Samples of each rank's contiguous slice: whole batches, at least one.
   static int64_t shard_samples(const NeuronSplitInfo& in, const LoaderOptions& o, const std::string& file,
                                const std::string& dataset) {
-    const int64_t S = in.n / o.world / o.batch_size * o.batch_size;
-    MRMF_CHECK_KIND(Data, S > 0, file, ": dataset '", dataset, "' has ", in.n, " samples; with ", o.world,
-                    " rank(s) and batch ", o.batch_size,
+    const int64_t n = o.max_samples > 0 ? std::min(in.n, o.max_samples) : in.n;
+    const int64_t S = n / o.world / o.batch_size * o.batch_size;
+    MRMF_CHECK_KIND(Data, S > 0, file, ": dataset '", dataset, "' has ", in.n, " samples",
+                    n < in.n ? " (" + std::to_string(n) + " used: data.max_train_samples)" : std::string(), "; with ",
+                    o.world, " rank(s) and batch ", o.batch_size,
                     " each rank's shard floor(N / world / batch) * batch is 0 "
                     "samples, expected at least one batch");
     return S;
@@ -147,10 +149,11 @@ std::vector<Pick> cosmo_shard(const std::vector<int64_t>& per_file, const Loader
   const size_t F = per_file.size();
   std::vector<int64_t> first(F + 1, 0);
   for (size_t f = 0; f < F; ++f) first[f + 1] = first[f] + per_file[f];
-  const int64_t total = first[F];
+  const int64_t total = o.max_samples > 0 ? std::min(first[F], o.max_samples) : first[F];
   const int64_t per = total / o.world;
   common_batches = per / o.batch_size;
-  MRMF_CHECK_KIND(Data, common_batches > 0, what, ": ", total, " samples in ", F, " file(s) shared by ", o.world,
+  MRMF_CHECK_KIND(Data, common_batches > 0, what, ": ", total, " samples",
+                  total < first[F] ? " (data.max_train_samples)" : "", " in ", F, " file(s) shared by ", o.world,
                   " rank(s) give a shard of ", per, " samples, smaller than one batch of ", o.batch_size);
   std::vector<Pick> picks;
   for (int64_t g = o.rank * per; g < (o.rank + 1) * per; ++g) {

@@ -59,6 +59,7 @@ data::LoaderOptions loader_options(const RunConfig& cfg, const Communicator& com
   data::LoaderOptions o;
   o.batch_size = training || cfg.train.val_batch_size == 0 ? cfg.train.batch_size : cfg.train.val_batch_size;
   o.shuffle = training;
+  if (training) o.max_samples = cfg.data.max_train_samples;
   o.seed = cfg.train.seed;
   o.rank = comm.rank();
   o.world = comm.size();

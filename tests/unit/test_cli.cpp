@@ -48,6 +48,17 @@ TEST_CASE("cli: usage and configuration errors exit 2 and name the problem", "[c
   r = run("train --config " + (s.dir / "missing.yaml").string() + " --out " + out);
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("missing.yaml"));
+
+  // Sample counts each allowed but summing past int64: refused by the space
+  // check (the wrapped sum once passed it, and generation never ended).
+  for (const char* gen : {"cosmoflow --size 16", "neuron-inverter"}) {
+    INFO(gen);
+    r = run(std::string("datagen ") + gen + " --out " + (s.dir / "huge").string() +
+            " --train 4611686018427387904 --val 4611686018427387904 --test 1");
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains("the data set needs about") && Catch::Contains("check the sample counts"));
+  }
+  CHECK_FALSE(fs::exists(s.dir / "huge"));
 }
 
 TEST_CASE("cli: MRMF_CPU_AVX512 switches the data rows' AVX-512 pieces, and a bad value is refused", "[cli]") {
@@ -200,6 +211,12 @@ TEST_CASE("cli: train, eval and predict round trip on a tiny file", "[cli]") {
   CHECK(summary["stop_reason"] == "max_epochs");
   CHECK(summary["resumed"] == false);
   const std::string ck = (fs::path(out) / "checkpoint.h5").string();
+  CHECK_THAT(r.out, Catch::Contains("256 samples per rank per epoch"));
+  // data.max_train_samples: the first 100 of the 256, 3 batches of 32.
+  r = run("train --config " + cfg + " --out " + (s.dir / "run_sub").string() +
+          " --set train.epochs=1 --set data.max_train_samples=100");
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("96 samples per rank per epoch"));
   {  // --resume to 3 epochs (through the issue's own spelling, train.epochs): the summary covers the whole run
     const std::string out2 = (s.dir / "run_resumed").string();
     REQUIRE(run("train --config " + cfg + " --out " + out2 + " --set train.epochs=1").code == 0);

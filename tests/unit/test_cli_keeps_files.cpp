@@ -101,6 +101,36 @@ TEST_CASE("cli: results already written are not replaced without --force, inputs
   CHECK(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("initialized"));
 
+  // train: an input that is a file the run writes or sets aside is refused,
+  // --force or not (the data named checkpoint.h5 were replaced by the new
+  // checkpoint); so are a data folder that is --out and an --out under a file.
+  {
+    const fs::path d1 = s.dir / "d1";
+    fs::create_directories(d1 / "previous_run");
+    fs::copy_file(data, d1 / "checkpoint.h5");
+    fs::copy_file(data, d1 / "previous_run" / "ni.h5");
+    for (const fs::path& in : {d1 / "checkpoint.h5", d1 / "previous_run" / "ni.h5"}) {
+      r = run("train --config " + cfg + " --out " + d1.string() + " --force --set data.path=" + in.string());
+      INFO(r.out);
+      CHECK(r.code == 2);
+      CHECK_THAT(r.out, Catch::Contains("data.path " + in.string()) &&
+                            (Catch::Contains("a file this run writes") || Catch::Contains("then deleted")));
+      CHECK(size_of(in) == data_size);
+    }
+    fs::copy_file(cfg, d1 / "summary.json");
+    r = run("train --config " + (d1 / "summary.json").string() + " --out " + d1.string() + " --force");
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains("--config") && Catch::Contains("a file this run writes"));
+    const fs::path cf = s.dir / "cf";
+    r = run("train --config " + cfg + " --out " + (cf / "test").string() +
+            " --set data.format=cosmoflow --set data.path=" + cf.string());
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains("as a data folder"));
+    r = run("train --config " + cfg + " --out " + data + "/run");
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains(data + " is a file, so the folder cannot be made"));
+  }
+
   // downsample: the output may not be the input under another name.
   r = run("downsample --in " + link.string() + " --out " + data + " --factor 2 --force");
   CHECK(r.code == 2);

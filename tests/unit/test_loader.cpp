@@ -122,6 +122,20 @@ TEST_CASE("loader: Neuron Inverter shards, coverage, order, values", "[loader]")
     }
   }
   REQUIRE(all.size() == 48);
+  // data.max_train_samples: the first 20 samples only, sharded as a set of 20.
+  o.max_samples = 20;
+  std::set<int64_t> capped;
+  for (int r = 0; r < 2; ++r) {
+    o.rank = r;
+    auto Lr = open_loader({DataFormat::NeuronInverter, d / "ni.h5", Split::Train}, o);
+    REQUIRE(Lr->local_samples() == 8);  // floor(20 / 2 / 8) * 8
+    for (int64_t id : epoch_ids(*Lr, 0)) capped.insert(id);
+  }
+  REQUIRE(capped.size() == 16);
+  REQUIRE(*capped.rbegin() == 15);  // rank 1: samples 8..15
+  o.max_samples = 15;               // 7 a rank: less than a batch
+  REQUIRE_THROWS_WITH(open_loader({DataFormat::NeuronInverter, d / "ni.h5", Split::Train}, o),
+                      Catch::Contains("has 50 samples (15 used: data.max_train_samples)"));
   // Reinterpret quirk: sample memory (T, C) read as (C, T).
   o = LoaderOptions{};
   o.batch_size = 2;

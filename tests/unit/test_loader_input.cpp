@@ -89,6 +89,18 @@ TEST_CASE("loader: CosmoFlow file shards and the LBANN layout", "[loader]") {
     }
   }
   REQUIRE(seen.size() == 12);
+  // data.max_train_samples: the first 6 of the 12 (file 0, half of file 1).
+  o.max_samples = 6;
+  seen.clear();
+  for (int r = 0; r < 2; ++r) {
+    o.rank = r;
+    auto L = open_loader({DataFormat::CosmoFlow, d / "cf", Split::Train}, o);
+    REQUIRE(L->shard_ids().size() == 3);  // 3 a rank (one batch of 2 an epoch)
+    REQUIRE(L->batches_per_epoch() == 1);
+    for (int64_t id : L->shard_ids()) seen.insert(id);
+  }
+  REQUIRE(seen == std::set<int64_t>{0, 1, 2, 3, 4, 5});
+  o.max_samples = 0;
   // Files that divide evenly are whole-file shards: 3 ranks, one file each.
   for (int r = 0; r < 3; ++r) {
     o.rank = r;
