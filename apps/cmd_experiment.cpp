@@ -16,6 +16,7 @@
 #include "core/device.h"
 #include "core/hash.h"
 #include "core/log.h"
+#include "core/run_lock.h"
 #include "fusion/experiment_state.h"
 #include "fusion/orchestrator.h"
 #include "fusion/report.h"
@@ -107,6 +108,8 @@ int run_experiment(const ExperimentFlags& f) {
                           "its report (folders of methods this run does not run stay as they are), or choose another "
                           "--out",
                           world);
+  const RunFolderLock lock(f.out, world);  // one command a folder (core/run_lock.h)
+  lock.remove_partial_files();
   // runtime.threads of the run configuration, unless --threads says otherwise
   // (as `mrmf train` does).
   // runtime.device likewise: a GPU experiment on a node whose GPU is gone

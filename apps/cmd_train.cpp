@@ -9,6 +9,7 @@
 #include "core/communicator.h"
 #include "core/device.h"
 #include "core/log.h"
+#include "core/run_lock.h"
 #include "data/h5file.h"
 #include "fusion/trainer.h"
 
@@ -130,6 +131,8 @@ int run_train(const TrainFlags& f) {
   refuse_existing_results(f.out, results, f.resume || f.force,
                           "--resume continues that run, --force starts over and replaces it, or choose another --out",
                           world);
+  const RunFolderLock lock(f.out, world);  // one command a folder (core/run_lock.h)
+  lock.remove_partial_files();
   RuntimeFlags rt = f.rt;
   if (rt.device.empty()) rt.device = cfg.runtime.device;
   if (rt.threads == 0) rt.threads = static_cast<int>(cfg.runtime.threads);
