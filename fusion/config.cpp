@@ -46,6 +46,15 @@ T convert(const std::string& key, const YAML::Node& n) {
       MRMF_CHECK_KIND(Config, s.empty() || s[0] != '-', "config key '", key, "': expected a non-negative integer, got '",
                       s, "'");
     }
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      // yaml-cpp reads 016 as octal (14), YAML 1.2 as 16: refused, not guessed.
+      const auto s = n.as<std::string>();
+      const size_t d = !s.empty() && (s[0] == '-' || s[0] == '+') ? 1 : 0;
+      MRMF_CHECK_KIND(Config,
+                      !(s.size() > d + 1 && s[d] == '0' && s.find_first_not_of("0123456789", d) == std::string::npos),
+                      "config key '", key, "': '", s,
+                      "' has a leading zero, which YAML readers take as octal or as decimal; write it without");
+    }
     return n.as<T>();
   } catch (const YAML::Exception&) {
     MRMF_THROW(Config, "config key '", key, "': expected ", type_word<T>(), ", got '", n.as<std::string>(), "'");
@@ -526,7 +535,14 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::vector<std::
                       node.IsSequence() ? "list" : "value");
     }
     MRMF_CHECK_KIND(Config, it != schema().end(), origin, ": unknown config key '", written, "'", suggestion(written));
-    if (node.IsNull()) continue;  // `key:` with no value keeps the default
+    if (node.IsNull()) {  // `key:` with no value: a value forgotten, not a request for the default
+      YAML::Node def;
+      it->write(RunConfig{}, def);
+      YAML::Emitter e;
+      e << YAML::Flow << def;
+      MRMF_THROW(Config, origin, ": config key '", written, "' has no value; write one, or leave the key out for ",
+                 "its default (", e.c_str(), ")");
+    }
     it->read(cfg, node);
   }
   resolve_ni_layout(cfg);

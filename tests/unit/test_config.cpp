@@ -48,6 +48,17 @@ TEST_CASE("config: bad input names the key before any compute", "[config]") {
     }
   };
   fails_with("train: {epoch: 5}", {}, "unknown config key 'train.epoch'");
+  // A key with no value is a value forgotten: named, with its default.
+  fails_with("train:\n  batch_size:\n", {},
+             "config key 'train.batch_size' has no value; write one, or leave the key "
+             "out for its default (512)");
+  fails_with("data: {reduce: }", {}, "'data.reduce' has no value");
+  CHECK(parse_run_config("train:\n", {}).train.batch_size == 512);  // an empty section keeps its defaults
+  // Leading zeros: octal to yaml-cpp (016 -> 14), decimal to YAML 1.2; refused.
+  fails_with("train: {batch_size: 016}", {}, "'016' has a leading zero");
+  fails_with("", {"stop.max_epochs=010"}, "'010' has a leading zero");
+  fails_with("", {"train.checkpoint_every=-07"}, "leading zero");
+  CHECK(parse_run_config("train: {batch_size: 0x10, seed: 0}", {}).train.batch_size == 16);
   fails_with("train: {batch_sise: 5}", {}, "did you mean 'train.batch_size'");
   fails_with("train: {batch_size: many}", {}, "'train.batch_size': expected an integer, got 'many'");
   fails_with("", {"train.batch_size=0"}, "'train.batch_size': must be at least 1");
