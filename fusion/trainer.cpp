@@ -104,6 +104,26 @@ size_t init_from_checkpoint(const RunConfig& cfg, Model& model, const ModelSpec&
   return load_params(cfg.train.init, model, lo).loaded.size();
 }
 
+namespace {
+// Every rank's effective configuration must be rank 0's. Where one is not
+// (a launch that gave ranks different flags), the keys it differs in are
+// named: rank 0's value -> that rank's.
+void check_same_config(const Communicator& comm, const RunConfig& cfg) {
+  if (comm.size() == 1) return;
+  const std::string root_text = comm.broadcast_string(cfg.text, 0);
+  const bool differs = cfg.text != root_text;
+  const int first = static_cast<int>(-comm.allreduce_max(-(differs ? comm.rank() : comm.size())));
+  if (first >= comm.size()) return;
+  std::string diff;
+  if (comm.rank() == first)
+    for (const auto& d : config_differences(root_text, cfg.text)) diff += "\n  " + d;
+  diff = comm.broadcast_string(diff, first);
+  MRMF_THROW(Config,
+             "ranks disagree on the configuration (is every rank given the same command line?): rank 0 -> rank ", first,
+             ":", diff);
+}
+}  // namespace
+
 Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, TrainerOptions opts)
     : cfg_(cfg), comm_(comm), device_(device), opts_(std::move(opts)),
       plateau_(cfg.stop.plateau_threshold, cfg.stop.plateau_patience, cfg.stop.min_epochs,
@@ -111,7 +131,7 @@ Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, Traine
   MRMF_CHECK_KIND(Config, !cfg_.data.path.empty() || !cfg_.data.train_files.empty(),
                   "config key 'data.path': no dataset given");
   // Ranks must agree on the whole configuration before anything else.
-  comm_.check_same_on_all_ranks(cfg_.hash(), "the configuration");
+  check_same_config(comm_, cfg_);
 
   ContextOptions co;
   co.deterministic = cfg_.train.deterministic;

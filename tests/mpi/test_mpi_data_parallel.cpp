@@ -154,13 +154,14 @@ TEST_CASE("mpi: an all-reduce launched during backward counts as in flight while
   CHECK(flight < 60.0);
 }
 
-TEST_CASE("mpi: ranks with different configurations are refused, naming the configuration", "[mpi][trainer]") {
+TEST_CASE("mpi: ranks with different configurations are refused, naming the keys", "[mpi][trainer]") {
   Communicator w = Communicator::world();
   // The check runs before any data is opened, so the path need not exist.
   const RunConfig cfg = parse_run_config("data: {path: /nonexistent/ni.h5}\nruntime: {device: cpu}\n",
                                          {w.rank() == 1 ? "train.seed=2" : "train.seed=1"});
   TrainerOptions o;
   o.progress = false;
-  REQUIRE_THROWS_WITH(Trainer(cfg, w, Device::cpu(), o),
-                      Catch::Contains("ranks disagree on the configuration") && Catch::Contains("rank 1"));
+  REQUIRE_THROWS_WITH(Trainer(cfg, w, Device::cpu(), o), Catch::Contains("ranks disagree on the configuration") &&
+                                                             Catch::Contains("rank 0 -> rank 1") &&
+                                                             Catch::Contains("train.seed: 1 -> 2"));
 }
