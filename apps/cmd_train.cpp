@@ -128,9 +128,20 @@ int run_train(const TrainFlags& f) {
                                {"data.train_files", cfg.data.train_files},
                                {"data.val_files", cfg.data.val_files},
                                {"data.test_files", cfg.data.test_files}});
+  std::error_code pe;
+  const bool set_aside = fs::exists(fs::path(f.out) / "previous_run", pe);
   refuse_existing_results(f.out, results, f.resume || f.force,
-                          "--resume continues that run, --force starts over and replaces it, or choose another --out",
+                          std::string("--resume continues that run, --force starts over and replaces it, or choose "
+                                      "another --out") +
+                              (set_aside ? " (the run an earlier --force set aside, never finished, is in "
+                                           "previous_run/)"
+                                         : ""),
                           world);
+  if (f.resume && set_aside && !fs::exists(fs::path(f.out) / "checkpoint.h5", pe) && world.is_root())
+    log::warn(
+        "--resume: {} has no checkpoint.h5 of its own, so this run starts over; the run an earlier --force set "
+        "aside is in {}/previous_run",
+        f.out, f.out);
   const RunFolderLock lock(f.out, world);  // one command a folder (core/run_lock.h)
   lock.remove_partial_files();
   RuntimeFlags rt = f.rt;

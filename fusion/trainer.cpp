@@ -200,6 +200,14 @@ Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, Traine
                     " after data.reduce, the model expects ", sample.str(), " (from the train split",
                     cfg_.data.reduce.empty() ? "" : " and data.reduce", ")");
   build_optimizer();  // also freezes train.freeze
+  const auto& t = cfg_.train;
+  const bool frozen_loaded =
+      !t.init.empty() && (t.init_groups == "all" || t.init_groups == "resample" || t.init_groups == t.freeze);
+  if (!t.freeze.empty() && !frozen_loaded && comm_.is_root())
+    log::warn(
+        "train.freeze={}: that group is not loaded from a checkpoint ({}), so it stays frozen at its random "
+        "initialisation",
+        t.freeze, t.init.empty() ? "no train.init / --init" : "train.init_groups=" + t.init_groups);
 }
 
 Trainer::~Trainer() = default;

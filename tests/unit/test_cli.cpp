@@ -212,11 +212,13 @@ TEST_CASE("cli: train, eval and predict round trip on a tiny file", "[cli]") {
   CHECK(summary["resumed"] == false);
   const std::string ck = (fs::path(out) / "checkpoint.h5").string();
   CHECK_THAT(r.out, Catch::Contains("256 samples per rank per epoch"));
-  // data.max_train_samples: the first 100 of the 256, 3 batches of 32.
+  // data.max_train_samples: the first 100 of the 256, 3 batches of 32. (And
+  // a frozen group that no checkpoint loaded: said.)
   r = run("train --config " + cfg + " --out " + (s.dir / "run_sub").string() +
-          " --set train.epochs=1 --set data.max_train_samples=100");
+          " --set train.epochs=1 --set data.max_train_samples=100 --freeze bottom");
   CHECK(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("96 samples per rank per epoch"));
+  CHECK_THAT(r.out, Catch::Contains("train.freeze=bottom: that group is not loaded from a checkpoint (no train.init"));
   {  // --resume to 3 epochs (through the issue's own spelling, train.epochs): the summary covers the whole run
     const std::string out2 = (s.dir / "run_resumed").string();
     REQUIRE(run("train --config " + cfg + " --out " + out2 + " --set train.epochs=1").code == 0);
