@@ -58,7 +58,8 @@ static void maybe_inject_fault(int64_t step) {
     std::fflush(stderr);
     std::_Exit(9);
   }
-  if (signal_at.first == rank && signal_at.second == step) std::raise(SIGTERM);
+  if (signal_at.first == rank && signal_at.second == step && !send_stop_signal_to_self(SIGTERM))
+    std::fprintf(stderr, "[rank %d] MRMF_FAULT_SIGNAL: SIGTERM was not recorded within 10 s\n", rank);
 }
 
 // ------------------------------------------------------------------ Trainer
