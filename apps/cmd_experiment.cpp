@@ -103,7 +103,13 @@ int run_experiment(const ExperimentFlags& f) {
   }
   ExperimentConfig cfg = load_experiment_config(f.config, sets);  // every config error before any training
   Communicator world = Communicator::world();
-  refuse_existing_results(f.out, {"report.md", "summary.json", kExperimentStateFile}, f.force || f.resume,
+  // The plan's run folders too: a new experiment empties them (an earlier
+  // experiment's, whose report was deleted or never written, would be lost
+  // without a word).
+  std::vector<std::string> results{"report.md", "summary.json", kExperimentStateFile};
+  for (uint64_t seed : cfg.seeds)
+    for (const auto& m : cfg.methods) results.push_back(m + "/seed" + std::to_string(seed));
+  refuse_existing_results(f.out, results, f.force || f.resume,
                           "--resume runs what it has not finished yet, --force runs the experiment again and replaces "
                           "its report (folders of methods this run does not run stay as they are), or choose another "
                           "--out",

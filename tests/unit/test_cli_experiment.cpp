@@ -217,6 +217,25 @@ TEST_CASE("cli: experiment with mrt_top: resample carries MRT's top over, and re
   CHECK_THAT(slurp(fs::path(out) / "experiment_state.json"), Catch::Contains("mrt_top: resample"));
 }
 
+TEST_CASE("cli: a new experiment does not empty the run folders an earlier one left without a report",
+          "[cli][experiment]") {
+  SKIP_WITHOUT_BINARY();
+  Scratch s;
+  const fs::path exp = tiny_experiment(s, 128, "  methods: [mrt]\n");
+  const fs::path out = s.dir / "exp", kept = out / "mrt" / "seed1" / "finetune" / "checkpoint.h5";
+  fs::create_directories(kept.parent_path());
+  std::ofstream(kept) << "an earlier experiment's model";
+  Result r = run("experiment --config " + exp.string() + " --out " + out.string());
+  INFO(r.out);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("already holds results (mrt/seed1)") && Catch::Contains("--force"));
+  CHECK(slurp(kept) == "an earlier experiment's model");
+  // Another method's folder is not this plan's: a baseline runs beside it.
+  r = run("experiment --config " + exp.string() + " --out " + out.string() + " --methods baseline");
+  CHECK(r.code == 0);
+  CHECK(slurp(kept) == "an earlier experiment's model");
+}
+
 TEST_CASE("cli: experiment bad input is refused before training, and the 1-rank concurrent fallback keeps its own runs",
           "[cli][experiment]") {
   SKIP_WITHOUT_BINARY();
