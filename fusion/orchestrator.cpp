@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -10,6 +11,7 @@
 #include <sstream>
 
 #include "core/log.h"
+#include "core/stop_signal.h"
 #include "fusion/bn_recalibrate.h"
 #include "fusion/experiment_state.h"
 #include "fusion/fuse.h"
@@ -132,11 +134,11 @@ std::string Orchestrator::split_balance_notice(int world, int nd, double t_dense
 
 Orchestrator::Stage Orchestrator::train_stage(const std::string& name, const std::string& role, const Resolution& r,
                                               uint64_t seed, const StopRule& stop, double target,
-                                              std::unique_ptr<Model> start, Communicator& comm,
-                                              const std::string& dir,
+                                              std::unique_ptr<Model> start, Communicator& comm, const std::string& dir,
                                               const std::function<void(Trainer&)>& before_fit,
                                               const std::function<bool()>& after_stop,
-                                              const std::function<bool()>& end_extra_epoch) {
+                                              const std::function<bool()>& end_extra_epoch,
+                                              const std::function<bool()>& stop_requested_elsewhere) {
   const auto t0 = Clock::now();
   const RunConfig rc = stage_config(r, seed, stop, target, role == "finetune");
   TrainerOptions to;
@@ -150,6 +152,7 @@ Orchestrator::Stage Orchestrator::train_stage(const std::string& name, const std
   to.resume = resume_;
   to.after_stop = after_stop;
   to.end_extra_epoch = end_extra_epoch;
+  to.stop_requested_elsewhere = stop_requested_elsewhere;
   Stage s;
   s.trainer = std::make_unique<Trainer>(rc, comm, device_, to);
   if (start) {
@@ -467,17 +470,31 @@ MethodRun Orchestrator::run_concurrent(uint64_t seed) {
     // (one probe per step, no polling: the steps keep MPI moving).
     end_extra = [&] { return other_done(0); };
   }
+  // A stop signal (a job's time limit) that reaches only one group's ranks
+  // stops that group at its next step; its root tells the other root, whose
+  // group then stops at its next step too, both with checkpoints. (Without
+  // this, the other group trained on alone, and the job ended when main()
+  // gave up waiting for it two minutes later: MPI_Abort.)
+  constexpr int kStopTag = 7302;
+  const auto stopped_elsewhere = [&] {
+    return world_.rank() == my_root && world_.signal_arrived(other_root, kStopTag, 0);
+  };
   Stage mine;
-  {
+  std::exception_ptr stopped;  // this group's StopRequested, rethrown once both groups are here
+  try {
     const log::Speaker speaker(group.rank() == 0);  // each group's root shows its progress
-    mine = dense_rank
-               ? train_stage("concurrent/dense@1", "dense", ladder[1], dense_seed(seed, 0), stops.dense, 0, nullptr,
-                             group, (fs::path(dir) / "stage1_dense").string(), {}, train_on, end_extra)
-               : train_stage("concurrent/coarse@" + resolution_key(ladder[0]), "coarse", ladder[0], seed, stops.coarse,
-                             0, nullptr, group, (fs::path(dir) / "stage1_coarse").string(), {}, train_on, end_extra);
+    mine = dense_rank ? train_stage("concurrent/dense@1", "dense", ladder[1], dense_seed(seed, 0), stops.dense, 0,
+                                    nullptr, group, (fs::path(dir) / "stage1_dense").string(), {}, train_on, end_extra,
+                                    stopped_elsewhere)
+                      : train_stage("concurrent/coarse@" + resolution_key(ladder[0]), "coarse", ladder[0], seed,
+                                    stops.coarse, 0, nullptr, group, (fs::path(dir) / "stage1_coarse").string(), {},
+                                    train_on, end_extra, stopped_elsewhere);
+  } catch (const StopRequested&) {
+    stopped = std::current_exception();
+    if (world_.rank() == my_root) world_.send_signal(other_root, kStopTag);
   }
   if (cfg_.concurrent_overtime) {
-    signal_done();  // a stage restored as finished never asked
+    signal_done();  // a stage restored as finished (or stopped) never asked
     if (world_.rank() == my_root) world_.idle_receive_signal(other_root, kDoneTag);
   }
 
@@ -488,6 +505,17 @@ MethodRun Orchestrator::run_concurrent(uint64_t seed) {
   // own arrival instead, the 2-rank CPU experiment of session 14 booked the
   // faster group's ~25 s wait as "fusion" and counted it twice in total_s.
   world_.idle_barrier();
+  // A stop in either group ends the run on every rank, in order: the
+  // stopped group's error, and for a group whose stage had already ended,
+  // one that says so (its stage is recorded as finished; --resume fuses).
+  if (world_.allreduce_max(stopped ? 1.0 : 0.0) > 0) {
+    if (stopped) std::rethrow_exception(stopped);
+    note_stopped_by_signal();
+    throw StopRequested(ErrorKind::Runtime,
+                        fmt::format("concurrent {} group: its stage had finished, but the other group was stopped by "
+                                    "a stop signal (a job's time limit?); the same command with --resume continues",
+                                    dense_rank ? "dense" : "coarse"));
+  }
   // Both groups' stage records, on every rank (rank 0 writes the report).
   const std::string my_json = stage_to_json(mine.result).dump();
   const StageResult dense_res = stage_from_json(nlohmann::json::parse(world_.broadcast_string(my_json, 0)));

@@ -111,8 +111,8 @@ class Orchestrator {
   Stage train_stage(const std::string& name, const std::string& role, const Resolution& r, uint64_t seed,
                     const StopRule& stop, double target, std::unique_ptr<Model> start, Communicator& comm,
                     const std::string& dir, const std::function<void(Trainer&)>& before_fit = {},
-                    const std::function<bool()>& after_stop = {},
-                    const std::function<bool()>& end_extra_epoch = {});
+                    const std::function<bool()>& after_stop = {}, const std::function<bool()>& end_extra_epoch = {},
+                    const std::function<bool()>& stop_requested_elsewhere = {});
   void keep_optimizer_state(Trainer& fused, Trainer* coarse, Trainer* dense);
   // `label` names the run's folder and stages (the method unless a
   // fallback runs one method's stages under another's name).

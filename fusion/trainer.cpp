@@ -320,7 +320,9 @@ EpochRecord Trainer::train_epoch(int64_t epoch, int64_t max_steps, bool validate
     const auto t_loss = Clock::now();
     // The stop signal travels with the loss: every rank learns at the same
     // step whether any rank was asked to stop (no collective of its own).
-    double sums[2] = {static_cast<double>(loss), stop_signal_received() != 0 ? 1.0 : 0.0};
+    const bool stop_here =
+        stop_signal_received() != 0 || (opts_.stop_requested_elsewhere && opts_.stop_requested_elsewhere());
+    double sums[2] = {static_cast<double>(loss), stop_here ? 1.0 : 0.0};
     comm_.allreduce_sum(sums, 2);
     const double global_loss = sums[0] / comm_.size();
     if (sums[1] > 0 && !stop_seen_) {

@@ -110,6 +110,12 @@ struct TrainerOptions {
   // this one waits for a step, not for the rest of an epoch. The same on
   // every rank, like after_stop.
   std::function<bool()> end_extra_epoch;
+  // Asked before every step's loss all-reduce: true (on any rank; the
+  // all-reduce carries it, as it carries a stop signal) stops training at
+  // this step as a stop signal to a rank would, with a checkpoint.
+  // Concurrent MRMF: the other rank group was stopped by a signal, and this
+  // one must not train on alone until the job's end aborts it.
+  std::function<bool()> stop_requested_elsewhere;
 };
 
 // Thrown (kind Runtime) when the loss becomes NaN/Inf; the last good checkpoint is kept.

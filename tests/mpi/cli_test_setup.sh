@@ -3,6 +3,6 @@
 # backend with one thread per rank, HDF5 readable by many ranks, and fail().
 set -uo pipefail
 DIR=$(mktemp -d)
-trap 'rm -rf "$DIR"' EXIT
+trap '[[ -n ${KEEP:-} ]] || rm -rf "$DIR"' EXIT
 export OMP_NUM_THREADS=1 MRMF_DEVICE=cpu HDF5_USE_FILE_LOCKING=FALSE
 fail() { echo "FAIL: $*"; exit 1; }
