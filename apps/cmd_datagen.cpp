@@ -190,7 +190,10 @@ void add_datagen_command(CLI::App& app, Action& action) {
   cf->add_option("--out", f->out, "output folder")->required()->check(non_empty());
   add_common(cf, *f, f->cf.train, f->cf.val, f->cf.test, f->cf.seed);
   cf->add_option("--size", f->cf.size, "cube side, 16..512")->check(CLI::Range(16, 512))->capture_default_str();
-  cf->add_option("--per-file", f->cf.per_file, "samples per file")->check(CLI::PositiveNumber)->capture_default_str();
+  // CLI::PositiveNumber said "Value 0 not in range 0.000000 to 1797693...".
+  cf->add_option("--per-file", f->cf.per_file, "samples per file")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
   cf->callback([&action, f] { action = [f] { return run_cosmoflow(*f); }; });
 }
 

@@ -323,6 +323,9 @@ DownsampleSummary downsample_dataset(const std::string& in, const std::string& o
   {
     std::stringstream ss(opts.axes);
     std::string a;
+    // getline drops a trailing empty field: "x,y,z," passed as x,y,z.
+    MRMF_CHECK_KIND(Usage, opts.axes.empty() || opts.axes.back() != ',', "--axes ", opts.axes,
+                    ": an empty axis name after the last comma (expected t, or a comma list of x, y, z)");
     while (std::getline(ss, a, ',')) {
       MRMF_CHECK_KIND(Usage, !a.empty(), "--axes ", opts.axes, ": an empty axis name (expected t, or a comma list "
                       "of x, y, z)");

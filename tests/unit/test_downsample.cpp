@@ -218,8 +218,10 @@ TEST_CASE("downsample: bad requests name the file, dataset, axis length and fact
   o.factor = 2;
   REQUIRE_THAT(err([&] { downsample_dataset(d / "cf/a.h5", d / "cf_out", o); }),
                Catch::Contains("is one CosmoFlow file") && Catch::Contains("folder"));
-  o.axes = "x,,y";
-  REQUIRE_THAT(err([&] { downsample_dataset(d / "cf", d / "cf_out", o); }), Catch::Contains("an empty axis name"));
+  for (const char* axes : {"x,,y", "x,y,z,", ",x"}) {
+    o.axes = axes;
+    REQUIRE_THAT(err([&] { downsample_dataset(d / "cf", d / "cf_out", o); }), Catch::Contains("an empty axis name"));
+  }
 }
 
 TEST_CASE("downsample: NaN or Inf in frames or labels is refused, naming file, dataset and element", "[downsample]") {

@@ -435,6 +435,15 @@ TEST_CASE("datagen: the CLI maps bad flags and existing output to exit code 2", 
   REQUIRE(run("neuron-inverter --out " + ni + "x --seed 12abc") == 2);
   REQUIRE_FALSE(fs::exists(ni + "x"));
   REQUIRE(run("cosmoflow --out " + cf + " --size 8") == 2);
+  {  // ... said in plain words (CLI::PositiveNumber said "not in range 0.000000 to 1797693...")
+    const std::string msg = tmp / "msg.txt";
+    const int rc =
+        std::system((exe.string() + " datagen cosmoflow --out " + cf + "0 --per-file 0 > " + msg + " 2>&1").c_str());
+    REQUIRE((WIFEXITED(rc) ? WEXITSTATUS(rc) : -1) == 2);
+    std::ifstream in(msg);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK_THAT(text, Catch::Contains("--per-file: Value 0 not in range 1 to 1000000"));
+  }
   REQUIRE(run("cosmoflow --out " + cf + " --size 16 --train 3 --val 1 --test 1 --per-file 2") == 0);
   REQUIRE(CosmoFlowFiles::open(cf + "/train/*.h5").total() == 3);
   REQUIRE(run("cosmoflow --out " + cf + " --size 16 --train 3 --val 1 --test 1") == 2);
