@@ -192,6 +192,10 @@ CosmoFlowFiles CosmoFlowFiles::open(const std::vector<std::string>& paths) {
   CosmoFlowFiles cf;
   for (size_t i = 0; i < paths.size(); ++i) {
     const H5File f = H5File::open_read(paths[i]);
+    // The other CosmoFlow layout: say which format key reads it.
+    MRMF_CHECK_KIND(Data, f.exists("3Dmap") || !f.exists("full"), f.path(),
+                    ": holds LBANN's layout ('full', one sample per file), not the authors' ('3Dmap'): set "
+                    "data.format: cosmoflow_lbann");
     expect_present(f, "3Dmap", "(n, D, H, W, 4) voxel counts");
     expect_present(f, "unitPar", "(n, 4) float32 labels");
     const auto md = f.shape("3Dmap"), ld = f.shape("unitPar");
@@ -267,6 +271,9 @@ CosmoFlowLbannFiles CosmoFlowLbannFiles::open(const std::vector<std::string>& pa
   CosmoFlowLbannFiles lf;
   for (size_t i = 0; i < paths.size(); ++i) {
     const H5File f = H5File::open_read(paths[i]);
+    MRMF_CHECK_KIND(Data, f.exists("full") || !f.exists("3Dmap"), f.path(),
+                    ": holds the authors' layout ('3Dmap', many samples per file), not LBANN's ('full'): set "
+                    "data.format: cosmoflow");
     expect_present(f, "full", "(4, D, H, W) sample");
     expect_present(f, "unitPar", "(4,) float32 labels");
     const auto fd = f.shape("full"), ld = f.shape("unitPar");

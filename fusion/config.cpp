@@ -465,15 +465,21 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
 }
 
 namespace {
-void check_unique_keys_at(const YAML::Node& node, const std::string& origin, const std::string& path, int depth) {
+void check_unique_keys_at(const YAML::Node& node, const std::string& origin, const std::string& path, int depth,
+                          int64_t& visited) {
   // An alias may refer to its own anchor (a: &x [*x]): the node graph then
   // has a cycle, which every recursive walk would follow until the stack
   // overflows. No configuration is nested this deep.
   MRMF_CHECK_KIND(Config, depth <= 32, origin, ": '", path.substr(0, 60),
                   "...' is nested more than 32 levels deep (a YAML alias that refers to itself?)");
+  // Aliases of aliases multiply (9 levels of 10 make 10^9 nodes from a few
+  // lines): every walk would take hours. No configuration is this large.
+  MRMF_CHECK_KIND(Config, ++visited <= 100000, origin,
+                  ": more than 100000 values once its YAML aliases are expanded (aliases of aliases?), at '",
+                  path.substr(0, 60), "'");
   if (node.IsSequence()) {
     for (size_t i = 0; i < node.size(); ++i)
-      check_unique_keys_at(node[i], origin, path + "[" + std::to_string(i) + "]", depth + 1);
+      check_unique_keys_at(node[i], origin, path + "[" + std::to_string(i) + "]", depth + 1, visited);
     return;
   }
   if (!node.IsMap()) return;
@@ -484,13 +490,14 @@ void check_unique_keys_at(const YAML::Node& node, const std::string& origin, con
     const std::string key = kv.first.Scalar(), full = path.empty() ? key : path + "." + key;
     MRMF_CHECK_KIND(Config, seen.insert(key).second, origin, ": key '", full,
                     "' is given twice (only one of them would be used)");
-    check_unique_keys_at(kv.second, origin, full, depth + 1);
+    check_unique_keys_at(kv.second, origin, full, depth + 1, visited);
   }
 }
 }  // namespace
 
 void check_unique_keys(const YAML::Node& node, const std::string& origin, const std::string& path) {
-  check_unique_keys_at(node, origin, path, 0);
+  int64_t visited = 0;
+  check_unique_keys_at(node, origin, path, 0, visited);
 }
 
 YAML::Node load_yaml_document(const std::string& text) {

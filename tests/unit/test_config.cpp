@@ -113,6 +113,16 @@ TEST_CASE("config: bad input names the key before any compute", "[config]") {
   fails_with("", {"train.=3"}, "the key ends with '.'");
   // A YAML alias that refers to its own anchor: an error, not a stack overflow.
   fails_with("a: &x [*x]\n", {}, "nested more than 32 levels deep");
+  // ... nor aliases of aliases, 10^9 values from nine lines (it walked them for hours).
+  {
+    std::string bomb = "l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n";
+    for (int k = 1; k < 9; ++k) {
+      bomb += "l" + std::to_string(k) + ": &l" + std::to_string(k) + " [";
+      for (int j = 0; j < 10; ++j) bomb += (j ? ", *l" : "*l") + std::to_string(k - 1);
+      bomb += "]\n";
+    }
+    fails_with(bomb, {}, "more than 100000 values once its YAML aliases are expanded");
+  }
   fails_with("", {"runtime.threads=100000"}, "'runtime.threads': must be 0 (all cores) to 4096");
   fails_with("", {"optimizer.weight_decay=.inf"}, "'optimizer.weight_decay': must be >= 0 and finite");
   fails_with("", {"optimizer.eps=.inf"}, "'optimizer.eps': must be positive and finite");

@@ -305,6 +305,12 @@ TEST_CASE("h5 formats: CosmoFlow LBANN layout (one sample per file)", "[data][fo
   write_raw(tmp / "bad.h5", {{"full", iota({6, 6, 6, 4}, DType::F32)}, {"unitPar", iota({4}, DType::F32)}});
   const std::string m = data_error([&] { CosmoFlowLbannFiles::open(std::vector<std::string>{tmp / "bad.h5"}); });
   CHECK_THAT(m, Contains("bad.h5") && Contains("'full'") && Contains("(6, 6, 6, 4)") && Contains("(4, D, H, W)"));
+  // Each layout read as the other: the message names the format key that reads it.
+  write_cosmoflow_file(tmp / "authors.h5", iota({2, 6, 6, 6, 4}, DType::F32), iota({2, 4}, DType::F32));
+  CHECK_THAT(data_error([&] { CosmoFlowLbannFiles::open(std::vector<std::string>{tmp / "authors.h5"}); }),
+             Contains("authors.h5: holds the authors' layout") && Contains("data.format: cosmoflow"));
+  CHECK_THAT(data_error([&] { CosmoFlowFiles::open(std::vector<std::string>{tmp / "s0.h5"}); }),
+             Contains("s0.h5: holds LBANN's layout") && Contains("data.format: cosmoflow_lbann"));
 }
 
 TEST_CASE("h5 formats: NaN/Inf check reports the first bad index", "[data][format]") {
