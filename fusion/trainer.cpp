@@ -201,14 +201,6 @@ Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, Traine
                     " after data.reduce, the model expects ", sample.str(), " (from the train split",
                     cfg_.data.reduce.empty() ? "" : " and data.reduce", ")");
   build_optimizer();  // also freezes train.freeze
-  const auto& t = cfg_.train;
-  const bool frozen_loaded =
-      !t.init.empty() && (t.init_groups == "all" || t.init_groups == "resample" || t.init_groups == t.freeze);
-  if (!t.freeze.empty() && !frozen_loaded && comm_.is_root())
-    log::warn(
-        "train.freeze={}: that group is not loaded from a checkpoint ({}), so it stays frozen at its random "
-        "initialisation",
-        t.freeze, t.init.empty() ? "no train.init / --init" : "train.init_groups=" + t.init_groups);
 }
 
 Trainer::~Trainer() = default;
@@ -224,6 +216,7 @@ void Trainer::set_model(std::unique_ptr<Model> model) {
   MRMF_CHECK_KIND(Shape, model->sample_shape() == spec_.sample_shape, "set_model: model input ",
                   model->sample_shape().str(), " does not match the data's ", spec_.sample_shape.str());
   model_ = std::move(model);
+  model_given_ = true;
   build_optimizer();
 }
 
@@ -439,6 +432,18 @@ FitResult Trainer::fit() {
   if (!opts_.out_dir.empty() && comm_.is_root()) fs::create_directories(opts_.out_dir);
   comm_.barrier();
   const bool resumed = try_resume();
+  // A frozen group that nothing loaded (no train.init, or init_groups that
+  // skip it, and no model handed over by set_model(): an experiment's
+  // transferred or fused one) stays at its random initialisation.
+  const auto& t = cfg_.train;
+  const bool frozen_loaded =
+      model_given_ ||
+      (!t.init.empty() && (t.init_groups == "all" || t.init_groups == "resample" || t.init_groups == t.freeze));
+  if (!t.freeze.empty() && !frozen_loaded && comm_.is_root())
+    log::warn(
+        "train.freeze={}: that group is not loaded from a checkpoint ({}), so it stays frozen at its random "
+        "initialisation",
+        t.freeze, t.init.empty() ? "no train.init / --init" : "train.init_groups=" + t.init_groups);
   // Each rank reads its own --out: ranks that see different folders (node-
   // local disks, mixed --resume/--force) would average gradients of
   // different models and then wait in different collectives forever.

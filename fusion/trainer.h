@@ -173,6 +173,7 @@ class Trainer {
   [[noreturn]] void stop_for_signal(bool saved);
   bool stop_seen_ = false;  // a stop signal reached some rank (all ranks agree: the loss all-reduce carries it)
   int stop_sig_ = 0;
+  bool model_given_ = false;  // set_model() handed a model over (its groups are not random)
   void build_optimizer();
   // extra: an epoch past the stop (after_stop) -- no step checkpoints (a
   // resume would find the stage stopped and leave the epoch half-trained),

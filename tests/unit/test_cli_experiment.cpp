@@ -369,11 +369,14 @@ TEST_CASE("cli: experiment.finetune_overrides reach the stages that fine-tune a 
                                        "  methods: [baseline, mrt, mrmf1]\n"
                                        "  coarse_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n"
                                        "  dense_stop: {threshold: 0.0, patience: 1, max_epochs: 1}\n"
-                                       "  finetune_overrides: [schedule.warmup_steps=1000]\n");
+                                       "  finetune_overrides: [schedule.warmup_steps=1000, train.freeze=bottom]\n");
   const fs::path out = s.dir / "exp";
   const Result r = run("experiment --config " + exp.string() + " --out " + out.string());
   INFO(r.out);
   REQUIRE(r.code == 0);
+  // The frozen bottom of a transferred or fused model came from pretraining:
+  // no warning that it stays random (train's warning when nothing loads it).
+  CHECK_FALSE(Catch::Contains("stays frozen at its random").match(r.out));
   // The learning rate each stage's first epoch started with (metrics.jsonl records it).
   const auto first_lr = [&](const std::string& method, const std::string& stage) {
     std::ifstream m(out / method / "seed1" / stage / "metrics.jsonl");
