@@ -25,8 +25,10 @@ MPI_Comm g_exit_comm = MPI_COMM_NULL;
 // A barrier that sleeps `poll_ms` between tests rather than spinning in
 // MPI_Barrier (a rank that waits long leaves its core to the others), for at
 // most `timeout_s`. *arrived: whether every rank came; the result is the
-// first failing MPI call's code.
-int sleeping_barrier(MPI_Comm comm, int poll_ms, double timeout_s, bool* arrived) noexcept {
+// first failing MPI call's code. `while_waiting` (which must not throw) is
+// called between tests.
+int sleeping_barrier(MPI_Comm comm, int poll_ms, double timeout_s, bool* arrived,
+                     const std::function<void()>* while_waiting = nullptr) noexcept {
   *arrived = false;
   MPI_Request req = MPI_REQUEST_NULL;
   if (const int rc = MPI_Ibarrier(comm, &req); rc != MPI_SUCCESS) return rc;
@@ -38,6 +40,7 @@ int sleeping_barrier(MPI_Comm comm, int poll_ms, double timeout_s, bool* arrived
       return MPI_SUCCESS;
     }
     if (std::chrono::steady_clock::now() > end) return MPI_SUCCESS;
+    if (while_waiting && *while_waiting) (*while_waiting)();
     std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
   }
 }
@@ -324,10 +327,10 @@ void Communicator::barrier() const {
   if (size_ > 1) MRMF_MPI_CHECK(MPI_Barrier(comm_));
 }
 
-void Communicator::idle_barrier(int poll_ms) const {
+void Communicator::idle_barrier(int poll_ms, const std::function<void()>& while_waiting) const {
   if (size_ == 1) return;
   bool arrived = false;
-  MRMF_MPI_CHECK(sleeping_barrier(comm_, poll_ms, std::numeric_limits<double>::infinity(), &arrived));
+  MRMF_MPI_CHECK(sleeping_barrier(comm_, poll_ms, std::numeric_limits<double>::infinity(), &arrived, &while_waiting));
 }
 
 namespace {
@@ -370,8 +373,12 @@ bool Communicator::signal_arrived(int source, int tag, int wait_ms) const {
   });
 }
 
-void Communicator::idle_receive_signal(int source, int tag, int poll_ms) const {
-  while (!signal_arrived(source, tag)) std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
+void Communicator::idle_receive_signal(int source, int tag, int poll_ms,
+                                       const std::function<void()>& while_waiting) const {
+  while (!signal_arrived(source, tag)) {
+    if (while_waiting) while_waiting();
+    std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
+  }
   int v = 0;
   MRMF_MPI_CHECK(MPI_Recv(&v, 1, MPI_INT, source, tag, comm_, MPI_STATUS_IGNORE));
 }

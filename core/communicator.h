@@ -11,6 +11,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -79,7 +80,8 @@ class Communicator {
   // A barrier whose waiting ranks sleep (MPI_Ibarrier polled every
   // `poll_ms`) instead of spinning: for ranks that wait while others work
   // on the same node (MPICH busy-polls in blocking calls, a whole core each).
-  void idle_barrier(int poll_ms = 20) const;
+  // `while_waiting` (which must not throw) is called between polls.
+  void idle_barrier(int poll_ms = 20, const std::function<void()>& while_waiting = {}) const;
   // A one-int signal between two ranks (e.g. "my group has finished"):
   // send_signal() does not wait for the receiver (the receiver must consume it with
   // idle_receive_signal() before MPI is finalised), signal_arrived() looks
@@ -89,7 +91,8 @@ class Communicator {
   // Polls for up to `wait_ms` (every millisecond) before answering no: MPI
   // moves a message only while both sides are inside MPI calls.
   bool signal_arrived(int source, int tag, int wait_ms = 0) const;
-  void idle_receive_signal(int source, int tag, int poll_ms = 20) const;
+  void idle_receive_signal(int source, int tag, int poll_ms = 20,
+                           const std::function<void()>& while_waiting = {}) const;
 
   // Throws, naming `what`, when ranks disagree on `value` (config hash,
   // parameter layout hash) -- catches diverging ranks before any compute.

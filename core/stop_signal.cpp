@@ -47,7 +47,10 @@ void wait_for_stop_signals() {
 extern "C" void record_stop_signal(int sig) { g_signal.store(sig); }
 
 // A child process must not inherit the blocked mask (it survives exec, and
-// the child would then ignore SIGTERM).
+// the child would then ignore SIGTERM). Only fork() runs this: a child that
+// posix_spawn() or glibc's system()/popen() start keeps the mask, so train
+// and experiment start none (a child they need must be spawned with
+// posix_spawnattr_setsigmask, or unblock the signals itself).
 extern "C" void unblock_stop_signals_in_child() {
   const sigset_t set = stop_signals();
   pthread_sigmask(SIG_UNBLOCK, &set, nullptr);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
+#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -415,6 +417,17 @@ std::unique_ptr<Model> exchange_and_fuse(Communicator& world, int coarse_root, s
   return fuse_models(*mc, *md, dense_spec, device, seed);
 }
 
+namespace {
+// Test hook: MRMF_FAULT_SIGNAL_WAITING=R sends SIGTERM to this process on
+// world rank R when its concurrent group's stage has ended and it waits for
+// the other group (where no training step looks at the signal).
+void maybe_signal_while_waiting(int rank) {
+  const char* env = std::getenv("MRMF_FAULT_SIGNAL_WAITING");
+  if (env != nullptr && std::string(env) == std::to_string(rank) && !send_stop_signal_to_self(SIGTERM))
+    log::warn("MRMF_FAULT_SIGNAL_WAITING: SIGTERM was not recorded within 10 s");
+}
+}  // namespace
+
 MethodRun Orchestrator::run_concurrent(uint64_t seed) {
   if (world_.size() < 2) {
     log::info("notice: concurrent training needs at least two ranks; running the one-fusion stages sequentially");
@@ -472,12 +485,24 @@ MethodRun Orchestrator::run_concurrent(uint64_t seed) {
   }
   // A stop signal (a job's time limit) that reaches only one group's ranks
   // stops that group at its next step; its root tells the other root, whose
-  // group then stops at its next step too, both with checkpoints. (Without
-  // this, the other group trained on alone, and the job ended when main()
-  // gave up waiting for it two minutes later: MPI_Abort.)
+  // group then stops at its next step too, both with checkpoints. A rank
+  // whose group is no longer training (its stage done, waiting below) tells
+  // the other root itself. (Without this, the other group trained on alone,
+  // and the job ended when main() gave up waiting for it two minutes later:
+  // MPI_Abort.)
   constexpr int kStopTag = 7302;
   const auto stopped_elsewhere = [&] {
-    return world_.rank() == my_root && world_.signal_arrived(other_root, kStopTag, 0);
+    return world_.rank() == my_root && world_.signal_arrived(MPI_ANY_SOURCE, kStopTag, 0);
+  };
+  bool told = false;
+  const std::function<void()> tell_if_signalled = [&]() noexcept {
+    if (told || stop_signal_received() == 0) return;
+    told = true;
+    try {
+      world_.send_signal(other_root, kStopTag);
+    } catch (const std::exception& e) {  // the other group then ends at the job's end
+      log::warn("[concurrent] could not tell the other group of the stop signal: {}", e.what());
+    }
   };
   Stage mine;
   std::exception_ptr stopped;  // this group's StopRequested, rethrown once both groups are here
@@ -491,11 +516,13 @@ MethodRun Orchestrator::run_concurrent(uint64_t seed) {
                                     train_on, end_extra, stopped_elsewhere);
   } catch (const StopRequested&) {
     stopped = std::current_exception();
+    told = true;  // by the root, for the whole group
     if (world_.rank() == my_root) world_.send_signal(other_root, kStopTag);
   }
+  maybe_signal_while_waiting(world_.rank());
   if (cfg_.concurrent_overtime) {
     signal_done();  // a stage restored as finished (or stopped) never asked
-    if (world_.rank() == my_root) world_.idle_receive_signal(other_root, kDoneTag);
+    if (world_.rank() == my_root) world_.idle_receive_signal(other_root, kDoneTag, 20, tell_if_signalled);
   }
 
   // The group done first waits here for the other, asleep (MPICH would
@@ -504,17 +531,23 @@ MethodRun Orchestrator::run_concurrent(uint64_t seed) {
   // stage's (max of the two groups' times, below). Timed from each rank's
   // own arrival instead, the 2-rank CPU experiment of session 14 booked the
   // faster group's ~25 s wait as "fusion" and counted it twice in total_s.
-  world_.idle_barrier();
+  world_.idle_barrier(20, tell_if_signalled);
   // A stop in either group ends the run on every rank, in order: the
   // stopped group's error, and for a group whose stage had already ended,
   // one that says so (its stage is recorded as finished; --resume fuses).
-  if (world_.allreduce_max(stopped ? 1.0 : 0.0) > 0) {
+  const int sig = stop_signal_received();
+  if (world_.allreduce_max(stopped || sig != 0 ? 1.0 : 0.0) > 0) {
+    // The roots consume the signals sent to them (every one was sent before
+    // the barrier; a few ms let the last arrive).
+    if (world_.rank() == my_root)
+      while (world_.signal_arrived(MPI_ANY_SOURCE, kStopTag, 20)) world_.idle_receive_signal(MPI_ANY_SOURCE, kStopTag);
     if (stopped) std::rethrow_exception(stopped);
     note_stopped_by_signal();
     throw StopRequested(ErrorKind::Runtime,
-                        fmt::format("concurrent {} group: its stage had finished, but the other group was stopped by "
-                                    "a stop signal (a job's time limit?); the same command with --resume continues",
-                                    dense_rank ? "dense" : "coarse"));
+                        fmt::format("concurrent {} group: its stage had finished when {} (a job's time limit?) "
+                                    "stopped the run; the same command with --resume continues",
+                                    dense_rank ? "dense" : "coarse",
+                                    sig != 0 ? stop_signal_name(sig) : "a stop signal to another rank"));
   }
   // Both groups' stage records, on every rank (rank 0 writes the report).
   const std::string my_json = stage_to_json(mine.result).dump();
