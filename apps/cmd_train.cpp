@@ -1,5 +1,6 @@
 // `mrmf train`: one training run from a YAML config (+ --set overrides).
 // Launch with `mpirun -np N mrmf train ...` or `srun`; one rank per GPU.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -100,6 +101,16 @@ int run_train(const TrainFlags& f) {
   MRMF_CHECK_KIND(Usage, f.init_groups.empty() || !cfg.train.init.empty(), "--init-groups ", f.init_groups,
                   " without --init (or train.init): which checkpoint should it load?");
   Communicator world = Communicator::world();
+  // A plateau rule first fires after patience + 1 epochs (the first epoch
+  // has no predecessor), never before min_epochs: a shorter guard always
+  // wins. Allowed (a fixed-length run keeps its rule for later), but said,
+  // as an experiment's stages say it.
+  const auto& st = cfg.stop;
+  if (st.plateau_threshold > 0 && std::max(st.plateau_patience + 1, st.min_epochs) > st.max_epochs && world.is_root())
+    log::info(
+        "notice: the plateau rule (stop.plateau_threshold {}, patience {}, min_epochs {}) cannot fire within "
+        "stop.max_epochs {}; the epoch guard will end this run",
+        st.plateau_threshold, st.plateau_patience, st.min_epochs, st.max_epochs);
   // A folder holding a run is continued (--resume) or replaced (--force),
   // never silently overwritten: metrics.jsonl would be truncated and the
   // old checkpoint taken for this run's "last good" one.

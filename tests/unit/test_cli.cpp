@@ -215,8 +215,11 @@ TEST_CASE("cli: train, eval and predict round trip on a tiny file", "[cli]") {
   // data.max_train_samples: the first 100 of the 256, 3 batches of 32. (And
   // a frozen group that no checkpoint loaded: said.)
   r = run("train --config " + cfg + " --out " + (s.dir / "run_sub").string() +
-          " --set train.epochs=1 --set data.max_train_samples=100 --freeze bottom");
+          " --set train.epochs=1 --set data.max_train_samples=100 --freeze bottom --set stop.plateau_threshold=0.01 "
+          "--set stop.plateau_patience=2");
   CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("the plateau rule (stop.plateau_threshold 0.01, patience 2, min_epochs 0) cannot "
+                                    "fire within stop.max_epochs 1"));
   CHECK_THAT(r.out, Catch::Contains("96 samples per rank per epoch"));
   CHECK_THAT(r.out, Catch::Contains("train.freeze=bottom: that group is not loaded from a checkpoint (no train.init"));
   {  // --resume to 3 epochs (through the issue's own spelling, train.epochs): the summary covers the whole run
