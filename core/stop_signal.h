@@ -2,16 +2,17 @@
 // kills a job at its time limit (Slurm: SIGTERM, then SIGKILL after
 // KillWait; `#SBATCH --signal=USR1@120` asks for SIGUSR1 that many seconds
 // earlier). The signals are blocked in every thread and taken by one thread
-// that waits for them (stop_signal.cpp says why not a handler); it only
-// records the signal; the trainer looks at the
-// record after every step (all ranks agree through the step's loss
-// all-reduce), writes a checkpoint where it stands, and stops with an error
-// that says --resume continues. SIGINT keeps its default (Ctrl-C ends at once).
+// that waits for them and only records them (stop_signal.cpp says why not a
+// handler). The trainer looks at the record after every step (all ranks
+// agree through the step's loss all-reduce), writes a checkpoint where it
+// stands, and stops with an error that says --resume continues. SIGINT
+// keeps its default (Ctrl-C ends at once).
 #pragma once
 
 namespace mrmf {
 
-// Installs the handlers (idempotent; from main(), before any work).
+// Blocks the signals and starts the thread that takes them (idempotent;
+// from main(), before any other thread starts).
 void install_stop_signal_handlers();
 // The signal received since the start (SIGTERM, SIGUSR1), or 0.
 int stop_signal_received();
