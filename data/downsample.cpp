@@ -84,6 +84,19 @@ Tensor average_blocks_channels_last(const Tensor& x, const std::vector<int64_t>&
 }
 
 namespace {
+// The block means of finite input, refused where a block's float32 sum
+// overflowed (values near 3.4e38: the mean of finite values would be
+// written as inf). `what` names the input, `first_row` its first sample.
+Tensor checked_block_means(const Tensor& x, const std::vector<int64_t>& factors, const std::string& what,
+                           int64_t first_row = 0) {
+  Tensor y = average_blocks_channels_last(x, factors);
+  check_finite(y, "the coarse copy of " + what + " (a block's float32 sum overflows: its values are near 3.4e38)",
+               first_row);
+  return y;
+}
+}  // namespace
+
+namespace {
 // The original's meta.JSON for the coarse copy: where it is a JSON object
 // whose time_bins (a generator's, as mrmf datagen writes) describe the
 // frames, those become the coarse copy's (and a bin spans k times the
@@ -139,7 +152,7 @@ DownsampleSummary downsample_neuron_file(const std::string& in, const std::strin
         // A coarse copy of bad data is bad data: refuse it here, naming the row.
         check_finite(fr, in + ": dataset '" + fn + "'", r);
         check_finite(lb, in + ": dataset '" + ln + "'", r);
-        w.write_rows(fn, r, average_blocks_channels_last(fr, {k}));
+        w.write_rows(fn, r, checked_block_means(fr, {k}, in + ": dataset '" + fn + "'", r));
         w.write_rows(ln, r, lb);
         done += cnt;
         sum.bytes_in += cnt * info.t * info.c * static_cast<int64_t>(dtype_size(info.dtype));
@@ -177,7 +190,7 @@ void downsample_lbann_file(const std::string& in_path, AtomicOutput& atomic, con
   check_finite(b.labels, in_path + ": dataset 'unitPar'");
   const int64_t C = x.size(0), D = x.size(1), H = x.size(2), W = x.size(3);
   // Channels as the batch axis of a one-channel channels-last average.
-  const Tensor y = average_blocks_channels_last(x.view({C, D, H, W, 1}), {f[0], f[1], f[2]});
+  const Tensor y = checked_block_means(x.view({C, D, H, W, 1}), {f[0], f[1], f[2]}, in_path + ": dataset 'full'");
   {
     H5File o = H5File::create(atomic.temp_path());
     o.write("full", y.view({C, D / f[0], H / f[1], W / f[2]}));
@@ -211,6 +224,12 @@ DownsampleSummary downsample_cosmoflow_dir(const std::string& in_dir, const std:
   // Every *.h5 below the input folder, sorted.
   std::vector<fs::path> rel;
   for (const auto& e : fs::recursive_directory_iterator(inp)) {
+    std::error_code le;
+    // A dangling link was skipped without a word (the copy then lacked a
+    // file the loader, which names it, would have refused).
+    MRMF_CHECK_KIND(Data, !(e.is_symlink(le) && e.path().extension() == ".h5" && !fs::exists(e.path(), le)),
+                    e.path().string(), " is a link to ", fs::read_symlink(e.path(), le).string(),
+                    ", which does not exist");
     if (!e.is_regular_file() || e.path().extension() != ".h5") continue;
     rel.push_back(fs::relative(e.path(), inp));
   }
@@ -293,7 +312,7 @@ DownsampleSummary downsample_cosmoflow_dir(const std::string& in_dir, const std:
       Tensor x = Tensor::empty({cnt, dims[0], dims[1], dims[2], C}, DType::F32);
       h.read_rows_into("3Dmap", r, cnt, DType::F32, x.raw_data());  // HDF5 converts the integer counts
       check_finite(x, in_path + ": dataset '3Dmap'", r);            // r: the block's first sample
-      o.write_rows("3Dmap", r, average_blocks_channels_last(x, {f[0], f[1], f[2]}));
+      o.write_rows("3Dmap", r, checked_block_means(x, {f[0], f[1], f[2]}, in_path + ": dataset '3Dmap'", r));
       done += cnt;
       sum.bytes_in += x.numel() * static_cast<int64_t>(dtype_size(src.dtype()));
       sum.bytes_out += cnt * od[0] * od[1] * od[2] * C * 4;

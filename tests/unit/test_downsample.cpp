@@ -222,6 +222,12 @@ TEST_CASE("downsample: bad requests name the file, dataset, axis length and fact
     o.axes = axes;
     REQUIRE_THAT(err([&] { downsample_dataset(d / "cf", d / "cf_out", o); }), Catch::Contains("an empty axis name"));
   }
+  // A dangling link among the files: named (it was skipped, and the copy lacked it).
+  o.axes = "x,y,z";
+  fs::create_symlink(d / "nowhere.h5", d / "cf/b.h5");
+  REQUIRE_THAT(err([&] { downsample_dataset(d / "cf", d / "cf_out", o); }),
+               Catch::Contains("cf/b.h5 is a link to") && Catch::Contains("nowhere.h5, which does not exist"));
+  REQUIRE(!fs::exists(d / "cf_out/a.h5"));
 }
 
 TEST_CASE("downsample: NaN or Inf in frames or labels is refused, naming file, dataset and element", "[downsample]") {
@@ -260,6 +266,25 @@ TEST_CASE("downsample: NaN or Inf in frames or labels is refused, naming file, d
   const std::string m = err([&] { downsample_dataset(d / "cf", d / "cf_out", o); });
   CHECK_THAT(m, Catch::Contains("a.h5") && Catch::Contains("'unitPar'") && Catch::Contains("[1, 1]"));
   CHECK(!fs::exists(d / "cf_out/a.h5"));
+  // Finite float32 values whose block sum overflows: refused (the mean was written as inf).
+  {
+    const std::string in = d / "big.h5";
+    NeuronInverterWriter w(in, DType::F32);
+    for (Split s : {Split::Train, Split::Val}) {
+      w.create_split(s, 2, 4, 3);
+      Tensor f = Tensor::full({2, 4, 3}, 1.f), lb = Tensor::full({2, 19}, 0.f);
+      if (s == Split::Val) f.data<float>()[12] = f.data<float>()[15] = 3e38f;  // sample 1, t = 0 and 1, channel 0
+      w.write(s, 0, f, lb);
+    }
+    w.close();
+    DownsampleOptions ob;
+    ob.factor = 2;
+    const std::string mb = err([&] { downsample_dataset(in, d / "big_out.h5", ob); });
+    INFO(mb);
+    CHECK_THAT(mb, Catch::Contains("the coarse copy of " + in + ": dataset 'val_frames'") &&
+                       Catch::Contains("overflows") && Catch::Contains("[1, 0, 0]"));
+    CHECK(!fs::exists(d / "big_out.h5"));
+  }
 }
 
 TEST_CASE("downsample: a CosmoFlow folder is replaced whole or not at all", "[downsample]") {
