@@ -1,6 +1,5 @@
 // `mrmf train`: one training run from a YAML config (+ --set overrides).
 // Launch with `mpirun -np N mrmf train ...` or `srun`; one rank per GPU.
-#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -12,6 +11,7 @@
 #include "core/log.h"
 #include "core/run_lock.h"
 #include "data/h5file.h"
+#include "fusion/stop_rules.h"
 #include "fusion/trainer.h"
 
 namespace mrmf::cli {
@@ -101,12 +101,12 @@ int run_train(const TrainFlags& f) {
   MRMF_CHECK_KIND(Usage, f.init_groups.empty() || !cfg.train.init.empty(), "--init-groups ", f.init_groups,
                   " without --init (or train.init): which checkpoint should it load?");
   Communicator world = Communicator::world();
-  // A plateau rule first fires after patience + 1 epochs (the first epoch
-  // has no predecessor), never before min_epochs: a shorter guard always
-  // wins. Allowed (a fixed-length run keeps its rule for later), but said,
-  // as an experiment's stages say it.
+  // A guard shorter than the plateau rule's first chance always wins.
+  // Allowed (a fixed-length run keeps its rule for later), but said, as an
+  // experiment's stages say it.
   const auto& st = cfg.stop;
-  if (st.plateau_threshold > 0 && std::max(st.plateau_patience + 1, st.min_epochs) > st.max_epochs && world.is_root())
+  if (!PlateauRule(st.plateau_threshold, st.plateau_patience, st.min_epochs).can_fire_within(st.max_epochs) &&
+      world.is_root())
     log::info(
         "notice: the plateau rule (stop.plateau_threshold {}, patience {}, min_epochs {}) cannot fire within "
         "stop.max_epochs {}; the epoch guard will end this run",
@@ -118,20 +118,21 @@ int run_train(const TrainFlags& f) {
   MRMF_CHECK_KIND(Usage, !(f.resume && f.force),
                   "--resume and --force contradict each other: --resume continues the run in ", f.out,
                   ", --force replaces it");
+  // What --out holds already: a checkpoint, and a run an earlier --force set aside.
+  std::error_code ec;
+  const fs::path o(f.out);
+  const bool has_checkpoint = fs::exists(o / "checkpoint.h5", ec), set_aside = fs::exists(o / "previous_run", ec);
   {
     // --resume where a run left metrics but no checkpoint (written with
     // checkpoints off, or the checkpoint removed) would start over and
     // truncate those metrics: said instead. (An empty metrics.jsonl -- a run
     // that died in its first epoch -- has nothing to lose: it starts over.)
-    std::error_code ec;
-    const fs::path o(f.out);
     const bool metrics = fs::exists(o / "metrics.jsonl", ec) && fs::file_size(o / "metrics.jsonl", ec) > 0;
-    MRMF_CHECK_KIND(
-        Usage, !f.resume || fs::exists(o / "checkpoint.h5", ec) || !(metrics || fs::exists(o / "summary.json", ec)),
-        "--resume: ", f.out,
-        " holds a run's metrics but no checkpoint.h5 to continue from; --force starts over (replacing them), or "
-        "choose another --out",
-        fs::exists(o / "previous_run", ec) ? " (the run an earlier --force set aside is in previous_run/)" : "");
+    MRMF_CHECK_KIND(Usage, !f.resume || has_checkpoint || !(metrics || fs::exists(o / "summary.json", ec)),
+                    "--resume: ", f.out,
+                    " holds a run's metrics but no checkpoint.h5 to continue from; --force starts over (replacing "
+                    "them), or choose another --out",
+                    set_aside ? " (the run an earlier --force set aside is in previous_run/)" : "");
   }
   refuse_inputs_among_results(f.out, results,
                               {{"--config", f.config},
@@ -139,8 +140,6 @@ int run_train(const TrainFlags& f) {
                                {"data.train_files", cfg.data.train_files},
                                {"data.val_files", cfg.data.val_files},
                                {"data.test_files", cfg.data.test_files}});
-  std::error_code pe;
-  const bool set_aside = fs::exists(fs::path(f.out) / "previous_run", pe);
   refuse_existing_results(f.out, results, f.resume || f.force,
                           std::string("--resume continues that run, --force starts over and replaces it, or choose "
                                       "another --out") +
@@ -148,7 +147,7 @@ int run_train(const TrainFlags& f) {
                                            "previous_run/)"
                                          : ""),
                           world);
-  if (f.resume && set_aside && !fs::exists(fs::path(f.out) / "checkpoint.h5", pe) && world.is_root())
+  if (f.resume && set_aside && !has_checkpoint && world.is_root())
     log::warn(
         "--resume: {} has no checkpoint.h5 of its own, so this run starts over; the run an earlier --force set "
         "aside is in {}/previous_run",

@@ -18,6 +18,7 @@
 #include "fusion/experiment_state.h"
 #include "fusion/fuse.h"
 #include "fusion/resample_top.h"
+#include "fusion/stop_rules.h"
 
 namespace mrmf {
 namespace fs = std::filesystem;
@@ -67,13 +68,11 @@ void Orchestrator::check_before_training() {
                  "] does not fit the data or the model: ", e.message());
     }
   }
-  // A plateau rule first fires after Tp + 1 epochs (the first epoch has no
-  // predecessor to compare with), and never before min_epochs: a guard
-  // shorter than that always wins.
+  // A guard shorter than the plateau rule's first chance always wins.
   for (size_t st = 0; st + 1 < cfg_.ladder.size(); ++st) {
     const StageStops stops = cfg_.stops_for_stage(st);
     for (const auto& [role, rule] : {std::make_pair("coarse", stops.coarse), std::make_pair("dense", stops.dense)})
-      if (rule.threshold > 0 && std::max(rule.patience + 1, rule.min_epochs) > rule.max_epochs)
+      if (!PlateauRule(rule.threshold, rule.patience, rule.min_epochs).can_fire_within(rule.max_epochs))
         log::info("notice: stage {} {} stop rule (threshold {}, patience {}, min_epochs {}) cannot fire within its "
                   "{}-epoch guard; the guard will end that stage",
                   st + 1, role, rule.threshold, rule.patience, rule.min_epochs, rule.max_epochs);

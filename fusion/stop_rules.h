@@ -21,6 +21,7 @@
 // counts as flat (the rule of ReduceLROnPlateau).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -31,6 +32,12 @@ class PlateauRule {
   PlateauRule(double threshold, int64_t patience, int64_t min_epochs = 0, bool against_best = false)
       : threshold_(threshold), patience_(patience), min_epochs_(min_epochs), against_best_(against_best) {}
   bool enabled() const { return threshold_ > 0 && patience_ > 0; }
+  // Whether the rule can fire within a guard of `max_epochs`: it first
+  // fires after patience + 1 epochs (the first epoch has no reduction), and
+  // never before min_epochs. A disabled rule never needs to.
+  bool can_fire_within(int64_t max_epochs) const {
+    return !enabled() || std::max(patience_ + 1, min_epochs_) <= max_epochs;
+  }
   // Feeds one epoch's training loss; true when the rule fires.
   bool update(double train_loss);
   int64_t count() const { return count_; }
