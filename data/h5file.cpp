@@ -280,7 +280,31 @@ std::string H5File::type_name(const std::string& dataset) const {
   return h5_type_name(type.get());
 }
 
+namespace {
+// The name HDF5 holds for the file that object `id` lives in.
+std::string holding_file_name(hid_t id) {
+  const ssize_t n = H5Fget_name(id, nullptr, 0);
+  if (n < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return {};
+  }
+  std::string name(static_cast<size_t>(n) + 1, '\0');
+  if (H5Fget_name(id, name.data(), name.size()) < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return {};
+  }
+  name.resize(static_cast<size_t>(n));
+  return name;
+}
+}  // namespace
+
 bool H5File::stored_as(hid_t d, DType dtype) const {
+  // A dataset reached through an external link lives in another file: its
+  // addresses (H5Dget_offset, H5Dget_chunk_info) are that file's, and
+  // mapping them in this one read the wrong bytes without an error. Such a
+  // dataset is read through HDF5, which follows the link.
+  const std::string here = holding_file_name(file_.get()), there = holding_file_name(d);
+  if (here.empty() || here != there) return false;
   H5TypeId type(MRMF_H5_CHECK(H5Dget_type(d)));
   if (H5Tequal(type.get(), file_type(dtype)) <= 0) return false;  // other width, sign or byte order
   H5PlistId fcpl(MRMF_H5_CHECK(H5Fget_create_plist(file_.get())));

@@ -227,9 +227,10 @@ class H5File {
   // Whether `filters` are what packed_units() decodes: deflate alone, or
   // shuffle then deflate.
   static bool deflate_pipeline(const std::vector<Filter>& filters);
-  // Whether `dataset` holds exactly `dtype`'s little-endian file type in a
-  // file without a user block: the conditions of reading it without HDF5
-  // that its layout and filters do not decide.
+  // Whether `dataset` lies in this file (not behind an external link) and
+  // holds exactly `dtype`'s little-endian file type in a file without a
+  // user block: the conditions of reading it without HDF5 that its layout
+  // and filters do not decide.
   bool stored_as(const std::string& dataset, DType dtype) const;
 
   // Creates a dataset of `shape` and `dtype` (contents written later with write_rows).
@@ -250,8 +251,7 @@ class H5File {
 
  private:
   H5DatasetId open_dataset(const std::string& dataset) const;
-  // Whether dataset `d` holds exactly `dtype`'s little-endian file type in
-  // a file without a user block (filters and layout are the caller's).
+  // stored_as() for an open dataset `d` (filters and layout are the caller's).
   bool stored_as(hid_t d, DType dtype) const;
   // `dataset`'s dimensions when its first is a multiple of rows_per_unit
   // (> 0, else an error naming `who`); empty otherwise.

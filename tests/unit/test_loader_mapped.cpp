@@ -441,3 +441,106 @@ TEST_CASE("loader: batches from RAM or mapped files are made while another threa
     CHECK(f.get() == mapped_ids);
   }
 }
+
+TEST_CASE("loader: a dataset behind an HDF5 external link is read through HDF5, not mapped", "[loader]") {
+  // `3Dmap` (or LBANN's `full`) stored in another file and reached through
+  // an external link: its storage addresses are the other file's. Mapping
+  // them in the linking file read other bytes -- here a pad of 60000s --
+  // and trained on them without an error. Contiguous, chunked and
+  // gzip-compressed targets; every way must give the unlinked batches.
+  Tmp d;
+  write_cf(d / "plain", 2, 4, 4);
+  const auto link = [](const std::string& from, const std::string& name, const std::string& to) {
+    const hid_t f = H5Fopen(from.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    REQUIRE(f >= 0);
+    REQUIRE(H5Lcreate_external(to.c_str(), ("/" + name).c_str(), f, name.c_str(), H5P_DEFAULT, H5P_DEFAULT) >= 0);
+    H5Fclose(f);
+  };
+  const Tensor pad = Tensor::full({1 << 16}, 60000.f);
+  for (const auto& [store, opts] :
+       {std::pair<const char*, WriteOptions>{"contiguous", {}}, {"chunked", {1, 0}}, {"gzip", {1, 1}}}) {
+    INFO(store);
+    const std::string dir = d / (std::string("linked_") + store), raw = d / (std::string("raw_") + store);
+    fs::create_directories(dir);
+    fs::create_directories(raw);
+    fs::copy_file(d / "plain/c00.h5", dir + "/c00.h5");  // the first file, the one the mapping is checked on, is plain
+    const H5File src = H5File::open_read(d / "plain/c01.h5");
+    {
+      H5File r = H5File::create(raw + "/c01.h5");
+      r.write("pad", from_float32(Tensor::full({3000}, 1.f), DType::U16));  // the two files' offsets differ
+      r.write("3Dmap", src.read("3Dmap"), opts);
+      r.close();
+      H5File l = H5File::create(dir + "/c01.h5");
+      l.write("pad", from_float32(pad, DType::U16));
+      l.write("unitPar", src.read("unitPar"));
+      l.close();
+    }
+    link(dir + "/c01.h5", "3Dmap", raw + "/c01.h5");
+    const H5File linked = H5File::open_read(dir + "/c01.h5");
+    CHECK(linked.contiguous_offset("3Dmap", DType::U16) == -1);
+    CHECK(linked.unit_offsets("3Dmap", DType::U16, 1).empty());
+    CHECK(linked.packed_units("3Dmap", DType::U16, 1).units.empty());
+    CHECK(!linked.stored_as("3Dmap", DType::U16));
+    CHECK(H5File::open_read(raw + "/c01.h5").stored_as("3Dmap", DType::U16));  // the target itself is mappable
+
+    std::vector<Tensor> want;
+    const auto want_ids = [&] {
+      LoaderOptions o;
+      o.batch_size = 2;
+      o.seed = 3;
+      o.memory_map = false;
+      auto L = open_loader({DataFormat::CosmoFlow, d / "plain", Split::Train}, o);
+      return epoch_ids(*L, 0, &want);
+    }();
+    for (bool map : {true, false})
+      for (int io : {1, 3}) {
+        INFO("memory_map " << map << " io_threads " << io);
+        LoaderOptions o;
+        o.batch_size = 2;
+        o.seed = 3;
+        o.io_threads = io;
+        o.memory_map = map;
+        auto L = open_loader({DataFormat::CosmoFlow, dir, Split::Train}, o);
+        std::vector<Tensor> xs;
+        REQUIRE(epoch_ids(*L, 0, &xs) == want_ids);
+        for (size_t i = 0; i < xs.size(); ++i) REQUIRE(same(xs[i], want[i]));
+      }
+  }
+  // LBANN's layout: `full` of the second file behind a link.
+  const std::string plain = d / "lbann_plain", dir = d / "lbann", raw = d / "lbann_raw";
+  for (const std::string& f : {plain, dir, raw}) fs::create_directories(f);
+  for (int i = 0; i < 2; ++i) {
+    Tensor full = Tensor::empty({4, 4, 4, 4});
+    for (int64_t e = 0; e < full.numel(); ++e) full.data<float>()[e] = float((i * 7 + e) % 50);
+    Tensor lab = Tensor::full({4}, 0.f);
+    lab.data<float>()[0] = float(i);
+    const std::string name = "/s" + std::to_string(i) + ".h5";
+    write_cosmoflow_lbann_file(plain + name, full, lab);
+    if (i == 0) {
+      fs::copy_file(plain + name, dir + name);
+      continue;
+    }
+    H5File r = H5File::create(raw + name);
+    r.write("pad", Tensor::full({700}, 2.f));
+    r.write("full", full);
+    r.close();
+    H5File l = H5File::create(dir + name);
+    l.write("pad", pad);
+    l.write("unitPar", lab);
+    l.close();
+    link(dir + name, "full", raw + name);
+  }
+  std::vector<Tensor> want;
+  for (const auto& [folder, map] : {std::pair<std::string, bool>{plain, false}, {dir, true}, {dir, false}}) {
+    INFO("LBANN " << folder << ", memory_map " << map);
+    LoaderOptions o;
+    o.batch_size = 1;
+    o.shuffle = false;
+    o.memory_map = map;
+    auto L = open_loader({DataFormat::CosmoFlowLbann, folder, Split::Train}, o);
+    std::vector<Tensor> xs;
+    REQUIRE(epoch_ids(*L, 0, &xs) == std::vector<int64_t>{0, 1});
+    if (want.empty()) want = xs;
+    for (size_t i = 0; i < 2; ++i) REQUIRE(same(xs[i], want[i]));
+  }
+}
