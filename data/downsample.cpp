@@ -2,6 +2,7 @@
 #include "data/downsample.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <filesystem>
 #include <memory>
@@ -242,18 +243,35 @@ DownsampleSummary downsample_cosmoflow_dir(const std::string& in_dir, const std:
   std::vector<CosmoFlowFiles> srcs;
   std::vector<bool> lbann(rel.size(), false);
   const char* names[3] = {"D (x)", "H (y)", "W (z)"};
+  // Every file must agree with the first in layout and cube size: the
+  // loader refuses a split whose files differ, and the train and val splits
+  // must agree, so a mixed folder made a copy that nothing could read.
+  std::array<int64_t, 3> dims0{};
   for (size_t i = 0; i < rel.size(); ++i) {
     const std::string p = (inp / rel[i]).string();
-    lbann[i] = H5File::open_read(p).exists("full");
+    {
+      const H5File h = H5File::open_read(p);
+      lbann[i] = !h.exists("3Dmap") && h.exists("full");  // the loader's rule: '3Dmap' where a file has both
+    }
+    const char* ds = lbann[i] ? "full" : "3Dmap";
+    std::array<int64_t, 3> dims{};
     if (lbann[i]) {
-      const auto dims = CosmoFlowLbannFiles::open(std::vector<std::string>{p}).dims();
-      for (int d = 0; d < 3; ++d) check_divides(p, "full", names[d], dims[static_cast<size_t>(d)], f[static_cast<size_t>(d)]);
+      dims = CosmoFlowLbannFiles::open(std::vector<std::string>{p}).dims();
       srcs.emplace_back();
     } else {
       srcs.push_back(CosmoFlowFiles::open(std::vector<std::string>{p}));
-      const auto dims = srcs.back().dims();
-      for (int d = 0; d < 3; ++d) check_divides(p, "3Dmap", names[d], dims[static_cast<size_t>(d)], f[static_cast<size_t>(d)]);
+      dims = srcs.back().dims();
     }
+    const std::string first = (inp / rel[0]).string();
+    if (i == 0) dims0 = dims;
+    MRMF_CHECK_KIND(Data, lbann[i] == lbann[0], p,
+                    lbann[i] ? " holds LBANN's layout ('full')" : " holds the authors' layout ('3Dmap')", " but ",
+                    first, lbann[0] ? " LBANN's ('full')" : " the authors' ('3Dmap')",
+                    "; expected every file of a CosmoFlow folder in one layout");
+    MRMF_CHECK_KIND(Data, dims == dims0, p, ": dataset '", ds, "' has (D, H, W) = (", dims[0], ", ", dims[1], ", ",
+                    dims[2], ") but ", first, " has (", dims0[0], ", ", dims0[1], ", ", dims0[2],
+                    "); expected every file of a CosmoFlow folder to agree (its splits are read by one model)");
+    for (int d = 0; d < 3; ++d) check_divides(p, ds, names[d], dims[static_cast<size_t>(d)], f[static_cast<size_t>(d)]);
     refuse_existing_output((outp / rel[i]).string(), opts.force);
   }
   // .h5 files already in --out that this input has no counterpart of (an

@@ -38,7 +38,22 @@ void expect_present(const H5File& f, const std::string& ds, const std::string& w
   MRMF_CHECK_KIND(Data, f.exists(ds), f.path(), ": dataset '", ds, "' not found (expected ", what, ")");
 }
 
+// A filter HDF5 cannot decode (lzf from h5py, say, without its plugin)
+// failed only at the first read, inside training, as "truncated or
+// corrupt". Every dataset whose type is checked is read, so it is checked
+// here.
+void expect_decodable(const H5File& f, const std::string& ds) {
+  const auto missing = f.undecodable_filter(ds);
+  MRMF_CHECK_KIND(Data, !missing, f.path(), ": dataset '", ds, "' is stored with HDF5 filter '",
+                  missing ? missing->name : "", "' (id ", missing ? missing->id : 0,
+                  "), which this HDF5 cannot decode: no such filter is built in and no plugin for it was found "
+                  "(HDF5_PLUGIN_PATH). Install its plugin, or rewrite the file without it where the filter exists: "
+                  "`h5repack -f ",
+                  ds, ":NONE IN.h5 OUT.h5`, or -f ", ds, ":GZIP=4");
+}
+
 DType expect_dtype(const H5File& f, const std::string& ds, std::initializer_list<DType> allowed, const char* expected) {
+  expect_decodable(f, ds);
   const std::string stored = f.type_name(ds);
   bool ok = false;
   DType dt = DType::F32;

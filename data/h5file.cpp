@@ -196,6 +196,9 @@ H5File H5File::open_read(const std::string& path) {
   std::error_code ec;
   MRMF_CHECK_KIND(Data, fs::exists(path, ec), path, ": no such file (expected an HDF5 file)");
   MRMF_CHECK_KIND(Data, !fs::is_directory(path, ec), path, ": is a directory, expected an HDF5 file");
+  // A FIFO blocked H5Fis_hdf5's open until a writer came: a hang.
+  MRMF_CHECK_KIND(Data, fs::is_regular_file(path, ec) || fs::is_character_file(path, ec), path,
+                  ": is not a regular file (a FIFO, socket or block device), expected an HDF5 file");
   const htri_t is_h5 = H5Fis_hdf5(path.c_str());
   MRMF_CHECK_KIND(Data, is_h5 != 0, path, ": not an HDF5 file (no HDF5 signature: corrupt, truncated or another format)");
   H5PlistId fapl(MRMF_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)));

@@ -224,6 +224,10 @@ class H5File {
     std::vector<Filter> filters;
   };
   Storage storage(const std::string& dataset) const;
+  // The first of `dataset`'s filters that this HDF5 cannot decode (no such
+  // filter built in, none found as a plugin); none where all can be. Also
+  // "optional" ones: chunks that filter could encode when written need it.
+  std::optional<Filter> undecodable_filter(const std::string& dataset) const;
   // Whether `filters` are what packed_units() decodes: deflate alone, or
   // shuffle then deflate.
   static bool deflate_pipeline(const std::vector<Filter>& filters);

@@ -195,4 +195,15 @@ H5File::Storage H5File::storage(const std::string& dataset) const {
   return s;
 }
 
+std::optional<H5File::Filter> H5File::undecodable_filter(const std::string& dataset) const {
+  for (const Filter& f : storage(dataset).filters) {
+    const htri_t avail = H5Zfilter_avail(static_cast<H5Z_filter_t>(f.id));  // loads a plugin where one is found
+    if (avail <= 0) {
+      H5Eclear2(H5E_DEFAULT);
+      return f;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace mrmf::data

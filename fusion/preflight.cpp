@@ -49,6 +49,15 @@ std::unique_ptr<Model> check_run_before_training(const RunConfig& cfg, const Com
     if (data_checked && !data_checked->insert(key).second) continue;
     data::check_loader(ds, lo);
   }
+  // The two splits at different resolutions (a coarse copy in the wrong
+  // place) were found only when the first stage's trainer opened them.
+  const data::DataSpec train = data_spec(cfg, data::Split::Train), val = data_spec(cfg, data::Split::Val);
+  const std::string pair = fmt::format("shapes|{}|{}|{}", data::data_format_name(train.format), train.path, val.path);
+  if (!data_checked || data_checked->insert(pair).second) {
+    const Shape ts = data::dataset_sample_shape(train), vs = data::dataset_sample_shape(val);
+    MRMF_CHECK_KIND(Data, ts == vs, "the val split (", val.path, ") has samples of ", vs.str(), ", the train split (",
+                    train.path, ") of ", ts.str(), "; expected the same");
+  }
   if (spec_out) *spec_out = spec;
   return model;
 }

@@ -331,6 +331,21 @@ TEST_CASE("cli: experiment bad input is refused before training, and the 1-rank 
   const std::string md = slurp(out / "report.md");
   CHECK_THAT(md, Catch::Contains("## Time per stage") && Catch::Contains("## Per-epoch breakdown per resolution") &&
                      Catch::Contains("Improvement over MRT"));
+
+  // A val split at another resolution than the train split: refused before
+  // --force sets the finished experiment aside (it used to be found when
+  // the first stage's trainer opened it, after the earlier runs' folders
+  // had been emptied).
+  const std::string val128 = (s.dir / "ni_t128.h5").string();
+  make_tiny_ni(val128, " --train 64 --val 64 --test 64 --time-bins 128 --seed 4");
+  const std::string ckpt = slurp(out / "mrmf1/seed1/finetune/checkpoint.h5");
+  r = run(base + out.string() + " --force --set data.val_files=" + val128);
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("the val split (" + val128 + ") has samples of [3, 128]") &&
+                        Catch::Contains("the train split (") && Catch::Contains("of [3, 64]; expected the same"));
+  CHECK(slurp(out / "report.md") == md);
+  CHECK(slurp(out / "mrmf1/seed1/finetune/checkpoint.h5") == ckpt);
 }
 
 TEST_CASE("cli: an experiment run that diverges is recorded as diverged and the others go on", "[cli][experiment]") {

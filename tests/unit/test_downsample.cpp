@@ -230,6 +230,71 @@ TEST_CASE("downsample: bad requests name the file, dataset, axis length and fact
   REQUIRE(!fs::exists(d / "cf_out/a.h5"));
 }
 
+TEST_CASE("downsample: a CosmoFlow folder whose files disagree in layout or cube size is refused, nothing written",
+          "[downsample]") {
+  // Each file used to be checked alone: the copy held cubes of two sizes
+  // (or both layouts), which no loader reads, and --force replaced a good
+  // copy with it.
+  Tmp d;
+  const auto cube = [](int64_t n, int64_t a, int64_t b, int64_t c) {
+    return from_float32(Tensor::full({n, a, b, c, 4}, 2.f), DType::U16);
+  };
+  const auto folder = [&](const std::string& name) {
+    fs::create_directories(d / (name + "/train"));
+    fs::create_directories(d / (name + "/val"));
+    write_cosmoflow_file(d / (name + "/train/c0.h5"), cube(2, 4, 4, 4), Tensor::full({2, 4}, 0.f));
+    write_cosmoflow_file(d / (name + "/val/c0.h5"), cube(2, 4, 4, 4), Tensor::full({2, 4}, 0.f));
+  };
+  DownsampleOptions o;
+  o.factor = 2;
+  o.axes = "x,y,z";
+  // Another cube size in the train split, and in the val split.
+  folder("sizes");
+  write_cosmoflow_file(d / "sizes/train/c1.h5", cube(2, 8, 8, 8), Tensor::full({2, 4}, 0.f));
+  folder("splits");
+  fs::remove(d / "splits/val/c0.h5");
+  write_cosmoflow_file(d / "splits/val/c0.h5", cube(2, 4, 4, 2), Tensor::full({2, 4}, 0.f));
+  for (const char* name : {"sizes", "splits"}) {
+    INFO(name);
+    const std::string m = err([&] { downsample_dataset(d / name, d / (std::string(name) + "_half"), o); });
+    CHECK_THAT(m, Catch::Contains("dataset '3Dmap' has (D, H, W) = (") &&
+                      Catch::Contains("train/c0.h5 has (4, 4, 4)") &&
+                      Catch::Contains("expected every file of a CosmoFlow folder to agree"));
+    CHECK(!fs::exists(d / (std::string(name) + "_half")));
+  }
+  // --force over a good copy leaves it as it was.
+  folder("good");
+  downsample_dataset(d / "good", d / "out", o);
+  const Tensor before = H5File::open_read(d / "out/train/c0.h5").read("3Dmap");
+  o.force = true;
+  CHECK_THAT(err([&] { downsample_dataset(d / "sizes", d / "out", o); }), Catch::Contains("sizes/train/c1.h5"));
+  CHECK(!fs::exists(d / "out/train/c1.h5"));
+  const Tensor after = H5File::open_read(d / "out/train/c0.h5").read("3Dmap");
+  CHECK(std::memcmp(before.raw_data(), after.raw_data(), before.nbytes()) == 0);
+  o.force = false;
+  // Both layouts in one folder.
+  folder("layouts");
+  write_cosmoflow_lbann_file(d / "layouts/train/s0.h5", Tensor::full({4, 4, 4, 4}, 1.f), Tensor::full({4}, 0.f));
+  CHECK_THAT(err([&] { downsample_dataset(d / "layouts", d / "layouts_half", o); }),
+             Catch::Contains("s0.h5 holds LBANN's layout ('full') but") && Catch::Contains("the authors' ('3Dmap')"));
+  CHECK(!fs::exists(d / "layouts_half"));
+  // A file of the authors' layout that also holds a 'full' dataset is read
+  // by its '3Dmap', as the loader reads it (it was taken for an LBANN file).
+  folder("both");
+  {
+    H5File h = H5File::open_read(d / "both/train/c0.h5");
+    const Tensor x = h.read("3Dmap"), y = h.read("unitPar");
+    h.close();
+    H5File w = H5File::create(d / "both/train/c0.h5");
+    w.write("3Dmap", x);
+    w.write("unitPar", y);
+    w.write("full", Tensor::full({4, 2, 2, 2}, 9.f));
+    w.close();
+  }
+  downsample_dataset(d / "both", d / "both_half", o);
+  CHECK(H5File::open_read(d / "both_half/train/c0.h5").shape("3Dmap") == std::vector<int64_t>{2, 2, 2, 2, 4});
+}
+
 TEST_CASE("downsample: NaN or Inf in frames or labels is refused, naming file, dataset and element", "[downsample]") {
   Tmp d;
   // Neuron Inverter: a NaN frame in train, an Inf label in val.
