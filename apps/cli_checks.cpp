@@ -1,6 +1,11 @@
 #include "apps/cli_checks.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
@@ -111,6 +116,30 @@ void refuse_inputs_among_results(const std::string& out, const std::vector<std::
 }
 
 void refuse_output_file(const std::string& out, const std::vector<std::string>& inputs, bool force) {
+  // Found only when the output was written, after the whole split had been
+  // computed: a folder name, a path under a file, a folder it cannot write in.
+  MRMF_CHECK_KIND(Usage, !out.empty() && out.back() != '/', "--out ", out,
+                  ": names a folder; the output is a file (e.g. ", out, "predictions.h5)");
+  std::error_code ec;
+  for (fs::path p = fs::absolute(out, ec).parent_path(); !ec && !p.empty(); p = p.parent_path()) {
+    if (!fs::exists(p, ec)) {
+      if (p == p.root_path()) break;
+      continue;
+    }
+    MRMF_CHECK_KIND(Usage, fs::is_directory(p, ec), "--out ", out, ": ", p.string(),
+                    " is a file, so the folder cannot be made");
+    // A file made and removed at once: access(W_OK) says yes to root
+    // whatever the file system allows (/sys, /proc, a read-only export).
+    const std::string probe = (p / (".mrmf-write-test-" + std::to_string(::getpid()))).string();
+    const int fd = ::open(probe.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+    const int err = errno;
+    if (fd >= 0) {
+      ::close(fd);
+      ::unlink(probe.c_str());
+    }
+    MRMF_CHECK_KIND(Usage, fd >= 0, "--out ", out, ": cannot write in ", p.string(), " (", std::strerror(err), ")");
+    break;
+  }
   for (const auto& in : inputs)
     MRMF_CHECK_KIND(Usage, !same_file(out, in), "--out ", out, " is the same file as the input ", in,
                     "; writing it would destroy the input");

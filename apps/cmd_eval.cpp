@@ -44,12 +44,14 @@
 #include "core/error.h"
 #include "core/hash.h"
 #include "core/log.h"
+#include "core/output_paths.h"
 #include "data/formats.h"
 #include "data/gen_neuron.h"
 #include "data/h5file.h"
 #include "data/loader.h"
 #include "fusion/checkpoint.h"
 #include "fusion/config.h"
+#include "fusion/trainer.h"
 #include "kernels/fused_downsample_ops.h"
 #include "layers/context.h"
 
@@ -242,6 +244,7 @@ kernels::FusedDownsampleSpec input_spec(const RunConfig& cfg, const SplitReader&
     out.push_back(r.spatial()[d] / fac[d]);
   }
   sample_shape = Shape(out);
+  check_scale_channels(cfg, r.channels());  // as train says it (the kernel's own check named no config key)
   kernels::FusedDownsampleSpec s;
   s.layout = r.layout();
   if (cfg.data.transform == "log1p") s.transform = kernels::FusedTransform::Log1p;
@@ -283,6 +286,7 @@ struct EvalResult {
   std::vector<double> per_target;
   Tensor pred, labels;  // rank 0, predict only: [N, P]
   std::string model;
+  std::string data;  // what was read: --data, or the data.path / data.<split>_files a --set gave instead
 };
 
 // Gathers each rank's [n_r, P] rows on rank 0 in rank order (= split order).
@@ -390,6 +394,7 @@ EvalResult run_split(const EvalFlags& f, const EvalSetup& setup, bool keep_predi
   res.n = static_cast<int64_t>(sums[static_cast<size_t>(P)]);
   res.p = P;
   res.model = h.spec.str();
+  res.data = reader.spec().path;
   double total = 0;
   for (int64_t j = 0; j < P; ++j) {
     res.per_target.push_back(sums[static_cast<size_t>(j)] / static_cast<double>(res.n));
@@ -420,13 +425,19 @@ std::vector<std::string> target_names(const std::string& model, int64_t P) {
 void print_result(const EvalFlags& f, const EvalResult& r, bool json) {
   const auto names = target_names(r.model, r.p);
   if (json) {
-    nlohmann::json j{{"checkpoint", f.checkpoint}, {"data", f.data},    {"split", f.split},
-                     {"model", r.model},           {"samples", r.n},    {"targets", r.p},
-                     {"mse", r.mse},               {"target_names", names}, {"mse_per_target", r.per_target}};
+    nlohmann::json j{{"checkpoint", f.checkpoint},
+                     {"data", r.data},
+                     {"split", f.split},
+                     {"model", r.model},
+                     {"samples", r.n},
+                     {"targets", r.p},
+                     {"mse", r.mse},
+                     {"target_names", names},
+                     {"mse_per_target", r.per_target}};
     std::printf("%s\n", j.dump().c_str());
     return;
   }
-  std::printf("%s: %s split of %s, %lld samples x %lld targets\n", r.model.c_str(), f.split.c_str(), f.data.c_str(),
+  std::printf("%s: %s split of %s, %lld samples x %lld targets\n", r.model.c_str(), f.split.c_str(), r.data.c_str(),
               static_cast<long long>(r.n), static_cast<long long>(r.p));
   std::printf("  MSE %.6g\n", r.mse);
   for (int64_t j = 0; j < r.p; ++j)
@@ -443,7 +454,9 @@ int run_eval(const EvalFlags& f) {
 // One data value's files for predict's check: the value itself, every file
 // a CosmoFlow glob or comma list names, or (a folder) nothing inside it may
 // be the output.
-void add_data_inputs(const std::string& data, const std::string& out, std::vector<std::string>& inputs) {
+void add_data_inputs(const std::string& data, const std::string& out, bool cosmoflow,
+                     std::vector<std::string>& inputs) {
+  const size_t first = inputs.size();
   inputs.push_back(data);
   std::error_code ec;
   if (fs::is_directory(data, ec)) {
@@ -459,6 +472,19 @@ void add_data_inputs(const std::string& data, const std::string& out, std::vecto
       // matches nothing: the reader says so when it opens the split
     }
   }
+  // CosmoFlow files are read by folder or glob: an output beside them is
+  // taken for one of them by the next command that reads the folder
+  // ("dataset '3Dmap' not found"), and --force then refuses it as an input.
+  if (!cosmoflow) return;
+  for (size_t i = first; i < inputs.size(); ++i) {
+    if (!fs::is_regular_file(inputs[i], ec)) continue;
+    const fs::path folder = fs::path(inputs[i]).parent_path();
+    MRMF_CHECK_KIND(Usage,
+                    !same_file(fs::path(out).parent_path().empty() ? "." : fs::path(out).parent_path().string(),
+                               folder.empty() ? "." : folder.string()),
+                    "--out ", out, " is in the folder of the CosmoFlow input ", inputs[i],
+                    ": the next command that reads that folder would take it for a data file");
+  }
 }
 
 // The files predict reads: the checkpoint, and the data the effective
@@ -466,13 +492,15 @@ void add_data_inputs(const std::string& data, const std::string& out, std::vecto
 // replaces it).
 std::vector<std::string> data_inputs(const RunConfig& cfg, const std::string& out, const std::string& checkpoint) {
   std::vector<std::string> inputs{checkpoint};
+  const bool cosmoflow = cfg.data.format != "neuron_inverter";
   for (const std::string& data : {cfg.data.path, cfg.data.train_files, cfg.data.val_files, cfg.data.test_files})
-    if (!data.empty()) add_data_inputs(data, out, inputs);
+    if (!data.empty()) add_data_inputs(data, out, cosmoflow, inputs);
   return inputs;
 }
 
 int run_predict(const EvalFlags& f) {
   MRMF_CHECK_KIND(Usage, !f.out.empty(), "predict: --out is required");
+  if (f.json) log::to_stderr();  // stdout is the JSON document
   const EvalSetup setup = eval_setup(f);
   refuse_output_file(f.out, data_inputs(setup.cfg, f.out, f.checkpoint), f.force);  // before any compute
   const EvalResult r = run_split(f, setup, true);
@@ -486,7 +514,7 @@ int run_predict(const EvalFlags& f) {
     h5.write("labels", r.labels);
     h5.write_string_attribute("/", "checkpoint", f.checkpoint);
     h5.write_string_attribute("/", "model", r.model);
-    h5.write_string_attribute("/", "data", f.data);
+    h5.write_string_attribute("/", "data", r.data);
     h5.write_string_attribute("/", "split", f.split);
     h5.close();
     out.commit();

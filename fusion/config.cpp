@@ -290,7 +290,11 @@ void validate(const RunConfig& c) {
   require_one_of("schedule.type", c.schedule.type, {"constant", "plateau", "piecewise", "cosine", "polynomial"});
   require_one_of("train.init_groups", c.train.init_groups, {"all", "bottom", "top", "resample"});
   require_one_of("train.freeze", c.train.freeze, {"", "bottom", "top"});
-  MRMF_CHECK_KIND(Config, c.train.batch_size >= 1, "config key 'train.batch_size': must be at least 1, got ",
+  // Both models' BatchNorm layers normalise over a rank's batch in
+  // training: 1 failed at the first step, after the data were loaded.
+  MRMF_CHECK_KIND(Config, c.train.batch_size >= 2,
+                  "config key 'train.batch_size': must be at least 2 (BatchNorm normalises over each rank's batch "
+                  "in training), got ",
                   c.train.batch_size);
   MRMF_CHECK_KIND(Config, c.train.val_batch_size >= 0, "config key 'train.val_batch_size': must be >= 0");
   MRMF_CHECK_KIND(Config, c.stop.max_epochs >= 1, "config key 'stop.max_epochs': must be at least 1, got ",
@@ -370,7 +374,9 @@ void validate(const RunConfig& c) {
                   c.data.max_train_samples);
   MRMF_CHECK_KIND(Config, std::isfinite(c.stop.target_val_loss), "config key 'stop.target_val_loss': must be finite");
   for (size_t i = 0; i < c.data.scale.size(); ++i)
-    MRMF_CHECK_KIND(Config, std::isfinite(c.data.scale[i]), "config key 'data.scale[", i, "]': must be finite, got ",
+    // The kernel multiplies in float32: 1e39 passed and made every input inf.
+    MRMF_CHECK_KIND(Config, std::isfinite(c.data.scale[i]) && std::fabs(c.data.scale[i]) <= 3.4028234663852886e38,
+                    "config key 'data.scale[", i, "]': must be finite in float32 (|x| <= 3.4e38), got ",
                     c.data.scale[i]);
   MRMF_CHECK_KIND(Config, c.train.bucket_mb >= 1, "config key 'train.bucket_mb': must be at least 1");
   MRMF_CHECK_KIND(Config, c.train.precise_bn_batches >= 0, "config key 'train.precise_bn_batches': must be >= 0 "

@@ -150,6 +150,7 @@ ModelSpec model_spec_for(const RunConfig& cfg, const Shape& sample_shape) {
 Shape reduced_sample_shape(const RunConfig& cfg) {
   const data::DataSpec ds = data_spec(cfg, data::Split::Train);
   Shape s = data::dataset_sample_shape(ds);
+  check_scale_channels(cfg, s[0]);
   const int spatial = s.ndim() - 1;
   const auto& r = cfg.data.reduce;
   MRMF_CHECK_KIND(Config, r.empty() || r.size() == 1 || static_cast<int>(r.size()) == spatial, "config key 'data.reduce': ",
@@ -164,6 +165,12 @@ Shape reduced_sample_shape(const RunConfig& cfg) {
     s[a + 1] = len / f;
   }
   return s;
+}
+
+void check_scale_channels(const RunConfig& cfg, int64_t channels) {
+  MRMF_CHECK_KIND(Config, cfg.data.transform != "scale" || static_cast<int64_t>(cfg.data.scale.size()) == channels,
+                  "config key 'data.scale': ", cfg.data.scale.size(), " factor(s) for data with ", channels,
+                  " channels");
 }
 
 data::DataSpec data_spec(const RunConfig& cfg, data::Split split) {

@@ -147,9 +147,6 @@ Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, Traine
   // factors and the transform against the file's sample shape, the model for
   // that shape, an --init checkpoint against the model.
   const Shape sample = reduced_sample_shape(cfg_);
-  MRMF_CHECK_KIND(Config, cfg_.data.transform != "scale" || static_cast<int64_t>(cfg_.data.scale.size()) == sample[0],
-                  "config key 'data.scale': ", cfg_.data.scale.size(), " factor(s) for data with ", sample[0],
-                  " channels");
   spec_ = model_spec_for(cfg_, sample);
   auto model = build_model(spec_);
   model->build(device_, cfg_.train.seed, default_init_scheme(spec_));

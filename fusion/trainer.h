@@ -223,6 +223,9 @@ ModelSpec model_spec_for(const RunConfig& cfg, const Shape& sample_shape);
 // by data.reduce), from file metadata only. Throws naming the axis when a
 // factor does not divide it.
 Shape reduced_sample_shape(const RunConfig& cfg);
+// A Config error unless data.scale (with transform 'scale') has a factor per
+// channel of data with `channels` channels.
+void check_scale_channels(const RunConfig& cfg, int64_t channels);
 // The data one split of a run reads (data.path, or the split's own file list).
 data::DataSpec data_spec(const RunConfig& cfg, data::Split split);
 

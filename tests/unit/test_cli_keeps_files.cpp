@@ -94,6 +94,32 @@ TEST_CASE("cli: results already written are not replaced without --force, inputs
           (s.dir / "cf" / "test" / "a.h5").string() + " --force");
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("is inside the data folder"));
+  // ... nor beside CosmoFlow files named by a glob, a list or one file (the
+  // next command that read the folder took the output for a data file).
+  {
+    const fs::path t = s.dir / "cf" / "test";
+    std::ofstream(t / "c0.h5") << "x";
+    for (const std::string& d : {(t / "*.h5").string(), (t / "c0.h5").string(), (t / "c0.h5").string() + ","}) {
+      r = run("predict --checkpoint " + ck.string() + " --data '" + d + "' --set data.format=cosmoflow --out " +
+              (t / "pred.h5").string());
+      INFO(d << ": " << r.out);
+      CHECK(r.code == 2);
+      CHECK_THAT(r.out, Catch::Contains("is in the folder of the CosmoFlow input " + (t / "c0.h5").string()));
+    }
+    fs::remove(t / "c0.h5");
+  }
+  // An --out that cannot be written is refused before the split is computed.
+  for (const auto& [o, why] : {std::pair<std::string, std::string>{(s.dir / "newdir").string() + "/", "names a folder"},
+                               {data + "/pred.h5", "is a file, so the folder cannot be made"}}) {
+    r = run("predict --checkpoint " + ck.string() + " --data " + data + " --out " + o);
+    INFO(r.out);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains(why));
+  }
+  CHECK(!fs::exists(s.dir / "newdir"));
+  r = run("predict --checkpoint " + ck.string() + " --data " + data + " --out /proc/mrmf_sub/p.h5");  // root too
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("cannot write in /proc ("));
 
   // train --force with --init from the run it replaces: the checkpoint is read before it goes.
   r = run("train --config " + cfg + " --out " + out + " --set stop.max_epochs=1 --force --init " + ck.string());
