@@ -161,7 +161,7 @@ DownsampleSummary downsample_neuron_file(const std::string& in, const std::strin
         if (opts.progress) opts.progress(done, total);
       }
     }
-    if (auto meta = src.meta_json()) w.write_string("meta.JSON", coarse_meta(*meta, k));
+    if (auto meta = src.meta_json()) w.write_string("meta.JSON", coarse_meta(*meta, k), true);
     w.write_string_attribute("/", "mrmf_downsample", describe(in, "t", k));
     w.close();
     atomic.commit();

@@ -177,7 +177,9 @@ void NeuronInverterWriter::write(Split s, int64_t begin, const Tensor& frames_f3
   file_.write_rows(NeuronInverterFile::labels_name(s), begin, labels);
 }
 
-void NeuronInverterWriter::write_meta(const std::string& json) { file_.write_string("meta.JSON", json); }
+void NeuronInverterWriter::write_meta(const std::string& json) {
+  file_.write_string("meta.JSON", json, true);  // variable-length, as the original's (h5py)
+}
 
 // ================================================== CosmoFlow, authors' layout
 std::vector<std::string> expand_file_list(const std::string& pattern_or_list) {

@@ -249,7 +249,11 @@ class H5File {
   // fixed-length strings are read too) and string attributes on the file root
   // or on a dataset.
   std::string read_string(const std::string& dataset) const;
-  void write_string(const std::string& dataset, const std::string& value);
+  // Written as fixed-length strings (see utf8_type in h5file.cpp: a damaged
+  // variable-length string's heap entry crashes libhdf5 1.10's reader);
+  // variable_length for files whose layout has them (meta.JSON, as h5py
+  // writes it).
+  void write_string(const std::string& dataset, const std::string& value, bool variable_length = false);
   std::optional<std::string> read_string_attribute(const std::string& object, const std::string& name) const;
   void write_string_attribute(const std::string& object, const std::string& name, const std::string& value);
 

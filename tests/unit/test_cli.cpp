@@ -43,7 +43,7 @@ TEST_CASE("cli: usage and configuration errors exit 2 and name the problem", "[c
 
   r = run("train --config " + cfg + " --out " + out + " --set train.batch_size=0");
   CHECK(r.code == 2);
-  CHECK_THAT(r.out, Catch::Contains("train.batch_size") && Catch::Contains("at least 1"));
+  CHECK_THAT(r.out, Catch::Contains("train.batch_size") && Catch::Contains("at least 2"));
 
   r = run("train --config " + (s.dir / "missing.yaml").string() + " --out " + out);
   CHECK(r.code == 2);

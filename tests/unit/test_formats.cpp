@@ -66,8 +66,11 @@ TEST_CASE("h5 formats: dataset round trip of every stored dtype, with hyperslab 
     H5File f = H5File::create(path);
     for (DType dt : types) f.write(std::string("d_") + dtype_name(dt), iota({7, 3, 5}, dt, 0.5f, -3.f));
     f.write("chunked", iota({9, 4}, DType::F32), WriteOptions{4, 3});
-    f.write_string("meta.JSON", R"({"a": 1, "text": "grüße"})");
+    f.write_string("meta.JSON", R"({"a": 1, "text": "grüße"})", true);
+    f.write_string("config", "train: {seed: 3}\nnote: grüße\n");
+    f.write_string("empty", "");
     f.write_string_attribute("/", "note", "hello");
+    f.write_string_attribute("/", "long", std::string(70000, 'x'));  // past an object header's 64 KiB
   }
   // Two read-only handles on one file at once (the many-ranks-per-file case).
   const H5File f = H5File::open_read(path);
@@ -87,6 +90,39 @@ TEST_CASE("h5 formats: dataset round trip of every stored dtype, with hyperslab 
   REQUIRE(f.read_string("meta.JSON") == R"({"a": 1, "text": "grüße"})");
   REQUIRE(f.read_string_attribute("/", "note") == std::optional<std::string>("hello"));
   REQUIRE_FALSE(f.read_string_attribute("/", "absent").has_value());
+  REQUIRE(f.read_string("config") == "train: {seed: 3}\nnote: grüße\n");
+  REQUIRE(f.read_string("empty").empty());
+  REQUIRE(f.read_string_attribute("/", "long") == std::optional<std::string>(std::string(70000, 'x')));
+  {
+    // Strings are fixed-length, in the attribute or dataset itself: a
+    // damaged length in the global heap, where variable-length strings
+    // lie, crashed libhdf5 1.10's reader. meta.JSON stays as h5py writes it.
+    const hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5Pset_file_locking(fapl, false, true);  // as f and g opened it (the settings must match)
+    const hid_t h = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl);
+    H5Pclose(fapl);
+    REQUIRE(h >= 0);
+    const auto variable = [](hid_t obj, bool attr) {
+      const hid_t t = attr ? H5Aget_type(obj) : H5Dget_type(obj);
+      const bool v = H5Tis_variable_str(t) > 0;
+      const bool utf8 = H5Tget_cset(t) == H5T_CSET_UTF8;
+      H5Tclose(t);
+      CHECK(utf8);
+      return v;
+    };
+    for (const auto& [name, want] :
+         {std::pair<const char*, bool>{"meta.JSON", true}, {"config", false}, {"empty", false}}) {
+      const hid_t d = H5Dopen2(h, name, H5P_DEFAULT);
+      CHECK(variable(d, false) == want);
+      H5Dclose(d);
+    }
+    for (const auto& [name, want] : {std::pair<const char*, bool>{"note", false}, {"long", true}}) {
+      const hid_t a = H5Aopen_by_name(h, "/", name, H5P_DEFAULT, H5P_DEFAULT);
+      CHECK(variable(a, true) == want);
+      H5Aclose(a);
+    }
+    H5Fclose(h);
+  }
   REQUIRE_FALSE(f.exists("nope/deeper"));
   const std::string oob = data_error([&] { f.read_rows("d_float32", 5, 3); });
   CHECK_THAT(oob, Contains("rt.h5") && Contains("'d_float32'") && Contains("out of range") && Contains("7 rows"));
