@@ -529,7 +529,7 @@ int run_predict(const EvalFlags& f) {
 }
 
 void add_common(CLI::App* sub, EvalFlags& f) {
-  sub->add_option("--checkpoint", f.checkpoint, "checkpoint.h5 of a training run")->required();
+  sub->add_option("--checkpoint", f.checkpoint, "checkpoint.h5 of a training run")->required()->check(non_empty());
   sub->add_option("--data", f.data, "data set: Neuron Inverter .h5 file or CosmoFlow folder / glob")
       ->required()
       ->check(non_empty());

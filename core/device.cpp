@@ -168,6 +168,13 @@ Device select_device(const RuntimeOptions& opts) {
   if (want.empty()) {
     const char* env = std::getenv("MRMF_DEVICE");
     want = env ? env : "auto";
+    if (env && want != "cpu" && want != "auto") {  // a bad value is named as the variable's, not a flag's
+      try {
+        (void)parse_device(want);
+      } catch (const Error& e) {
+        MRMF_THROW(Usage, "$MRMF_DEVICE: ", e.message());
+      }
+    }
   }
   if (want == "cpu") return Device::cpu();
 

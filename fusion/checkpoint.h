@@ -18,6 +18,10 @@
 //   /state/<key>               int64 or float64 scalars: RNG and loader positions
 //   /config                    the run's config text (YAML)
 //
+// Strings are stored fixed-length, UTF-8 (h5py reads them as bytes:
+// `.decode()`); older checkpoints' variable-length ones are read too
+// (H5File::write_string says why).
+//
 // Writing is atomic: the file is written under a temporary name, fsync'ed and
 // renamed over the final path, so an existing checkpoint stays intact when a
 // save fails midway (disk full, crash, exception).

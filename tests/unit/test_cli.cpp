@@ -351,8 +351,11 @@ TEST_CASE("cli: train, eval and predict round trip on a tiny file", "[cli]") {
       run("train --config " + cfg + " --out " + out_auto + " --set train.epochs=1 --set runtime.device=auto").code ==
       0);
   r = run_prefixed("MRMF_DEVICE=bogus ", "eval --checkpoint " + out_auto + "/checkpoint.h5 --data " + data);
-  CHECK(r.code != 0);
-  CHECK_THAT(r.out, Catch::Contains("bogus"));
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("$MRMF_DEVICE: unknown device 'bogus'"));  // the variable named, not a flag
+  r = run("eval --checkpoint '' --data " + data);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("--checkpoint") && Catch::Contains("must not be empty"));
   r = run("eval --checkpoint " + out_auto + "/checkpoint.h5 --data " + data);
   CHECK(r.code == 0);
 }
