@@ -70,7 +70,12 @@ void refuse_existing_results(const std::string& out, const std::vector<std::stri
   MRMF_CHECK_KIND(Usage, !fs::exists(out, ec) || fs::is_directory(out, ec), "--out ", out,
                   " is a file, expected a folder (or a path that does not exist yet)");
   for (const auto& f : files)
-    if (fs::exists(fs::path(out) / f, ec)) found += (found.empty() ? "" : ", ") + f;
+    if (fs::exists(fs::path(out) / f, ec)) {
+      // A FIFO there blocked the command's first open of it: a hang.
+      MRMF_CHECK_KIND(Usage, fs::is_regular_file(fs::path(out) / f, ec), (fs::path(out) / f).string(),
+                      " is not a regular file (a folder, FIFO or device); expected the run's own ", f);
+      found += (found.empty() ? "" : ", ") + f;
+    }
   const bool any = world.allreduce_max(found.empty() ? 0.0 : 1.0) > 0;
   if (!any || force) return;
   MRMF_THROW(Usage, out, " already holds results (", found.empty() ? "on another rank's view" : found, "); ",

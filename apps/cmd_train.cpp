@@ -9,6 +9,7 @@
 #include "core/communicator.h"
 #include "core/device.h"
 #include "core/log.h"
+#include "core/output_paths.h"
 #include "core/run_lock.h"
 #include "data/h5file.h"
 #include "fusion/stop_rules.h"
@@ -32,27 +33,45 @@ struct TrainFlags {
 // the new run fails before it has a checkpoint or a finished epoch (a NaN in
 // epoch 0), they come back; if it is killed (a crash, a time limit, another
 // rank's error), the next --force finds them in previous_run and keeps them
-// there instead of the killed attempt's leftovers. Rank 0 moves the files.
+// there instead of the killed attempt's leftovers -- also where that attempt
+// had progressed, when previous_run holds a finished run (a summary.json)
+// and the attempt did not finish: a finished run is never deleted for an
+// unfinished one. The files move through <out>/.previous_run.new, renamed
+// whole, so that a kill between two moves loses nothing (the next command
+// moves them back first). Rank 0 moves the files.
 class EarlierRun {
  public:
   EarlierRun(const std::string& out, const std::vector<std::string>& results, const Communicator& world, bool active)
       : out_(out), prev_(out_ / "previous_run"), results_(results), root_(world.is_root()), active_(active) {
     if (!active_) return;
     if (root_) {
-      if (fs::exists(prev_) && !new_run_progressed()) {
-        log::info(
-            "{} holds the run an earlier --force attempt set aside (that attempt never finished an epoch): "
-            "kept there until this run finishes",
-            prev_.string());
+      recover_interrupted_move(out_, results_);
+      const bool keep_earlier = fs::exists(prev_) && (!new_run_progressed() || (finished(prev_) && !finished(out_)));
+      if (keep_earlier) {
+        log::info("{} holds the run an earlier --force set aside ({}): kept there until this run finishes",
+                  prev_.string(),
+                  new_run_progressed() ? "the attempt since never finished" : "that attempt never finished an epoch");
         for (const auto& r : results_) fs::remove(out_ / r);
       } else {
-        fs::remove_all(prev_);
-        fs::create_directories(prev_);
+        const fs::path staging = out_ / kStaging;
+        fs::create_directories(staging);
         for (const auto& r : results_)
-          if (fs::exists(out_ / r)) fs::rename(out_ / r, prev_ / r);
+          if (fs::exists(out_ / r)) fs::rename(out_ / r, staging / r);
+        fs::remove_all(prev_);
+        fs::rename(staging, prev_);
       }
     }
     world.barrier();
+  }
+  // Files a --force killed while it moved them aside: back into `out`
+  // (where it still holds the same name, the file in `out` is the newer).
+  static void recover_interrupted_move(const fs::path& out, const std::vector<std::string>& results) {
+    const fs::path staging = out / kStaging;
+    std::error_code ec;
+    if (!fs::exists(staging, ec)) return;
+    for (const auto& r : results)
+      if (fs::exists(staging / r, ec) && !fs::exists(out / r, ec)) fs::rename(staging / r, out / r);
+    fs::remove_all(staging);
   }
   // The new run failed (an exception on this rank): put the earlier files
   // back unless the new run has something of its own to look at or resume.
@@ -79,6 +98,11 @@ class EarlierRun {
   }
 
  private:
+  static constexpr const char* kStaging = ".previous_run.new";
+  static bool finished(const fs::path& dir) noexcept {
+    std::error_code ec;
+    return fs::exists(dir / "summary.json", ec);
+  }
   // A checkpoint, or a finished epoch in the metrics.
   bool new_run_progressed() const noexcept {
     std::error_code ec;
@@ -147,6 +171,23 @@ int run_train(const TrainFlags& f) {
                                            "previous_run/)"
                                          : ""),
                           world);
+  // train.init (--init, or the config's) is read unless this run resumes
+  // from its own checkpoint -- which needs it no more (it may be gone).
+  if (!cfg.train.init.empty() && !(f.resume && has_checkpoint)) {
+    const fs::path init(cfg.train.init), ours = o / "checkpoint.h5", theirs = o / "previous_run" / "checkpoint.h5";
+    const bool in_prev = same_file(init.string(), ours.string()) && fs::exists(theirs, ec);
+    MRMF_CHECK_KIND(Usage, fs::exists(init, ec), "--init (train.init) ", cfg.train.init, ": no such file",
+                    in_prev ? " (the run an earlier --force set aside has one: " + theirs.string() + ")" : "");
+    // A --force re-run of `--force --init <out>/checkpoint.h5` after an
+    // interrupted attempt would start from that attempt's checkpoint.
+    MRMF_CHECK_KIND(Usage,
+                    !(f.force && in_prev && fs::exists(o / "previous_run" / "summary.json", ec) &&
+                      !fs::exists(o / "summary.json", ec)),
+                    "--init ", cfg.train.init,
+                    " is the checkpoint of an interrupted --force attempt, which never "
+                    "finished; the finished run it was to replace is in ",
+                    theirs.string(), ": give that to --init");
+  }
   if (f.resume && set_aside && !has_checkpoint && world.is_root())
     log::warn(
         "--resume: {} has no checkpoint.h5 of its own, so this run starts over; the run an earlier --force set "
@@ -154,6 +195,7 @@ int run_train(const TrainFlags& f) {
         f.out, f.out);
   const RunFolderLock lock(f.out, world);  // one command a folder (core/run_lock.h)
   lock.remove_partial_files();
+  if (world.is_root()) EarlierRun::recover_interrupted_move(o, results);  // a --force killed while moving files
   RuntimeFlags rt = f.rt;
   if (rt.device.empty()) rt.device = cfg.runtime.device;
   if (rt.threads == 0) rt.threads = static_cast<int>(cfg.runtime.threads);
@@ -216,7 +258,8 @@ void add_train_command(CLI::App& app, Action& action) {
   sub->add_option("--set", flags->sets, "Override a config key: --set train.epochs=5 (repeatable)");
   sub->add_flag("--resume", flags->resume, "Continue from <out>/checkpoint.h5 if it exists");
   sub->add_flag("--force", flags->force, "Replace the run already in --out (without it, such a folder is refused)");
-  sub->add_option("--init", flags->init, "Start from another run's checkpoint")->check(CLI::ExistingFile);
+  // Not CLI::ExistingFile: --resume of a run started with --init needs the file no more.
+  sub->add_option("--init", flags->init, "Start from another run's checkpoint")->check(non_empty());
   sub->add_option("--init-groups", flags->init_groups,
                   "Which groups --init loads: all, bottom or top; resample: all of a checkpoint at another resolution, "
                   "the layers on the flattened features resampled");

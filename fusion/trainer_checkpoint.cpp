@@ -9,8 +9,10 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
+#include <variant>
 
 #include "core/check_mpi.h"
+#include "core/hash.h"
 #include "core/log.h"
 #include "core/nvtx.h"
 #include "data/h5file.h"
@@ -71,10 +73,19 @@ void Trainer::save(int64_t epochs_done, int64_t batch, double loss_sum) {
   ts.state["plateau_has_prev"] = int64_t{plateau_.has_previous() ? 1 : 0};
   ts.state["plateau_prev"] = plateau_.previous();
   ts.state["last_val_loss"] = last_val_loss_;
+  // Not in an experiment's stages: the experiment's identity holds the data's fingerprint.
+  if (opts_.check_data_identity) ts.state["data_fingerprint"] = static_cast<int64_t>(data_hash());
   SaveOptions so;
   so.stream = &ctx_->stream();
   so.rank_buffers = rank_buffers;
   save_checkpoint(checkpoint_path(), spec_, *model_, opt_.get(), sched_.get(), ts, so);
+}
+
+uint64_t Trainer::data_hash() {
+  if (!data_hash_)
+    data_hash_ = fnv1a64(data::data_fingerprint(data_spec(cfg_, data::Split::Train)) + "|" +
+                         data::data_fingerprint(data_spec(cfg_, data::Split::Val)));
+  return *data_hash_;
 }
 
 std::string Trainer::checkpoint_path() const { return (fs::path(opts_.out_dir) / "checkpoint.h5").string(); }
@@ -107,6 +118,27 @@ bool Trainer::try_resume() {
                " was written with a different configuration (only stop.*, train.checkpoint_every and runtime.* may "
                "change on resume); checkpoint -> this run:",
                diff);
+  }
+  // The configuration names the data by path: regenerated data there, or a
+  // relative path from another folder, trained on silently (older
+  // checkpoints lack the fingerprint).
+  if (const auto it = h.training.state.find("data_fingerprint");
+      opts_.check_data_identity && it != h.training.state.end()) {
+    const int64_t* then = std::get_if<int64_t>(&it->second);
+    MRMF_CHECK_KIND(Config, then && static_cast<uint64_t>(*then) == data_hash(), "--resume: the data (",
+                    data_spec(cfg_, data::Split::Train).path, ", train and val splits) are not those ", ck.string(),
+                    " was trained on (their sizes or first labels differ: regenerated, or a relative data.path "
+                    "from another folder); point data.path at the original data, or --force to start over");
+  }
+  // A checkpoint from inside an epoch that stop.max_epochs does not reach:
+  // the run would end at once, "done" with the weights of a partial epoch.
+  if (const auto it = h.training.state.find("loader_batch"); it != h.training.state.end()) {
+    const double b = std::visit([](auto v) { return static_cast<double>(v); }, it->second);
+    MRMF_CHECK_KIND(Config, b <= 0 || h.training.epoch < cfg_.stop.max_epochs, "--resume: ", ck.string(),
+                    " was written inside epoch ", h.training.epoch + 1, " (after its batch ", static_cast<int64_t>(b),
+                    "), which stop.max_epochs ", cfg_.stop.max_epochs,
+                    " does not reach: its weights are those of a partial epoch. Give stop.max_epochs at least ",
+                    h.training.epoch + 1);
   }
   ParamLoadOptions lo;
   lo.stream = &ctx_->stream();
@@ -175,6 +207,11 @@ bool Trainer::try_resume() {
     std::string text;
     for (const auto& l : keep) text += l + "\n";
     data::write_text_atomically(mp.string(), text);
+    // `mrmf train` writes summary.json when a run finishes: the one there
+    // describes fewer epochs than this checkpoint will once training goes
+    // on, and stayed so when the resumed process was killed.
+    std::error_code ec;
+    fs::remove(fs::path(opts_.out_dir) / "summary.json", ec);
     if (resumed_epochs_ != start_epoch_) {
       // Lines lost or damaged: the checkpoint's count is the truth.
       log::info("{}notice: {} holds {} readable record(s) of the {} epoch(s) {} covers; the run counts {}",

@@ -3,6 +3,8 @@
 // report put back) and SIGTERM (a checkpoint that --resume continues).
 // The rest of the CLI's behaviour: test_cli.cpp; the shared runner:
 // tests/support/cli_runner.h.
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -284,7 +286,7 @@ TEST_CASE("cli: a train --force that fails before its first checkpoint puts the 
   r = run("train --config " + cfg + " --out " + out + " --force --set optimizer.lr=1e30");
   INFO(r.out);
   CHECK(r.code == 1);
-  CHECK_THAT(r.out, Catch::Contains("an earlier --force attempt set aside"));
+  CHECK_THAT(r.out, Catch::Contains("holds the run an earlier --force set aside"));
   CHECK(slurp(fs::path(out) / "checkpoint.h5") == ck2);
   CHECK_FALSE(fs::exists(fs::path(out) / "previous_run"));
 
@@ -402,4 +404,82 @@ TEST_CASE("cli: SIGTERM (a job's time limit) stops training with a checkpoint th
   INFO(r.out);
   CHECK(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("resumed from"));
+}
+
+TEST_CASE(
+    "cli: --resume checks the data and the epoch it stopped in, and --force never trades a finished run for an "
+    "unfinished one",
+    "[cli]") {
+  SKIP_WITHOUT_BINARY();
+  Scratch s;
+  const std::string data = (s.dir / "ni.h5").string();
+  make_tiny_ni(data, " --train 128 --val 32 --test 32 --seed 1 --time-bins 64");  // 4 steps an epoch
+  const std::string cfg = write_config(s.dir, data);
+  const fs::path out = s.dir / "run";
+  const std::string train = "train --config " + cfg + " --out " + out.string();
+  const auto summary = [&] { return slurp(out / "summary.json"); };
+  REQUIRE(run(train + " --set stop.max_epochs=1").code == 0);  // run A, finished
+  const std::string a = summary();
+
+  // A SIGTERM inside epoch 2 (after 2 of its 4 steps): a mid-epoch checkpoint.
+  // --resume with a guard it does not reach would be "done" with the
+  // weights of a partial epoch: refused, nothing changed.
+  Result r = run_prefixed("MRMF_FAULT_SIGNAL=0:5 ", train + " --set stop.max_epochs=3 --force");  // attempt B
+  INFO(r.out);
+  REQUIRE(r.code == 1);
+  REQUIRE(fs::exists(out / "checkpoint.h5"));
+  CHECK(slurp(out / "previous_run" / "summary.json") == a);
+  r = run(train + " --set stop.max_epochs=1 --resume");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("was written inside epoch 2 (after its batch 2)") &&
+                        Catch::Contains("Give stop.max_epochs at least 2"));
+
+  // --force --init <out>/checkpoint.h5 again after the interrupted attempt
+  // would start from the attempt's checkpoint: refused, naming the earlier one.
+  r = run(train + " --force --init " + (out / "checkpoint.h5").string());
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("is the checkpoint of an interrupted --force attempt") &&
+                        Catch::Contains((out / "previous_run" / "checkpoint.h5").string()));
+
+  // --force C failing at its first step: finished run A comes back (it was
+  // deleted, and attempt B's files kept, because B had a checkpoint).
+  r = run(train + " --set stop.max_epochs=1 --force --set optimizer.lr=1e30");
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK(summary() == a);
+  CHECK(!fs::exists(out / "previous_run"));
+
+  // The data regenerated under the same path: --resume refused (it trained on the new data).
+  make_tiny_ni(data, " --train 128 --val 32 --test 32 --seed 2 --time-bins 64 --force");
+  r = run(train + " --set stop.max_epochs=2 --resume");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("--resume: the data (" + data) && Catch::Contains("are not those"));
+  CHECK(summary() == a);
+
+  // A run started with --init resumes after that checkpoint is gone; its
+  // summary.json goes when the resume starts (it is written at the end).
+  const fs::path init_src = s.dir / "src.h5", with_init = s.dir / "with_init";
+  fs::copy_file(out / "checkpoint.h5", init_src);
+  const std::string t2 = "train --config " + cfg + " --out " + with_init.string() + " --init " + init_src.string();
+  REQUIRE(run(t2 + " --set stop.max_epochs=1").code == 0);
+  fs::remove(init_src);
+  r = run_prefixed("MRMF_FAULT_SIGNAL=0:5 ", t2 + " --set stop.max_epochs=3 --resume");  // global steps
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK(!fs::exists(with_init / "summary.json"));  // its 1 epoch would contradict the checkpoint's 2
+  r = run(t2 + " --set stop.max_epochs=3 --resume");
+  CHECK(r.code == 0);
+  CHECK(nlohmann::json::parse(slurp(with_init / "summary.json"))["epochs"] == 3);
+  // Without a checkpoint of its own, a missing --init is a usage error (exit 2), not a data error.
+  r = run("train --config " + cfg + " --out " + (s.dir / "fresh").string() + " --init " + init_src.string());
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("src.h5: no such file"));
+  // A FIFO where the run's metrics.jsonl belongs: refused (opening it blocked, a hang).
+  const fs::path fifo = s.dir / "fifo";
+  fs::create_directories(fifo);
+  fs::copy_file(with_init / "checkpoint.h5", fifo / "checkpoint.h5");
+  REQUIRE(::mkfifo((fifo / "metrics.jsonl").c_str(), 0600) == 0);
+  r = run("train --config " + cfg + " --out " + fifo.string() + " --resume --set stop.max_epochs=4");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("metrics.jsonl is not a regular file"));
 }
