@@ -72,8 +72,9 @@ void refuse_existing_results(const std::string& out, const std::vector<std::stri
   for (const auto& f : files)
     if (fs::exists(fs::path(out) / f, ec)) {
       // A FIFO there blocked the command's first open of it: a hang.
-      MRMF_CHECK_KIND(Usage, fs::is_regular_file(fs::path(out) / f, ec), (fs::path(out) / f).string(),
-                      " is not a regular file (a folder, FIFO or device); expected the run's own ", f);
+      const fs::path p = fs::path(out) / f;
+      MRMF_CHECK_KIND(Usage, fs::is_regular_file(p, ec) || fs::is_directory(p, ec), p.string(),
+                      " is not a regular file (a FIFO, socket or device); expected the run's own ", f);
       found += (found.empty() ? "" : ", ") + f;
     }
   const bool any = world.allreduce_max(found.empty() ? 0.0 : 1.0) > 0;
