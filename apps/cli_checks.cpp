@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -136,7 +137,13 @@ void refuse_output_file(const std::string& out, const std::vector<std::string>& 
                     " is a file, so the folder cannot be made");
     // A file made and removed at once: access(W_OK) says yes to root
     // whatever the file system allows (/sys, /proc, a read-only export).
-    const std::string probe = (p / (".mrmf-write-test-" + std::to_string(::getpid()))).string();
+    // Named per host, process and a random number: ranks on several nodes
+    // (whose pids may be equal in containers) probe one folder at once.
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    const std::string probe = (p / (".mrmf-write-test-" + std::string(host) + "-" + std::to_string(::getpid()) + "-" +
+                                    std::to_string(std::random_device{}())))
+                                  .string();
     const int fd = ::open(probe.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
     const int err = errno;
     if (fd >= 0) {

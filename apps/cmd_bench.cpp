@@ -22,10 +22,8 @@ void add_bench_command(CLI::App& app, Action& action) {
   auto f = std::make_shared<Flags>();
   sub->add_option("--workload", f->o.workloads, std::string("workloads to time (default ni1600 ni800 cf32); ") +
                                                      step_workload_help());
-  // Both models' BatchNorm layers need two samples a batch in training.
-  sub->add_option("--batch", f->o.batch,
-                  "batch size for every workload, at least 2 for BatchNorm (default: 512 for ni, 8 for cf)")
-      ->check(at_least(2));
+  sub->add_option("--batch", f->o.batch, "batch size for every workload (default: 512 for ni, 8 for cf)")
+      ->check(at_least(1));
   sub->add_option("--steps", f->o.steps, "timed steps (default 10)")->check(at_least(1));
   sub->add_option("--warmup", f->o.warmup, "untimed steps first (default 3)")->check(at_least(0));
   sub->add_flag("--json", f->o.json, "one JSON document on stdout instead of a line per workload");

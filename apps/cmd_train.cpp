@@ -145,13 +145,18 @@ int run_train(const TrainFlags& f) {
   // What --out holds already: a checkpoint, and a run an earlier --force set aside.
   std::error_code ec;
   const fs::path o(f.out);
-  const bool has_checkpoint = fs::exists(o / "checkpoint.h5", ec), set_aside = fs::exists(o / "previous_run", ec);
+  // Files a killed --force was moving aside (in .previous_run.new) count as
+  // here: they are moved back once this command holds the folder's lock.
+  const fs::path staging = o / ".previous_run.new";
+  const bool has_checkpoint = fs::exists(o / "checkpoint.h5", ec) || fs::exists(staging / "checkpoint.h5", ec),
+             set_aside = fs::exists(o / "previous_run", ec);
   {
     // --resume where a run left metrics but no checkpoint (written with
     // checkpoints off, or the checkpoint removed) would start over and
     // truncate those metrics: said instead. (An empty metrics.jsonl -- a run
     // that died in its first epoch -- has nothing to lose: it starts over.)
-    const bool metrics = fs::exists(o / "metrics.jsonl", ec) && fs::file_size(o / "metrics.jsonl", ec) > 0;
+    const bool metrics = (fs::exists(o / "metrics.jsonl", ec) && fs::file_size(o / "metrics.jsonl", ec) > 0) ||
+                         fs::exists(staging / "metrics.jsonl", ec);
     MRMF_CHECK_KIND(Usage, !f.resume || has_checkpoint || !(metrics || fs::exists(o / "summary.json", ec)),
                     "--resume: ", f.out,
                     " holds a run's metrics but no checkpoint.h5 to continue from; --force starts over (replacing "
@@ -164,20 +169,24 @@ int run_train(const TrainFlags& f) {
                                {"data.train_files", cfg.data.train_files},
                                {"data.val_files", cfg.data.val_files},
                                {"data.test_files", cfg.data.test_files}});
-  refuse_existing_results(f.out, results, f.resume || f.force,
+  std::vector<std::string> present = results;
+  present.push_back(".previous_run.new");
+  refuse_existing_results(f.out, present, f.resume || f.force,
                           std::string("--resume continues that run, --force starts over and replaces it, or choose "
                                       "another --out") +
-                              (set_aside ? " (the run an earlier --force set aside, never finished, is in "
-                                           "previous_run/)"
-                                         : ""),
+                              (set_aside ? " (the run an earlier --force set aside is in previous_run/)" : ""),
                           world);
   // train.init (--init, or the config's) is read unless this run resumes
   // from its own checkpoint -- which needs it no more (it may be gone).
   if (!cfg.train.init.empty() && !(f.resume && has_checkpoint)) {
     const fs::path init(cfg.train.init), ours = o / "checkpoint.h5", theirs = o / "previous_run" / "checkpoint.h5";
     const bool in_prev = same_file(init.string(), ours.string()) && fs::exists(theirs, ec);
+    const bool staged = same_file(init.string(), ours.string()) && fs::exists(staging / "checkpoint.h5", ec);
     MRMF_CHECK_KIND(Usage, fs::exists(init, ec), "--init (train.init) ", cfg.train.init, ": no such file",
-                    in_prev ? " (the run an earlier --force set aside has one: " + theirs.string() + ")" : "");
+                    in_prev  ? " (the run an earlier --force set aside has one: " + theirs.string() + ")"
+                    : staged ? " (a --force killed while it set the run aside left it in " + staging.string() +
+                                   "; the next command in this folder, --resume say, moves it back)"
+                             : "");
     // A --force re-run of `--force --init <out>/checkpoint.h5` after an
     // interrupted attempt would start from that attempt's checkpoint.
     MRMF_CHECK_KIND(Usage,
@@ -239,7 +248,11 @@ int run_train(const TrainFlags& f) {
     s["train_time_s"] = time_s;
     s["parameters"] = trainer.model().params().num_parameters();
     data::write_text_atomically((fs::path(f.out) / "summary.json").string(), s.dump(2) + "\n");
-    earlier.discard();  // replaced by a finished run
+    // Replaced by a finished run: also one that --resume finished (an
+    // attempt a --force started, killed and then resumed), else the next
+    // --force would keep the older run and drop this one.
+    earlier.discard();
+    fs::remove_all(fs::path(f.out) / "previous_run", ec);
     log::info("done: {} epochs, stop: {}, final val loss {:.5f}, {:.1f} s; wrote {}/{{metrics.jsonl,summary.json,"
               "checkpoint.h5}}",
               epochs, res.stop_reason, res.final_val_loss, time_s, f.out);

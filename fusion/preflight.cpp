@@ -35,6 +35,7 @@ std::unique_ptr<Model> check_run_before_training(const RunConfig& cfg, const Com
   const ModelSpec spec = model_spec_for(cfg, sample);
   auto model = build_model(spec);
   model->build(Device::cpu(), cfg.train.seed, default_init_scheme(spec));
+  check_batchnorm_batch(*model, cfg);
   if (!cfg.train.init.empty()) (void)init_from_checkpoint(cfg, *model, spec);
   for (const bool training : {true, false}) {
     data::LoaderOptions lo = loader_options(cfg, comm, device, training);

@@ -167,6 +167,35 @@ Shape reduced_sample_shape(const RunConfig& cfg) {
   return s;
 }
 
+namespace {
+std::string batchnorm_problem_in(Module& m, Shape& in) {
+  if (auto* seq = dynamic_cast<Sequential*>(&m)) {
+    for (size_t i = 0; i < seq->size(); ++i)
+      if (std::string p = batchnorm_problem_in(seq->child(i), in); !p.empty()) return p;
+    return {};
+  }
+  const std::string t = m.type();
+  if ((t == "BatchNorm1d" || t == "BatchNorm3d" || t == "BnActPool") && in.ndim() >= 2 && in.numel() / in[1] <= 1)
+    return "layer '" + m.name() + "' (input " + in.str() + ")";
+  in = m.output_shape(in);
+  return {};
+}
+}  // namespace
+
+std::string batchnorm_batch_problem(Model& model, int64_t batch) {
+  std::vector<int64_t> d{batch};
+  for (int i = 0; i < model.sample_shape().ndim(); ++i) d.push_back(model.sample_shape()[i]);
+  Shape in(d);
+  return batchnorm_problem_in(model.net(), in);
+}
+
+void check_batchnorm_batch(Model& model, const RunConfig& cfg) {
+  const std::string bn = batchnorm_batch_problem(model, cfg.train.batch_size);
+  MRMF_CHECK_KIND(Config, bn.empty(), "config key 'train.batch_size': ", cfg.train.batch_size,
+                  " sample(s) a rank leave BatchNorm ", bn,
+                  " one value a channel in training, where it normalises over the batch; give at least 2");
+}
+
 void check_scale_channels(const RunConfig& cfg, int64_t channels) {
   MRMF_CHECK_KIND(Config, cfg.data.transform != "scale" || static_cast<int64_t>(cfg.data.scale.size()) == channels,
                   "config key 'data.scale': ", cfg.data.scale.size(), " factor(s) for data with ", channels,

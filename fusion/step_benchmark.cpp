@@ -1,17 +1,17 @@
 #include "fusion/step_benchmark.h"
 
 #include <omp.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 
-#include <spdlog/spdlog.h>
-
 #include "core/device.h"
 #include "core/error.h"
 #include "core/memory.h"
 #include "core/nvtx.h"
+#include "fusion/trainer.h"
 #include "kernels/elementwise_ops.h"
 #include "kernels/philox.h"
 #include "optim/adam.h"
@@ -70,13 +70,18 @@ StepWorkload step_workload(const std::string& key, int64_t batch) {
      // (quietly: the timed build reports skipped pools and the like).
     const auto level = spdlog::get_level();
     spdlog::set_level(spdlog::level::warn);
+    std::unique_ptr<Model> m;
     try {
-      build_model(w.spec);
+      m = build_model(w.spec);
     } catch (...) {
       spdlog::set_level(level);
       throw;
     }
     spdlog::set_level(level);
+    // A step would fail in BatchNorm (exit 1, after the build): said as the flag's error.
+    const std::string bn = batchnorm_batch_problem(*m, w.batch);
+    MRMF_CHECK_KIND(Usage, bn.empty(), "bench --batch ", w.batch, ": ", key, "'s BatchNorm ", bn,
+                    " would have one value a channel in training; give at least 2");
   }
   return w;
 }

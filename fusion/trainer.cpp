@@ -151,6 +151,7 @@ Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, Traine
   auto model = build_model(spec_);
   model->build(device_, cfg_.train.seed, default_init_scheme(spec_));
   model_ = std::move(model);
+  check_batchnorm_batch(*model_, cfg_);  // the first step would fail, after the data were loaded
   comm_.check_same_on_all_ranks(model_->params().layout_hash(), "the model's parameter layout");
   // Identical initial weights everywhere, whatever each rank's RNG did.
   comm_.broadcast(model_->params().values(), 0, ctx_->stream());
@@ -180,10 +181,13 @@ Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, Traine
   // wait for each other forever at the first rank's last step.
   // The same count of batches can hide different data (another seed of the
   // generator on one node): the first labels are compared too.
-  if (opts_.check_data_identity && comm_.size() > 1) {
-    comm_.check_same_on_all_ranks(
-        fnv1a64(data::data_fingerprint(train_data)),
-        "the training data (" + train_data.path + ": sizes and first labels; do all ranks read the same data set?)");
+  // The same hash goes into checkpoints (--resume compares it): taken here,
+  // as the run starts, not when the first checkpoint is written.
+  if (opts_.check_data_identity) {
+    const uint64_t h = data_hash();
+    if (comm_.size() > 1)
+      comm_.check_same_on_all_ranks(h, "the training and validation data (" + train_data.path +
+                                           ": sizes and first labels; do all ranks read the same data set?)");
   }
   comm_.check_same_on_all_ranks(static_cast<uint64_t>(train_->batches_per_epoch()),
                                 "the number of training batches per epoch (" + train_data.path +

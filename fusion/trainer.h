@@ -229,6 +229,13 @@ ModelSpec model_spec_for(const RunConfig& cfg, const Shape& sample_shape);
 // by data.reduce), from file metadata only. Throws naming the axis when a
 // factor does not divide it.
 Shape reduced_sample_shape(const RunConfig& cfg);
+// Where a BatchNorm layer of `model` would see one value a channel in
+// training with `batch` samples (Neuron Inverter's flat BatchNorm at batch
+// 1, a BatchNorm3d on a 1x1x1 map): "layer 'NAME' (input SHAPE)"; empty
+// where none would. Such a step fails, so it is refused before the data load.
+std::string batchnorm_batch_problem(Model& model, int64_t batch);
+// A Config error naming train.batch_size where batchnorm_batch_problem finds one.
+void check_batchnorm_batch(Model& model, const RunConfig& cfg);
 // A Config error unless data.scale (with transform 'scale') has a factor per
 // channel of data with `channels` channels.
 void check_scale_channels(const RunConfig& cfg, int64_t channels);

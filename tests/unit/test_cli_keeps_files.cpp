@@ -482,4 +482,29 @@ TEST_CASE(
   r = run("train --config " + cfg + " --out " + fifo.string() + " --resume --set stop.max_epochs=4");
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("metrics.jsonl is not a regular file"));
+
+  // A --force killed while it moved a run aside (files in .previous_run.new):
+  // a plain train is refused (it would have started over on top of them),
+  // --resume moves them back and continues.
+  const fs::path st = s.dir / "staged";
+  const std::string t3 = "train --config " + cfg + " --out " + st.string();
+  REQUIRE(run(t3 + " --set stop.max_epochs=1").code == 0);
+  fs::create_directories(st / ".previous_run.new");
+  for (const char* f : {"checkpoint.h5", "metrics.jsonl"}) fs::rename(st / f, st / ".previous_run.new" / f);
+  r = run(t3 + " --set stop.max_epochs=1");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("already holds results") && Catch::Contains(".previous_run.new"));
+  r = run(t3 + " --set stop.max_epochs=2 --resume");
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("resumed from") && Catch::Contains("at epoch 1"));
+  CHECK(!fs::exists(st / ".previous_run.new"));
+  // An attempt a --force started, killed and then finished with --resume
+  // replaces the run set aside: previous_run goes (else the next --force
+  // kept the older run and dropped this finished one).
+  REQUIRE(run_prefixed("MRMF_FAULT_SIGNAL=0:5 ", t3 + " --set stop.max_epochs=3 --force").code == 1);
+  REQUIRE(fs::exists(st / "previous_run" / "summary.json"));
+  r = run(t3 + " --set stop.max_epochs=3 --resume");
+  CHECK(r.code == 0);
+  CHECK(!fs::exists(st / "previous_run"));
 }
