@@ -66,7 +66,7 @@ expect predict "ranks disagree on the data" -- \
   >/dev/null || exit 1
 cp "$DIR/ni.h5" "$DIR/a/same_size.h5"
 T2=("$MRMF" train --config "$DIR/run.yaml" --out "$DIR/run2" --set data.path=same_size.h5 --set stop.max_epochs=1)
-expect same_size "ranks disagree on the training data" -- \
+expect same_size "ranks disagree on the training and validation data" -- \
   "$MPIEXEC" -n 1 -wdir "$DIR/a" "${T2[@]}" : -n 1 -wdir "$DIR/b" "${T2[@]}"
 # (5) Not an error: a checkpoint written mid-epoch by 2 ranks, resumed on 1.
 # The rank count changes each rank's order, so that epoch starts again.
