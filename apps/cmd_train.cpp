@@ -85,11 +85,16 @@ class EarlierRun {
           prev_.string());
       return;
     }
-    for (const auto& r : results_) {
-      fs::remove(out_ / r, ec);
-      if (fs::exists(prev_ / r, ec)) fs::rename(prev_ / r, out_ / r, ec);
-    }
-    fs::remove_all(prev_, ec);
+    for (const auto& r : results_) fs::remove(out_ / r, ec);
+    // Back through the staging folder, renamed whole first: a kill among
+    // the moves below leaves the rest there, where the next command takes
+    // them from (recover_interrupted_move), not split between two folders.
+    const fs::path from = out_ / kStaging;
+    fs::rename(prev_, from, ec);
+    const fs::path& src = ec ? prev_ : from;
+    for (const auto& r : results_)
+      if (fs::exists(src / r, ec)) fs::rename(src / r, out_ / r, ec);
+    fs::remove_all(src, ec);
     log::info("this run failed before its first epoch or checkpoint: the earlier run's files in {} are restored",
               out_.string());
   }
