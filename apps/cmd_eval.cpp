@@ -476,13 +476,15 @@ void add_data_inputs(const std::string& data, const std::string& out, bool cosmo
   // taken for one of them by the next command that reads the folder
   // ("dataset '3Dmap' not found"), and --force then refuses it as an input.
   if (!cosmoflow) return;
+  const auto folder_of = [](const std::string& p) {
+    const fs::path d = fs::path(p).parent_path();
+    return d.empty() ? std::string(".") : d.string();
+  };
+  const std::string out_folder = folder_of(out);
   for (size_t i = first; i < inputs.size(); ++i) {
     if (!fs::is_regular_file(inputs[i], ec)) continue;
-    const fs::path folder = fs::path(inputs[i]).parent_path();
-    MRMF_CHECK_KIND(Usage,
-                    !same_file(fs::path(out).parent_path().empty() ? "." : fs::path(out).parent_path().string(),
-                               folder.empty() ? "." : folder.string()),
-                    "--out ", out, " is in the folder of the CosmoFlow input ", inputs[i],
+    MRMF_CHECK_KIND(Usage, !same_file(out_folder, folder_of(inputs[i])), "--out ", out,
+                    " is in the folder of the CosmoFlow input ", inputs[i],
                     ": the next command that reads that folder would take it for a data file");
   }
 }

@@ -41,6 +41,7 @@ struct TrainFlags {
 // moves them back first). Rank 0 moves the files.
 class EarlierRun {
  public:
+  static constexpr const char* kStaging = ".previous_run.new";  // in `out`
   EarlierRun(const std::string& out, const std::vector<std::string>& results, const Communicator& world, bool active)
       : out_(out), prev_(out_ / "previous_run"), results_(results), root_(world.is_root()), active_(active) {
     if (!active_) return;
@@ -98,12 +99,8 @@ class EarlierRun {
     log::info("this run failed before its first epoch or checkpoint: the earlier run's files in {} are restored",
               out_.string());
   }
-  void discard() const {
-    if (active_ && root_) fs::remove_all(prev_);
-  }
 
  private:
-  static constexpr const char* kStaging = ".previous_run.new";
   static bool finished(const fs::path& dir) noexcept {
     std::error_code ec;
     return fs::exists(dir / "summary.json", ec);
@@ -152,7 +149,7 @@ int run_train(const TrainFlags& f) {
   const fs::path o(f.out);
   // Files a killed --force was moving aside (in .previous_run.new) count as
   // here: they are moved back once this command holds the folder's lock.
-  const fs::path staging = o / ".previous_run.new";
+  const fs::path staging = o / EarlierRun::kStaging;
   const bool has_checkpoint = fs::exists(o / "checkpoint.h5", ec) || fs::exists(staging / "checkpoint.h5", ec),
              set_aside = fs::exists(o / "previous_run", ec);
   {
@@ -175,7 +172,7 @@ int run_train(const TrainFlags& f) {
                                {"data.val_files", cfg.data.val_files},
                                {"data.test_files", cfg.data.test_files}});
   std::vector<std::string> present = results;
-  present.push_back(".previous_run.new");
+  present.push_back(EarlierRun::kStaging);
   refuse_existing_results(f.out, present, f.resume || f.force,
                           std::string("--resume continues that run, --force starts over and replaces it, or choose "
                                       "another --out") +
@@ -185,8 +182,9 @@ int run_train(const TrainFlags& f) {
   // from its own checkpoint -- which needs it no more (it may be gone).
   if (!cfg.train.init.empty() && !(f.resume && has_checkpoint)) {
     const fs::path init(cfg.train.init), ours = o / "checkpoint.h5", theirs = o / "previous_run" / "checkpoint.h5";
-    const bool in_prev = same_file(init.string(), ours.string()) && fs::exists(theirs, ec);
-    const bool staged = same_file(init.string(), ours.string()) && fs::exists(staging / "checkpoint.h5", ec);
+    const bool is_ours = same_file(init.string(), ours.string());
+    const bool in_prev = is_ours && fs::exists(theirs, ec);
+    const bool staged = is_ours && fs::exists(staging / "checkpoint.h5", ec);
     MRMF_CHECK_KIND(Usage, fs::exists(init, ec), "--init (train.init) ", cfg.train.init, ": no such file",
                     in_prev  ? " (the run an earlier --force set aside has one: " + theirs.string() + ")"
                     : staged ? " (a --force killed while it set the run aside left it in " + staging.string() +
@@ -256,7 +254,6 @@ int run_train(const TrainFlags& f) {
     // Replaced by a finished run: also one that --resume finished (an
     // attempt a --force started, killed and then resumed), else the next
     // --force would keep the older run and drop this one.
-    earlier.discard();
     fs::remove_all(fs::path(f.out) / "previous_run", ec);
     log::info("done: {} epochs, stop: {}, final val loss {:.5f}, {:.1f} s; wrote {}/{{metrics.jsonl,summary.json,"
               "checkpoint.h5}}",

@@ -95,9 +95,7 @@ Tensor checked_block_means(const Tensor& x, const std::vector<int64_t>& factors,
                first_row);
   return y;
 }
-}  // namespace
 
-namespace {
 // The original's meta.JSON for the coarse copy: where it is a JSON object
 // whose time_bins (a generator's, as mrmf datagen writes) describe the
 // frames, those become the coarse copy's (and a bin spans k times the
@@ -247,6 +245,7 @@ DownsampleSummary downsample_cosmoflow_dir(const std::string& in_dir, const std:
   // loader refuses a split whose files differ, and the train and val splits
   // must agree, so a mixed folder made a copy that nothing could read.
   std::array<int64_t, 3> dims0{};
+  const std::string first = (inp / rel[0]).string();
   for (size_t i = 0; i < rel.size(); ++i) {
     const std::string p = (inp / rel[i]).string();
     {
@@ -262,7 +261,6 @@ DownsampleSummary downsample_cosmoflow_dir(const std::string& in_dir, const std:
       srcs.push_back(CosmoFlowFiles::open(std::vector<std::string>{p}));
       dims = srcs.back().dims();
     }
-    const std::string first = (inp / rel[0]).string();
     if (i == 0) dims0 = dims;
     MRMF_CHECK_KIND(Data, lbann[i] == lbann[0], p,
                     lbann[i] ? " holds LBANN's layout ('full')" : " holds the authors' layout ('3Dmap')", " but ",

@@ -184,10 +184,10 @@ Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, Traine
   // The same hash goes into checkpoints (--resume compares it): taken here,
   // as the run starts, not when the first checkpoint is written.
   if (opts_.check_data_identity) {
-    const uint64_t h = data_hash();
+    data_hash_ = fnv1a64(data::data_fingerprint(train_data) + "|" + data::data_fingerprint(val_data));
     if (comm_.size() > 1)
-      comm_.check_same_on_all_ranks(h, "the training and validation data (" + train_data.path +
-                                           ": sizes and first labels; do all ranks read the same data set?)");
+      comm_.check_same_on_all_ranks(data_hash_, "the training and validation data (" + train_data.path +
+                                                    ": sizes and first labels; do all ranks read the same data set?)");
   }
   comm_.check_same_on_all_ranks(static_cast<uint64_t>(train_->batches_per_epoch()),
                                 "the number of training batches per epoch (" + train_data.path +

@@ -21,7 +21,6 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
-#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -184,10 +183,6 @@ class Trainer {
   // of its batches, whose training losses summed to `loss_sum`.
   void save(int64_t epochs_done, int64_t batch = 0, double loss_sum = 0);
   bool try_resume();
-  // A hash of the training and validation data's fingerprints (sizes and
-  // first labels), computed once: checkpoints carry it, and --resume
-  // compares it (the same path can hold other data).
-  uint64_t data_hash();
   std::string checkpoint_path() const;  // <out>/checkpoint.h5
   void write_metrics(const EpochRecord& r);
 
@@ -206,7 +201,11 @@ class Trainer {
   // A mid-epoch checkpoint's position in epoch start_epoch_ (0: at its start).
   int64_t resume_batch_ = 0;
   double resume_loss_sum_ = 0;
-  std::optional<uint64_t> data_hash_;
+  // A hash of the training and validation data's fingerprints (sizes and
+  // first labels), taken as the run starts where check_data_identity:
+  // checkpoints carry it, and --resume compares it (the same path can hold
+  // other data).
+  uint64_t data_hash_ = 0;
   // The time earlier processes spent in epoch start_epoch_ before a
   // mid-epoch checkpoint (also when the epoch restarts on another rank
   // count: that time was spent); while an epoch trains, its start and that

@@ -12,7 +12,6 @@
 #include <variant>
 
 #include "core/check_mpi.h"
-#include "core/hash.h"
 #include "core/log.h"
 #include "core/nvtx.h"
 #include "data/h5file.h"
@@ -74,18 +73,11 @@ void Trainer::save(int64_t epochs_done, int64_t batch, double loss_sum) {
   ts.state["plateau_prev"] = plateau_.previous();
   ts.state["last_val_loss"] = last_val_loss_;
   // Not in an experiment's stages: the experiment's identity holds the data's fingerprint.
-  if (opts_.check_data_identity) ts.state["data_fingerprint"] = static_cast<int64_t>(data_hash());
+  if (opts_.check_data_identity) ts.state["data_fingerprint"] = static_cast<int64_t>(data_hash_);
   SaveOptions so;
   so.stream = &ctx_->stream();
   so.rank_buffers = rank_buffers;
   save_checkpoint(checkpoint_path(), spec_, *model_, opt_.get(), sched_.get(), ts, so);
-}
-
-uint64_t Trainer::data_hash() {
-  if (!data_hash_)
-    data_hash_ = fnv1a64(data::data_fingerprint(data_spec(cfg_, data::Split::Train)) + "|" +
-                         data::data_fingerprint(data_spec(cfg_, data::Split::Val)));
-  return *data_hash_;
 }
 
 std::string Trainer::checkpoint_path() const { return (fs::path(opts_.out_dir) / "checkpoint.h5").string(); }
@@ -119,27 +111,32 @@ bool Trainer::try_resume() {
                "change on resume); checkpoint -> this run:",
                diff);
   }
+  // A training-state number; `fallback` where older checkpoints lack it (none: required).
+  auto num = [&](const char* k, std::optional<double> fallback = std::nullopt) -> double {
+    auto it = h.training.state.find(k);
+    if (it == h.training.state.end() && fallback) return *fallback;
+    MRMF_CHECK_KIND(Data, it != h.training.state.end(), ck.string(), ": missing training state '", k, "'");
+    return std::visit([](auto v) { return static_cast<double>(v); }, it->second);
+  };
   // The configuration names the data by path: regenerated data there, or a
   // relative path from another folder, trained on silently (older
   // checkpoints lack the fingerprint).
   if (const auto it = h.training.state.find("data_fingerprint");
       opts_.check_data_identity && it != h.training.state.end()) {
     const int64_t* then = std::get_if<int64_t>(&it->second);
-    MRMF_CHECK_KIND(Config, then && static_cast<uint64_t>(*then) == data_hash(), "--resume: the data (",
+    MRMF_CHECK_KIND(Config, then && static_cast<uint64_t>(*then) == data_hash_, "--resume: the data (",
                     data_spec(cfg_, data::Split::Train).path, ", train and val splits) are not those ", ck.string(),
                     " was trained on (their sizes or first labels differ: regenerated, or a relative data.path "
                     "from another folder); point data.path at the original data, or --force to start over");
   }
   // A checkpoint from inside an epoch that stop.max_epochs does not reach:
   // the run would end at once, "done" with the weights of a partial epoch.
-  if (const auto it = h.training.state.find("loader_batch"); it != h.training.state.end()) {
-    const double b = std::visit([](auto v) { return static_cast<double>(v); }, it->second);
-    MRMF_CHECK_KIND(Config, b <= 0 || h.training.epoch < cfg_.stop.max_epochs, "--resume: ", ck.string(),
-                    " was written inside epoch ", h.training.epoch + 1, " (after its batch ", static_cast<int64_t>(b),
-                    "), which stop.max_epochs ", cfg_.stop.max_epochs,
-                    " does not reach: its weights are those of a partial epoch. Give stop.max_epochs at least ",
-                    h.training.epoch + 1);
-  }
+  const int64_t batch_then = static_cast<int64_t>(num("loader_batch"));
+  MRMF_CHECK_KIND(Config, batch_then <= 0 || h.training.epoch < cfg_.stop.max_epochs, "--resume: ", ck.string(),
+                  " was written inside epoch ", h.training.epoch + 1, " (after its batch ", batch_then,
+                  "), which stop.max_epochs ", cfg_.stop.max_epochs,
+                  " does not reach: its weights are those of a partial epoch. Give stop.max_epochs at least ",
+                  h.training.epoch + 1);
   ParamLoadOptions lo;
   lo.stream = &ctx_->stream();
   load_params(ck.string(), *model_, lo);
@@ -148,16 +145,9 @@ bool Trainer::try_resume() {
   start_epoch_ = h.training.epoch;
   step_ = h.training.step;
   ctx_->set_step(static_cast<uint64_t>(step_));
-  // A training-state number; `fallback` where older checkpoints lack it (none: required).
-  auto num = [&](const char* k, std::optional<double> fallback = std::nullopt) -> double {
-    auto it = h.training.state.find(k);
-    if (it == h.training.state.end() && fallback) return *fallback;
-    MRMF_CHECK_KIND(Data, it != h.training.state.end(), ck.string(), ": missing training state '", k, "'");
-    return std::visit([](auto v) { return static_cast<double>(v); }, it->second);
-  };
   plateau_.restore(static_cast<int64_t>(num("plateau_count")), num("plateau_has_prev") != 0, num("plateau_prev"),
                    h.training.epoch);
-  resume_batch_ = static_cast<int64_t>(num("loader_batch"));
+  resume_batch_ = batch_then;
   // A mid-epoch checkpoint: the epoch's time so far was spent on the stage
   // (absent in checkpoints written before it was recorded).
   resume_earlier_s_ = resume_batch_ > 0 ? num("epoch_elapsed_s", 0.0) : 0.0;
