@@ -153,10 +153,26 @@ void refuse_output_file(const std::string& out, const std::vector<std::string>& 
     MRMF_CHECK_KIND(Usage, fd >= 0, "--out ", out, ": cannot write in ", p.string(), " (", std::strerror(err), ")");
     break;
   }
-  for (const auto& in : inputs)
+  for (const auto& in : inputs) {
     MRMF_CHECK_KIND(Usage, !same_file(out, in), "--out ", out, " is the same file as the input ", in,
                     "; writing it would destroy the input");
+    // Also a file the input reads through an HDF5 external link, a virtual
+    // dataset or external raw storage: --force replaced it.
+    for (const auto& behind : data::files_behind(in))
+      MRMF_CHECK_KIND(Usage, !same_file(out, behind), "--out ", out, " is ", behind, ", which the input ", in,
+                      " reads through an HDF5 link or external storage; writing it would "
+                      "destroy the input");
+  }
   refuse_existing_output(out, force);
+}
+
+void agree_on_all_ranks(const std::string& mine, const std::string& what, const Communicator& world) {
+  const std::string root = world.broadcast_string(mine, 0);
+  const int differing = static_cast<int>(world.allreduce_max(root == mine ? 0.0 : world.rank()));
+  if (differing == 0) return;
+  const std::string theirs = world.broadcast_string(mine, differing);  // every rank throws the same words
+  MRMF_THROW(Config, "ranks disagree on ", what, ": rank 0 has ", root, "; rank ", differing, " has ", theirs,
+             " (give every rank the same flags)");
 }
 
 }  // namespace mrmf::cli

@@ -47,4 +47,9 @@ void refuse_inputs_among_results(const std::string& out, const std::vector<std::
 // (whatever --force says), and an existing one unless `force`.
 void refuse_output_file(const std::string& out, const std::vector<std::string>& inputs, bool force);
 
+// A Config error on every rank, naming both values, unless every rank's
+// `mine` equals rank 0's. For flags that decide which collectives a rank
+// enters (--resume reads a state the others never wait for: a hang).
+void agree_on_all_ranks(const std::string& mine, const std::string& what, const Communicator& world);
+
 }  // namespace mrmf::cli

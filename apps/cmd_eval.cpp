@@ -226,7 +226,21 @@ RunConfig eval_config(const EvalFlags& f, const CheckpointHeader& h) {
                     "keys have an effect)");
   sets.insert(sets.end(), f.sets.begin(), f.sets.end());
   if (!f.reduce.empty()) sets.push_back("data.reduce=" + list_str(f.reduce));
-  return parse_run_config(text, sets, f.checkpoint);
+  RunConfig cfg = parse_run_config(text, sets, f.checkpoint);
+  // The model records the layout its weights were trained on: data read the
+  // other way gave a loss without an error (--set data.layout=reinterpret
+  // on a transpose checkpoint).
+  const auto it = h.spec.options.find("input_layout");
+  if (h.spec.name == "neuron_inverter" && it != h.spec.options.end()) {
+    const std::string trained = it->second == "view" ? "reinterpret" : "transpose";
+    const bool given =
+        std::any_of(f.sets.begin(), f.sets.end(), [](const std::string& a) { return a.rfind("data.layout=", 0) == 0; });
+    MRMF_CHECK_KIND(Usage, !given || cfg.data.layout == trained, "--set data.layout=", cfg.data.layout, ": ",
+                    f.checkpoint, " was trained on input laid out as '", trained, "' (its model's input_layout is ",
+                    it->second, "); read the other way its inputs are meaningless");
+    cfg.data.layout = trained;
+  }
+  return cfg;
 }
 
 // The fused-kernel spec the loader would use for this config.
@@ -356,10 +370,11 @@ EvalResult run_split(const EvalFlags& f, const EvalSetup& setup, bool keep_predi
     // than the root has room for: they must agree before any of that.
     const std::string id = data::data_fingerprint(reader.spec()) + "|" + f.split + "|" + sample.str() + "|" +
                            h.layout_hash + "|" + std::to_string(h.training.epoch) + "|" +
-                           std::to_string(h.training.step) + "|" + h.training.config + "|" + std::to_string(B);
-    world.check_same_on_all_ranks(fnv1a64(id),
-                                  "the data, split, checkpoint and batch to evaluate (" + reader.what() +
-                                      " on rank 0; is --data relative to a different folder on some rank?)");
+                           std::to_string(h.training.step) + "|" + h.training.config + "|" + std::to_string(B) + "|" +
+                           (W > 1 ? std::to_string(model.params().values_digest(ctx.stream())) : "");
+    world.check_same_on_all_ranks(
+        fnv1a64(id), "the data, split, checkpoint (its weights too) and batch to evaluate (" + reader.what() +
+                         " on rank 0; is --data relative to a different folder on some rank?)");
   }
   const int64_t begin = r * N / W, end = (r + 1) * N / W;
   std::vector<double> sums(static_cast<size_t>(P) + 1, 0.0);  // per target, then the count of samples
@@ -543,7 +558,7 @@ void add_common(CLI::App* sub, EvalFlags& f) {
   sub->add_option("--reduce", f.reduce, "resolution reduction per spatial axis (default: the run's data.reduce)")
       ->delimiter(',')
       ->check(at_least(1));
-  sub->add_option("--set", f.sets, "override a key of the checkpoint's run config, e.g. data.layout=reinterpret");
+  sub->add_option("--set", f.sets, "override a key of the checkpoint's run config, e.g. data.transform=log1p");
   sub->add_flag("--json", f.json, "print one JSON object");
   add_runtime_flags(*sub, f.rt);
 }

@@ -58,7 +58,8 @@ void move_aside_earlier_report(const std::string& out, bool with_state) {
 // What --resume continues: rank 0 reads and checks <out>'s state, and every
 // rank gets the same answer (the state, or the same error), so that no rank
 // goes on alone. Nothing to resume: an empty state with this identity.
-ExperimentState resumable_state(const std::string& out, const std::string& identity, const Communicator& world) {
+ExperimentState resumable_state(const std::string& out, const std::string& identity,
+                                const std::vector<std::string>& run_folders, const Communicator& world) {
   std::string answer;
   if (world.is_root()) {
     nlohmann::json a;
@@ -81,6 +82,15 @@ ExperimentState resumable_state(const std::string& out, const std::string& ident
         MRMF_THROW(Config, "--resume: ", out, " has a report but no ", kExperimentStateFile,
                    " (the record of finished runs --resume needs); --force starts the experiment over");
       } else {
+        // Run folders without the record that says what they hold: a new
+        // experiment empties them, and --resume used to, without a word.
+        std::string held;
+        for (const auto& r : run_folders)
+          if (fs::exists(fs::path(out) / r, ec)) held += (held.empty() ? "" : ", ") + r;
+        MRMF_CHECK_KIND(Config, held.empty(), "--resume: ", out, " holds run folders of this plan (", held, ") but no ",
+                        kExperimentStateFile,
+                        ", the record of what they hold, so nothing in them can "
+                        "be resumed; --force starts the experiment over (emptying them), or choose another --out");
         log::info("--resume: nothing to resume in {}; starting the experiment", out);
       }
       a = state_to_json(st);
@@ -103,10 +113,24 @@ int run_experiment(const ExperimentFlags& f) {
   }
   ExperimentConfig cfg = load_experiment_config(f.config, sets);  // every config error before any training
   Communicator world = Communicator::world();
+  // Ranks must agree on what to do before anything is collective: only the
+  // --resume ranks read the saved state (a broadcast the others never
+  // joined: a hang, or a truncated message), stage_checkpoints decides
+  // whether a run folder is emptied (with a barrier), and ranks writing to
+  // different folders split one run's files between them.
+  {
+    std::error_code ec;
+    const std::string how = std::string(f.resume  ? "--resume"
+                                        : f.force ? "--force"
+                                                  : "neither --resume nor --force") +
+                            ", --out " + fs::absolute(f.out, ec).lexically_normal().string() +
+                            ", experiment.stage_checkpoints " + (cfg.stage_checkpoints ? "true" : "false");
+    agree_on_all_ranks(how, "the command's mode and folder", world);
+  }
   // The plan's run folders too: a new experiment empties them (an earlier
   // experiment's, whose report was deleted or never written, would be lost
   // without a word).
-  std::vector<std::string> results{"report.md", "summary.json", kExperimentStateFile};
+  std::vector<std::string> results{"report.md", "summary.json", kExperimentStateFile};  // then the run folders
   for (uint64_t seed : cfg.seeds)
     for (const auto& m : cfg.methods) results.push_back(m + "/seed" + std::to_string(seed));
   refuse_existing_results(f.out, results, f.force || f.resume,
@@ -135,7 +159,8 @@ int run_experiment(const ExperimentFlags& f) {
       experiment_identity(cfg, LaunchInfo{world.size(), device.is_cuda() ? "cuda" : "cpu", threads});
   ExperimentState state;
   state.identity = identity;
-  if (f.resume) state = resumable_state(f.out, identity, world);
+  if (f.resume)
+    state = resumable_state(f.out, identity, std::vector<std::string>(results.begin() + 3, results.end()), world);
   // Only runs that had started continue from their stage checkpoints; a run
   // that had not, or that this command adds, starts clean (its folder may
   // hold another experiment's leftovers).
@@ -145,6 +170,8 @@ int run_experiment(const ExperimentFlags& f) {
     for (const auto& m : cfg.methods)
       if (std::find(state.plan.begin(), state.plan.end(), std::make_pair(m, seed)) == state.plan.end())
         state.plan.emplace_back(m, seed);
+  for (const auto& [m, seed] : state.plan)  // a hand-edited state: a method this ladder does not have
+    check_method_fits_ladder(cfg, m, "--resume: the plan saved in " + f.out);
   // Ranks started with different flags or files would run different plans
   // and wait for each other in different collectives forever.
   {

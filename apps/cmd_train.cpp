@@ -144,6 +144,13 @@ int run_train(const TrainFlags& f) {
   MRMF_CHECK_KIND(Usage, !(f.resume && f.force),
                   "--resume and --force contradict each other: --resume continues the run in ", f.out,
                   ", --force replaces it");
+  // A --force rank sets the earlier run aside behind a barrier the others
+  // never reach, and a --resume rank compares checkpoint state the others
+  // do not send: a hang that SIGTERM cannot end (no step is reached).
+  agree_on_all_ranks(f.resume  ? "--resume"
+                     : f.force ? "--force"
+                               : "neither --resume nor --force",
+                     "--resume / --force", world);
   // What --out holds already: a checkpoint, and a run an earlier --force set aside.
   std::error_code ec;
   const fs::path o(f.out);

@@ -117,6 +117,9 @@ DownsampleSummary downsample_neuron_file(const std::string& in, const std::strin
   MRMF_CHECK_KIND(Usage, k >= 1, "factor must be >= 1, got ", k);
   MRMF_CHECK_KIND(Usage, !same_file(in, out), "--out must differ from --in (", in, " and ", out,
                   " are the same file)");
+  for (const auto& behind : files_behind(in))  // --force replaced the data behind an external link
+    MRMF_CHECK_KIND(Usage, !same_file(behind, out), "--out ", out, " is ", behind, ", which --in ", in,
+                    " reads through an HDF5 link or external storage; writing it would destroy the input");
   refuse_existing_output(out, opts.force);
   // Every split the file has (a file of only val/test frames is coarsened too).
   const NeuronInverterFile src = NeuronInverterFile::open(in, {});
@@ -127,6 +130,9 @@ DownsampleSummary downsample_neuron_file(const std::string& in, const std::strin
       total += src.info(s).n;
     }
   MRMF_CHECK_KIND(Data, total > 0, in, ": no split found (expected {train,val,test}_frames and _unitStar_par)");
+  // Read before the splits are: a meta.JSON of another type failed only
+  // after every split had been coarsened.
+  const std::optional<std::string> meta = src.meta_json();
   if (opts.ranks > 1) opts.barrier();
   if (opts.rank != 0) return DownsampleSummary{};  // one output file: rank 0 writes it
   if (!fs::path(out).parent_path().empty()) fs::create_directories(fs::path(out).parent_path());
@@ -159,7 +165,7 @@ DownsampleSummary downsample_neuron_file(const std::string& in, const std::strin
         if (opts.progress) opts.progress(done, total);
       }
     }
-    if (auto meta = src.meta_json()) w.write_string("meta.JSON", coarse_meta(*meta, k), true);
+    if (meta) w.write_string("meta.JSON", coarse_meta(*meta, k), true);
     w.write_string_attribute("/", "mrmf_downsample", describe(in, "t", k));
     w.close();
     atomic.commit();
@@ -233,6 +239,11 @@ DownsampleSummary downsample_cosmoflow_dir(const std::string& in_dir, const std:
     rel.push_back(fs::relative(e.path(), inp));
   }
   std::sort(rel.begin(), rel.end());
+  for (const auto& r : rel)  // files read through HDF5 links: --force would remove or replace them
+    for (const auto& behind : files_behind((inp / r).string()))
+      MRMF_CHECK_KIND(Usage, !same_file(behind, out_dir) && !inside(fs::weakly_canonical(behind), outr), "--out ",
+                      out_dir, " holds ", behind, ", which ", (inp / r).string(),
+                      " reads through an HDF5 link or external storage; writing there would destroy the input");
   MRMF_CHECK_KIND(Data, !rel.empty(), in_dir,
                   ": no .h5 files found (expected CosmoFlow files with '3Dmap', or LBANN ones with 'full')");
   // Validate everything before writing anything. A folder holds either

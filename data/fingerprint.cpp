@@ -78,4 +78,14 @@ std::string data_fingerprint(const DataSpec& spec) {
   MRMF_THROW(Usage, "unknown data format");
 }
 
+int64_t split_samples(const DataSpec& spec) {
+  std::lock_guard<std::recursive_mutex> lk(hdf5_mutex());
+  switch (spec.format) {
+    case DataFormat::NeuronInverter: return NeuronInverterFile::open(spec.path, {spec.split}).info(spec.split).n;
+    case DataFormat::CosmoFlow: return CosmoFlowFiles::open(detail::cosmo_paths(spec)).total();
+    case DataFormat::CosmoFlowLbann: return static_cast<int64_t>(detail::cosmo_paths(spec).size());
+  }
+  MRMF_THROW(Usage, "unknown data format");
+}
+
 }  // namespace mrmf::data

@@ -52,8 +52,18 @@ void expect_decodable(const H5File& f, const std::string& ds) {
                   ds, ":NONE IN.h5 OUT.h5`, or -f ", ds, ":GZIP=4");
 }
 
+// Storage that was never written reads as HDF5's fill value without an
+// error: a loader trained on the zeros (H5File::unstored_part).
+void expect_stored(const H5File& f, const std::string& ds) {
+  const auto why = f.unstored_part(ds);
+  MRMF_CHECK_KIND(Data, !why, f.path(), ": dataset '", ds, "': ", why.value_or(""),
+                  "; HDF5 would read the missing values as its fill value (zeros) without an error, so the file is "
+                  "refused");
+}
+
 DType expect_dtype(const H5File& f, const std::string& ds, std::initializer_list<DType> allowed, const char* expected) {
   expect_decodable(f, ds);
+  expect_stored(f, ds);
   const std::string stored = f.type_name(ds);
   bool ok = false;
   DType dt = DType::F32;
@@ -405,7 +415,14 @@ double value_at(const Tensor& t, int64_t i) {
 void check_finite(const Tensor& t, const std::string& what, int64_t first_row) {
   const int64_t bad = first_non_finite(t);
   if (bad < 0) return;
-  MRMF_THROW(Data, what, ": non-finite value ", value_at(t, bad), " at index ", index_text(t, bad, first_row));
+  const double v = value_at(t, bad);
+  // Labels and converted frames are read as float32: a float64 value beyond
+  // its range arrives as inf although the file's value is finite.
+  const char* why = std::isinf(v) && t.dtype() == DType::F32
+                        ? " (infinite in the file, or beyond float32's range, |x| > 3.4e38, where the file stores a "
+                          "wider type: values are read as float32)"
+                        : "";
+  MRMF_THROW(Data, what, ": non-finite value ", v, " at index ", index_text(t, bad, first_row), why);
 }
 
 void check_log1p_domain(const Tensor& t, const std::string& what, int64_t first_row) {

@@ -73,8 +73,17 @@ std::optional<DType> dtype_of_h5(hid_t type) {
   const H5T_class_t cls = H5Tget_class(type);
   const size_t size = H5Tget_size(type);
   if (cls == H5T_FLOAT) {
-    if (size == 2) return DType::F16;  // no native half in 1.10: any 2-byte float
-    if (size == 4) return DType::F32;
+    size_t spos = 0, epos = 0, esize = 0, mpos = 0, msize = 0;
+    if (H5Tget_fields(type, &spos, &epos, &esize, &mpos, &msize) < 0) {
+      H5Eclear2(H5E_DEFAULT);
+      return std::nullopt;
+    }
+    // IEEE binary16 (either byte order) is float16; no native half in 1.10.
+    // Another float of 4 bytes or fewer whose exponent and mantissa fit
+    // float32's (bfloat16: 8 and 7 bits) is read as float32, which HDF5
+    // converts to exactly: read as float16, bfloat16 lost range and digits.
+    if (size == 2 && esize == 5 && msize == 10 && H5Tget_ebias(type) == 15) return DType::F16;
+    if (size <= 4 && esize <= 8 && msize <= 23) return DType::F32;
     if (size == 8) return DType::F64;
   } else if (cls == H5T_INTEGER) {
     const bool is_signed = H5Tget_sign(type) == H5T_SGN_2;
@@ -286,15 +295,33 @@ DType H5File::dtype(const std::string& dataset) const {
   return *dt;
 }
 
+bool H5File::ieee_float(const std::string& dataset) const {
+  H5DatasetId d = open_dataset(dataset);
+  H5TypeId type(MRMF_H5_CHECK(H5Dget_type(d.get())));
+  if (H5Tget_class(type.get()) != H5T_FLOAT) return false;
+  size_t spos = 0, epos = 0, esize = 0, mpos = 0, msize = 0;
+  if (H5Tget_fields(type.get(), &spos, &epos, &esize, &mpos, &msize) < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return false;
+  }
+  const size_t size = H5Tget_size(type.get()), ebias = H5Tget_ebias(type.get());
+  const H5T_order_t order = H5Tget_order(type.get());
+  if ((order != H5T_ORDER_LE && order != H5T_ORDER_BE) || H5Tget_norm(type.get()) != H5T_NORM_IMPLIED ||
+      H5Tget_offset(type.get()) != 0 || mpos != 0)
+    return false;
+  const auto is = [&](size_t bytes, size_t e, size_t m, size_t bias) {
+    return size == bytes && esize == e && msize == m && spos == 8 * bytes - 1 && epos == m && ebias == bias;
+  };
+  return is(2, 5, 10, 15) || is(4, 8, 23, 127) || is(8, 11, 52, 1023);
+}
+
 std::string H5File::type_name(const std::string& dataset) const {
   H5DatasetId d = open_dataset(dataset);
   H5TypeId type(MRMF_H5_CHECK(H5Dget_type(d.get())));
   return h5_type_name(type.get());
 }
 
-namespace {
-// The name HDF5 holds for the file that object `id` lives in.
-std::string holding_file_name(hid_t id) {
+std::string h5_file_name(hid_t id) {
   const ssize_t n = H5Fget_name(id, nullptr, 0);
   if (n < 0) {
     H5Eclear2(H5E_DEFAULT);
@@ -308,14 +335,13 @@ std::string holding_file_name(hid_t id) {
   name.resize(static_cast<size_t>(n));
   return name;
 }
-}  // namespace
 
 bool H5File::stored_as(hid_t d, DType dtype) const {
   // A dataset reached through an external link lives in another file: its
   // addresses (H5Dget_offset, H5Dget_chunk_info) are that file's, and
   // mapping them in this one read the wrong bytes without an error. Such a
   // dataset is read through HDF5, which follows the link.
-  const std::string here = holding_file_name(file_.get()), there = holding_file_name(d);
+  const std::string here = h5_file_name(file_.get()), there = h5_file_name(d);
   if (here.empty() || here != there) return false;
   H5TypeId type(MRMF_H5_CHECK(H5Dget_type(d)));
   if (H5Tequal(type.get(), file_type(dtype)) <= 0) return false;  // other width, sign or byte order

@@ -84,9 +84,15 @@ using H5TypeId = H5Handle<H5Tclose>;
 using H5PlistId = H5Handle<H5Pclose>;
 using H5AttrId = H5Handle<H5Aclose>;
 
+// The name HDF5 holds for the file that object `id` lives in (a dataset
+// behind an external link: the link's target); empty where it has none.
+std::string h5_file_name(hid_t id);
+
 // The HDF5 element types mrmf reads and writes. Float16 is not a predefined
-// HDF5 type in 1.10: it is recognised as any 2-byte float and created as an
-// IEEE binary16 layout (the same type h5py writes for numpy.float16).
+// HDF5 type in 1.10: it is recognised as the IEEE binary16 layout (either
+// byte order) and created as it, little-endian (the same type h5py writes
+// for numpy.float16); other floats of up to 4 bytes (bfloat16) read as
+// float32.
 hid_t h5_native_type(DType dtype);  // borrowed id (float16: a library-owned copy, do not close)
 bool is_supported_h5_dtype(DType dtype);
 
@@ -152,6 +158,10 @@ class H5File {
   std::vector<int64_t> shape(const std::string& dataset) const;
   // Element type as an mrmf DType; an unsupported type is a Data error naming it.
   DType dtype(const std::string& dataset) const;
+  // Whether `dataset` holds IEEE binary16, 32 or 64 floats (either byte
+  // order): a damaged type message (another exponent bias, size or layout)
+  // was converted by HDF5 into other numbers without an error.
+  bool ieee_float(const std::string& dataset) const;
   // A human name of the stored type ("uint8", "float64", "string", ...), for messages.
   std::string type_name(const std::string& dataset) const;
 
@@ -228,6 +238,19 @@ class H5File {
   // filter built in, none found as a plugin); none where all can be. Also
   // "optional" ones: chunks that filter could encode when written need it.
   std::optional<Filter> undecodable_filter(const std::string& dataset) const;
+  // Why some of `dataset`'s values would read as HDF5's fill value, or
+  // fail, instead of as stored data; none where every element is stored.
+  // HDF5 reads storage that was never written -- a dataset created and never
+  // filled, chunks never written (a writer that died), a virtual dataset's
+  // missing source file or unmapped region, an external raw file shorter
+  // than the dataset -- as the fill value (zeros) without an error, so a
+  // loader trained on zeros (data/h5file_storage.cpp).
+  std::optional<std::string> unstored_part(const std::string& dataset) const;
+  // The other files whose bytes this file's datasets read: external links'
+  // targets (and what their datasets read), virtual datasets' source files,
+  // external raw files; as absolute paths of files that exist. For refusing
+  // an output that would overwrite an input reached that way.
+  std::vector<std::string> files_behind() const;
   // Whether `filters` are what packed_units() decodes: deflate alone, or
   // shuffle then deflate.
   static bool deflate_pipeline(const std::vector<Filter>& filters);
@@ -272,6 +295,11 @@ class H5File {
   std::string path_;
   H5FileId file_;
 };
+
+// H5File::files_behind() of `path` where it is an HDF5 file; empty for
+// any other path (a folder, a YAML file, a file HDF5 cannot open). For
+// checking an output against every file an input reads.
+std::vector<std::string> files_behind(const std::string& path);
 
 // A file written under a temporary name and renamed into place on commit(),
 // so that readers never see a half-written file and an interrupted run leaves

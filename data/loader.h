@@ -238,5 +238,8 @@ std::vector<std::string> cosmoflow_split_files(const DataSpec& spec);
 // changed: "<N> samples of <shape> <dtype>, labels #<hash of the first 256
 // labels>" (data/fingerprint.cpp). Reads metadata and labels only.
 std::string data_fingerprint(const DataSpec& spec);
+// How many samples the split holds, all ranks' together (metadata only):
+// for saying how many of them the loaders' whole batches leave out.
+int64_t split_samples(const DataSpec& spec);
 
 }  // namespace mrmf::data

@@ -14,6 +14,7 @@
 #include "data/h5file.h"
 #include "data/mapped_shard.h"
 #include "data/prefetch.h"
+#include "kernels/fused_downsample.h"
 
 namespace fs = std::filesystem;
 
@@ -26,6 +27,10 @@ struct NiSource : Source {
   // Samples of each rank's contiguous slice: whole batches, at least one.
   static int64_t shard_samples(const NeuronSplitInfo& in, const LoaderOptions& o, const std::string& file,
                                const std::string& dataset) {
+    // Found by the kernel after the whole shard had been preloaded, naming no file.
+    MRMF_CHECK_KIND(Data, in.c <= kernels::kFusedMaxChannels, file, ": dataset '", dataset, "' has C = ", in.c,
+                    " channels (shape (N, T, C) = (", in.n, ", ", in.t, ", ", in.c, ")); the loaders convert at most ",
+                    kernels::kFusedMaxChannels, " (is it stored (N, C, T)?)");
     const int64_t n = o.max_samples > 0 ? std::min(in.n, o.max_samples) : in.n;
     const int64_t S = n / o.world / o.batch_size * o.batch_size;
     MRMF_CHECK_KIND(Data, S > 0, file, ": dataset '", dataset, "' has ", in.n, " samples",

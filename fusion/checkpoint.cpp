@@ -113,22 +113,6 @@ std::string required_string_attr(const H5File& f, const std::string& name) {
   return *v;
 }
 
-herr_t collect_attr(hid_t, const char* name, const H5A_info_t*, void* out) {
-  static_cast<std::vector<std::string>*>(out)->push_back(name);
-  return 0;
-}
-
-std::vector<std::string> attr_names(const H5File& f, const std::string& obj) {
-  const hid_t o = H5Oopen(f.id(), obj.c_str(), H5P_DEFAULT);
-  MRMF_CHECK_KIND(Data, o >= 0, f.path(), ": cannot open '", obj, "'");
-  std::vector<std::string> names;
-  hsize_t idx = 0;
-  const herr_t rc = H5Aiterate2(o, H5_INDEX_NAME, H5_ITER_INC, &idx, collect_attr, &names);
-  MRMF_H5_WARN(H5Oclose(o));
-  MRMF_CHECK_KIND(Data, rc >= 0, f.path(), ": cannot list the attributes of '", obj, "'");
-  return names;
-}
-
 std::vector<std::string> link_names(const H5File& f, const std::string& group) {
   const hid_t g = H5Gopen2(f.id(), group.c_str(), H5P_DEFAULT);
   MRMF_CHECK_KIND(Data, g >= 0, f.path(), ": cannot open group '", group, "'");
@@ -194,6 +178,11 @@ void write_entry(H5File& f, const std::string& ds, const ParamInfo& p, const Ten
 // Reads an entry as float32 with the entry's shape; the caller checked the shape.
 Tensor read_entry(const H5File& f, const std::string& ds, const Shape& shape) {
   Tensor t = Tensor::empty(shape);
+  // Weights are IEEE floats (float32 as written here; float16 or float64
+  // from a converted model): HDF5 converted integers or a damaged float
+  // type into other numbers without an error (MSE 6.9e54).
+  MRMF_CHECK_KIND(Data, shape.ndim() == 0 || f.ieee_float(ds), f.path(), ": dataset '", ds, "' has element type ",
+                  f.type_name(ds), " that is not an IEEE float16, float32 or float64: is the checkpoint damaged?");
   if (shape.ndim() == 0)
     t.data<float>()[0] = static_cast<float>(read_scalar<double>(f, ds));
   else
@@ -258,6 +247,9 @@ CheckpointHeader read_header(const H5File& f) {
 
   if (f.exists("epoch")) h.training.epoch = read_scalar<int64_t>(f, "epoch");
   if (f.exists("step")) h.training.step = read_scalar<int64_t>(f, "step");
+  // A damaged count resumed "epoch -5" (and dropped the run's metrics).
+  MRMF_CHECK_KIND(Data, h.training.epoch >= 0 && h.training.step >= 0, f.path(), ": epoch ", h.training.epoch,
+                  " and step ", h.training.step, " must not be negative: is the checkpoint damaged?");
   if (f.exists("config")) h.training.config = f.read_string("config");
   if (f.exists("state")) {
     for (const auto& k : link_names(f, "state")) {
@@ -271,10 +263,10 @@ CheckpointHeader read_header(const H5File& f) {
   }
   h.has_optimizer = f.exists("optimizer");
   if (h.has_optimizer) h.optimizer_type = f.read_string_attribute("optimizer", "type").value_or("");
+  // Its attributes are read by load_scheduler_state alone (--resume):
+  // iterating them here made eval, predict and --init read them too, and a
+  // damaged attribute header crashes libhdf5 1.10 inside H5Aiterate2.
   h.has_scheduler = f.exists("scheduler");
-  if (h.has_scheduler)
-    for (const auto& a : attr_names(f, "scheduler"))
-      if (a != "describe") h.scheduler[a] = *read_attr<double>(f, "scheduler", a);
   return h;
 }
 
@@ -523,10 +515,17 @@ void load_scheduler_state(const std::string& path, LrSchedule& sched) {
   std::lock_guard<std::recursive_mutex> hdf5_lock(data::hdf5_mutex());
   const H5File f = H5File::open_read(path);
   MRMF_CHECK_KIND(Data, f.exists("scheduler"), path, ": the checkpoint has no scheduler state");
+  // The keys this schedule keeps, each read by name: iterating the
+  // attributes (H5Aiterate2) crashed libhdf5 1.10 on a damaged attribute
+  // header. A key the file lacks is named by load_state.
   ScheduleState st;
-  for (const auto& a : attr_names(f, "scheduler"))
-    if (a != "describe") st[a] = *read_attr<double>(f, "scheduler", a);
-  sched.load_state(st);
+  for (const auto& kv : sched.state())
+    if (auto v = read_attr<double>(f, "scheduler", kv.first)) st[kv.first] = *v;
+  try {
+    sched.load_state(st);
+  } catch (const Error& e) {
+    MRMF_THROW(Data, path, ": the learning-rate schedule's state: ", e.message());
+  }
 }
 
 LoadedModel load_model_from_checkpoint(const std::string& path, Device device) {

@@ -93,8 +93,7 @@ struct CheckpointHeader {
   TrainingState training;
   bool has_optimizer = false;
   std::string optimizer_type;
-  bool has_scheduler = false;
-  ScheduleState scheduler;
+  bool has_scheduler = false;  // its state: load_scheduler_state
 };
 CheckpointHeader read_checkpoint_header(const std::string& path);
 

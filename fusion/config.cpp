@@ -1,5 +1,6 @@
 #include "fusion/config.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -376,6 +377,16 @@ void validate(const RunConfig& c) {
     MRMF_CHECK_KIND(Config, std::isfinite(c.data.scale[i]) && std::fabs(c.data.scale[i]) <= 3.4028234663852886e38,
                     "config key 'data.scale[", i, "]': must be finite in float32 (|x| <= 3.4e38), got ",
                     c.data.scale[i]);
+  // Factors without the transform that applies them were silently ignored.
+  MRMF_CHECK_KIND(Config, c.data.scale.empty() || c.data.transform == "scale",
+                  "config key 'data.scale': per-channel "
+                  "factors are given but data.transform is '",
+                  c.data.transform,
+                  "', so they would be ignored; set "
+                  "data.transform=scale, or drop data.scale");
+  for (size_t i = 0; i < c.data.scale.size(); ++i)
+    MRMF_CHECK_KIND(Config, c.data.scale[i] != 0, "config key 'data.scale[", i, "]': 0 erases channel ", i,
+                    " (every input value becomes 0)");
   MRMF_CHECK_KIND(Config, c.train.bucket_mb >= 1, "config key 'train.bucket_mb': must be at least 1");
   MRMF_CHECK_KIND(Config, c.train.precise_bn_batches >= 0, "config key 'train.precise_bn_batches': must be >= 0 "
                   "(0: off), got ", c.train.precise_bn_batches);
@@ -504,14 +515,45 @@ void check_unique_keys(const YAML::Node& node, const std::string& origin, const 
   check_unique_keys_at(node, origin, path, 0, visited);
 }
 
+namespace {
+// Where each document starts; nothing else of the event stream is needed.
+struct DocumentStarts : YAML::EventHandler {
+  std::vector<YAML::Mark> starts;
+  void OnDocumentStart(const YAML::Mark& m) override { starts.push_back(m); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+}  // namespace
+
 YAML::Node load_yaml_document(const std::string& text) {
-  const std::vector<YAML::Node> docs = YAML::LoadAll(text);
-  if (docs.size() > 1)
-    throw YAML::ParserException(YAML::Mark(),
-                                "it holds " + std::to_string(docs.size()) +
-                                    " YAML documents (separated by '---'); a configuration is one, and the others "
-                                    "would be ignored");
-  return docs.empty() ? YAML::Node() : docs[0];
+  // Documents are counted by hand, three at most: yaml-cpp 0.7's LoadAll
+  // loops for ever on a stray ',' at the top level (`--set
+  // data.reduce=[2,2,2],`), each round an empty document that consumes
+  // nothing, until memory runs out (jbeder/yaml-cpp#1040). A document that
+  // starts where the one before started is that stray token.
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentStarts h;
+  while (h.starts.size() < 3 && parser.HandleNextDocument(h)) {
+    const size_t n = h.starts.size();
+    if (n >= 2 && h.starts[n - 1].pos == h.starts[n - 2].pos) {
+      const YAML::Mark& m = h.starts[n - 1];
+      const char c = m.pos >= 0 && static_cast<size_t>(m.pos) < text.size() ? text[static_cast<size_t>(m.pos)] : '?';
+      throw YAML::ParserException(m, std::string("unexpected '") + c + "' (a stray character after the value?)");
+    }
+  }
+  if (h.starts.size() > 1)
+    throw YAML::ParserException(YAML::Mark(), "it holds " + std::to_string(h.starts.size()) +
+                                                  (h.starts.size() > 2 ? " or more" : "") +
+                                                  " YAML documents (separated by '---'); a configuration is one, and "
+                                                  "the others would be ignored");
+  return YAML::Load(text);
 }
 
 RunConfig parse_run_config(const std::string& yaml_text, const std::vector<std::string>& overrides,

@@ -164,22 +164,34 @@ StopRule parse_stop(const YAML::Node& n, const std::string& key, StopRule base) 
   return base;
 }
 
+}  // namespace
+
+bool is_method_name(const std::string& m) {
+  // mrmfN with N written as a number from 1 without leading zeros: one
+  // spelling per method (mrmf01 would run mrmf1 again in its own folder).
+  const bool mrmf_n = m.size() > 4 && m.size() <= 7 && m.rfind("mrmf", 0) == 0 && m[4] != '0' &&
+                      m.find_first_not_of("0123456789", 4) == std::string::npos;
+  return m == "baseline" || m == "mrt" || m == "concurrent" || mrmf_n;
+}
+
+void check_method_fits_ladder(const ExperimentConfig& c, const std::string& m, const std::string& who) {
+  MRMF_CHECK_KIND(Config, is_method_name(m), who, ": '", m,
+                  "' is not one of baseline, mrt, mrmf1, mrmf2, ..., concurrent");
+  if (m.rfind("mrmf", 0) == 0) {
+    const int n = std::stoi(m.substr(4));
+    MRMF_CHECK_KIND(Config, static_cast<size_t>(n) + 1 <= c.ladder.size(), "experiment method '", m, "' needs ", n + 1,
+                    " rungs in the ladder, which has ", c.ladder.size());
+  }
+}
+
+namespace {
+
 void validate_methods(const ExperimentConfig& c) {
   MRMF_CHECK_KIND(Config, !c.methods.empty(), "experiment key 'methods': no method given");
   std::set<std::string> seen;  // a repeat would run and count the same seed twice
   for (const auto& m : c.methods) {
-    // mrmfN with N written as a number from 1 without leading zeros: one
-    // spelling per method (mrmf01 would run mrmf1 again in its own folder).
-    const bool mrmf_n = m.size() > 4 && m.size() <= 7 && m.rfind("mrmf", 0) == 0 && m[4] != '0' &&
-                        m.find_first_not_of("0123456789", 4) == std::string::npos;
-    MRMF_CHECK_KIND(Config, m == "baseline" || m == "mrt" || m == "concurrent" || mrmf_n, "experiment key 'methods': '",
-                    m, "' is not one of baseline, mrt, mrmf1, mrmf2, ..., concurrent");
+    check_method_fits_ladder(c, m, "experiment key 'methods'");
     MRMF_CHECK_KIND(Config, seen.insert(m).second, "experiment key 'methods': '", m, "' is given twice");
-    if (mrmf_n) {
-      const int n = std::stoi(m.substr(4));
-      MRMF_CHECK_KIND(Config, static_cast<size_t>(n) + 1 <= c.ladder.size(), "experiment method '", m, "' needs ",
-                      n + 1, " rungs in the ladder, which has ", c.ladder.size());
-    }
   }
 }
 // An experiment file's top level: 'experiment' and either 'run' or 'base'.
@@ -404,7 +416,15 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
   };
   for (const auto& set : c.run_sets) check_owned(set, "--set");
   for (const auto& [key, sets] : c.resolution_overrides)
-    for (const auto& set : sets) check_owned(set, "experiment key 'resolution_overrides' (rung " + key + "):");
+    for (const auto& set : sets) {
+      check_owned(set, "experiment key 'resolution_overrides' (rung " + key + "):");
+      // The device and threads are chosen once, for every stage: a rung's
+      // runtime keys were silently ignored.
+      MRMF_CHECK_KIND(Config, set.rfind("runtime", 0) != 0, "experiment key 'resolution_overrides' (rung ", key, "): '",
+                      set,
+                      "': the device and threads are chosen once for the whole experiment; give "
+                      "runtime keys with --set or in the run configuration");
+    }
   for (const auto& set : c.finetune_overrides) {
     check_owned(set, "experiment key 'finetune_overrides':");
     // The fused or transferred model is built before its stage's
@@ -417,8 +437,11 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
     for (const char* prefix : {"model", "data", "runtime", "train.init"}) fixed = fixed || key.rfind(prefix, 0) == 0;
     MRMF_CHECK_KIND(Config, !fixed, "experiment key 'finetune_overrides': '", set,
                     "': the fine-tuned model is the fused or transferred one, built from the original rung's model, "
-                    "data and runtime keys; set '",
-                    key, "' for every stage (--set or resolution_overrides of rung [1]) instead");
+                    "data and runtime keys; ",
+                    key.rfind("runtime", 0) == 0 ? "give runtime keys with --set, for the whole experiment"
+                    : key.rfind("train.init", 0) == 0
+                        ? "a stage that starts from a fused or transferred model does not read train.init"
+                        : "set '" + key + "' for every stage (--set or resolution_overrides of rung [1]) instead");
     // Kept optimizer state travels into the fine-tuning stage's optimizer:
     // it must be the same kind with the same state buffers.
     if (c.optimizer_at_fusion == "keep")

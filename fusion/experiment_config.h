@@ -98,6 +98,12 @@ struct ExperimentConfig {
   StageStops stops_for_stage(size_t stage) const;
 };
 
+// Whether `m` is a method's one spelling: baseline, mrt, concurrent, or
+// mrmfN (N from 1, no leading zero).
+bool is_method_name(const std::string& m);
+// A Config error (naming `who`) unless m is a method this ladder runs.
+void check_method_fits_ladder(const ExperimentConfig& c, const std::string& m, const std::string& who);
+
 // Whether a resolution_overrides key names rung r: as resolution_key(r)
 // writes it, or as the same factor on every axis written once or per axis
 // ("2" and "2,2,2"; "1" and "1,1,1"), which data.reduce applies alike.

@@ -1,14 +1,15 @@
 #include "fusion/experiment_state.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-#include <yaml-cpp/yaml.h>
 
 #include "core/error.h"
 #include "data/h5file.h"
@@ -60,6 +61,22 @@ std::string experiment_identity(const ExperimentConfig& cfg, const LaunchInfo& l
                   "config key 'data.path': no dataset given");
   root["data"]["train"] = data::data_fingerprint(data_spec(rc, data::Split::Train));
   root["data"]["val"] = data::data_fingerprint(data_spec(rc, data::Split::Val));
+  // A rung that reads other files (resolution_overrides naming data.*)
+  // too: its data regenerated under the same name were mixed into a
+  // resumed experiment. Only where a rung names data, so that recorded
+  // experiments keep their identity.
+  for (const auto& [rung, rung_sets] : cfg.resolution_overrides) {
+    const bool names_data = std::any_of(rung_sets.begin(), rung_sets.end(), [](const std::string& a) {
+      return a.rfind("data.path=", 0) == 0 || a.rfind("data.train_files=", 0) == 0 ||
+             a.rfind("data.val_files=", 0) == 0 || a.rfind("data.format=", 0) == 0;
+    });
+    if (!names_data) continue;
+    std::vector<std::string> sets = cfg.run_sets;
+    sets.insert(sets.end(), rung_sets.begin(), rung_sets.end());
+    const RunConfig rr = parse_run_config(cfg.run_yaml, sets, "experiment run configuration");
+    root["data"]["rung " + rung]["train"] = data::data_fingerprint(data_spec(rr, data::Split::Train));
+    root["data"]["rung " + rung]["val"] = data::data_fingerprint(data_spec(rr, data::Split::Val));
+  }
   YAML::Node e = root["experiment"];
   e["target_val_loss"] = cfg.target_val_loss;
   e["max_epochs"] = cfg.max_epochs;
@@ -180,12 +197,19 @@ ExperimentState state_from_json(const nlohmann::json& j) {
   s.identity = j.at("identity");
   (void)YAML::Load(s.identity);  // damaged text fails here, not in a later comparison
   s.config_text = j.at("config_text");
-  for (const auto& p : j.at("plan")) s.plan.emplace_back(p.at("method").get<std::string>(), p.at("seed").get<uint64_t>());
+  // A method name becomes a folder that a run empties: a hand-edited
+  // "../x" deleted a folder outside --out.
+  const auto entry = [](const nlohmann::json& p) {
+    std::pair<std::string, uint64_t> e(p.at("method").get<std::string>(), p.at("seed").get<uint64_t>());
+    MRMF_CHECK_KIND(Config, is_method_name(e.first), "its plan names '", e.first,
+                    "', which is not one of baseline, mrt, mrmf1, mrmf2, ..., concurrent");
+    return e;
+  };
+  for (const auto& p : j.at("plan")) s.plan.push_back(entry(p));
   if (!j.contains("started"))
     s.started = s.plan;
   else
-    for (const auto& p : j.at("started"))
-      s.started.emplace_back(p.at("method").get<std::string>(), p.at("seed").get<uint64_t>());
+    for (const auto& p : j.at("started")) s.started.push_back(entry(p));
   for (const auto& r : j.at("runs")) s.runs.push_back(method_run_from_json(r));
   return s;
 }
@@ -201,11 +225,17 @@ ExperimentState load_experiment_state(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   nlohmann::json j;
+  int version = 0;
   try {
     j = nlohmann::json::parse(text.str());
-    const int version = j.at("version");
-    MRMF_CHECK_KIND(Config, version == kStateVersion, "the experiment state ", path, " has version ", version,
-                    "; this mrmf reads version ", kStateVersion);
+    version = j.at("version");
+  } catch (const nlohmann::json::exception& e) {
+    MRMF_THROW(Config, "the experiment state ", path, " is damaged or was not written by mrmf (", e.what(),
+               "); --force starts the experiment over");
+  }
+  MRMF_CHECK_KIND(Config, version == kStateVersion, "the experiment state ", path, " has version ", version,
+                  "; this mrmf reads version ", kStateVersion);
+  try {
     return state_from_json(j);
   } catch (const nlohmann::json::exception& e) {
     MRMF_THROW(Config, "the experiment state ", path, " is damaged or was not written by mrmf (", e.what(),
@@ -213,6 +243,9 @@ ExperimentState load_experiment_state(const std::string& path) {
   } catch (const YAML::Exception& e) {
     MRMF_THROW(Config, "the experiment state ", path, " is damaged (its identity: ", e.what(),
                "); --force starts the experiment over");
+  } catch (const Error& e) {
+    MRMF_THROW(Config, "the experiment state ", path, " is damaged: ", e.message(),
+               "; --force starts the experiment over");
   }
 }
 

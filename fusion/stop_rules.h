@@ -36,7 +36,8 @@ class PlateauRule {
   // fires after patience + 1 epochs (the first epoch has no reduction), and
   // never before min_epochs. A disabled rule never needs to.
   bool can_fire_within(int64_t max_epochs) const {
-    return !enabled() || std::max(patience_ + 1, min_epochs_) <= max_epochs;
+    // (patience < max_epochs, not patience + 1 <= max_epochs: INT64_MAX + 1 wrapped.)
+    return !enabled() || (patience_ < max_epochs && min_epochs_ <= max_epochs);
   }
   // Feeds one epoch's training loss; true when the rule fires.
   bool update(double train_loss);

@@ -162,6 +162,7 @@ Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, Traine
   const bool resuming = opts_.resume && !opts_.out_dir.empty() && fs::exists(checkpoint_path());
   if (!cfg_.train.init.empty() && !resuming) {
     const size_t n = init_from_checkpoint(cfg_, *model_, spec_, &ctx_->stream());
+    check_same_weights("the weights read from train.init " + cfg_.train.init);
     log::info("{}initialized {} tensors from {}{}", opts_.tag.empty() ? "" : opts_.tag + ": ", n, cfg_.train.init,
               cfg_.train.init_groups == "resample" ? " (its top resampled to this resolution)" : "");
     const std::string differs = init_input_differences(cfg_, cfg_.train.init);
@@ -192,6 +193,32 @@ Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, Traine
   comm_.check_same_on_all_ranks(static_cast<uint64_t>(train_->batches_per_epoch()),
                                 "the number of training batches per epoch (" + train_data.path +
                                     "; do all ranks read the same data set?)");
+  // Validation reads whole batches on every rank, as the originals do: the
+  // loss that the stop rules and targets compare leaves the rest out, which
+  // a user comparing it with `mrmf eval` (every sample) should know.
+  const auto val_used = static_cast<int64_t>(comm_.allreduce_sum(static_cast<double>(val_->samples_per_epoch())));
+  if (comm_.is_root()) {
+    const int64_t val_total = data::split_samples(val_data);
+    if (val_used < val_total)
+      log::info(
+          "{}notice: the validation loss is taken over {} of the val split's {} samples (whole batches of {} "
+          "on each of {} rank(s)); train.val_batch_size sets the batch",
+          opts_.tag.empty() ? "" : opts_.tag + ": ", val_used, val_total, val_->batch_size(), comm_.size());
+  }
+  // A CosmoFlow glob, list or folder without split folders is every
+  // split's data: the validation loss was the training files' own.
+  if (comm_.is_root() && train_data.format != data::DataFormat::NeuronInverter &&
+      data::cosmoflow_split_files(train_data) == data::cosmoflow_split_files(val_data))
+    log::info(
+        "{}notice: the val split reads the same files as the train split ({}): the validation loss is "
+        "measured on training data; data.val_files names a separate validation set",
+        opts_.tag.empty() ? "" : opts_.tag + ": ", train_data.path);
+  // The model's outputs are compared with the labels at the first loss,
+  // from inside the kernel, naming no key.
+  if (const auto out = spec_.options.find("outputs"); out != spec_.options.end())
+    MRMF_CHECK_KIND(Config, out->second == std::to_string(train_->num_labels()), "config key 'model.options.outputs' (",
+                    out->second, ") differs from the ", train_->num_labels(), " labels per sample of the data (",
+                    train_data.path, ")");
   // Each split is read from its own files: a validation set at another
   // resolution than the training set (a coarse copy put in the wrong place)
   // is named, with where each split's data come from.
@@ -206,6 +233,15 @@ Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, Traine
 
 Trainer::~Trainer() = default;
 
+void Trainer::check_same_weights(const std::string& what) {
+  // Each rank reads its own copy of a checkpoint: a copy that differs
+  // (node-local folders, a relative path from another folder) trained and
+  // kept one model per rank, and averaged their gradients, silently.
+  if (comm_.size() > 1)
+    comm_.check_same_on_all_ranks(model_->params().values_digest(ctx_->stream()),
+                                  what + " (do all ranks read the same file?)");
+}
+
 void Trainer::build_optimizer() {
   opt_ = make_optimizer(cfg_, model_->params());
   sched_ = make_schedule(cfg_);
@@ -216,6 +252,13 @@ void Trainer::set_model(std::unique_ptr<Model> model) {
   MRMF_CHECK_KIND(Shape, model && model->built(), "set_model: an unbuilt model");
   MRMF_CHECK_KIND(Shape, model->sample_shape() == spec_.sample_shape, "set_model: model input ",
                   model->sample_shape().str(), " does not match the data's ", spec_.sample_shape.str());
+  // A rung's train.init (resolution_overrides) was loaded and then
+  // replaced here without a word, after a log line saying it was applied.
+  if (!cfg_.train.init.empty())
+    log::info(
+        "{}notice: this stage starts from the model it was given (fused or transferred), not from train.init "
+        "({}), which is not used",
+        opts_.tag.empty() ? "" : opts_.tag + ": ", cfg_.train.init);
   model_ = std::move(model);
   model_given_ = true;
   build_optimizer();

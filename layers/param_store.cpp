@@ -1,6 +1,9 @@
 #include "layers/param_store.h"
 
 #include <sstream>
+#include <string_view>
+
+#include "core/hash.h"
 
 namespace mrmf {
 
@@ -131,6 +134,17 @@ void ParamStore::copy_group_from(const ParamStore& src, ParamGroup group, Stream
   MRMF_CHECK_KIND(Shape, names == src_names, "cannot copy group '", group_name(group),
                   "': the two models have different parameter lists (", src_names.size(), " vs ", names.size(), ")");
   copy_from(src, names, stream);
+}
+
+uint64_t ParamStore::values_digest(Stream& stream) const {
+  uint64_t h = 1469598103934665603ull;
+  for (const Tensor& t : {values_, buffers_}) {
+    if (!t.defined() || t.numel() == 0) continue;
+    const Tensor host = t.to(Device::cpu(), stream);
+    stream.synchronize();
+    h = fnv1a64(std::string_view(static_cast<const char*>(host.raw_data()), static_cast<size_t>(host.nbytes())), h);
+  }
+  return h;
 }
 
 uint64_t ParamStore::layout_hash() const {

@@ -195,12 +195,22 @@ ScheduleState ReduceLROnPlateau::state() const {
 }
 
 void ReduceLROnPlateau::load_state(const ScheduleState& s) {
+  // Counts as whole numbers in int64's exact range (1e300 cast to int64 is
+  // undefined), the scale a product of factors in (0, 1] (-1 gave lr 0).
+  const auto count = [&](const char* key) {
+    const double v = get(s, key);
+    MRMF_CHECK_KIND(Data, v >= 0 && v <= 9007199254740992.0 && v == std::floor(v), "'", key, "' is ", v,
+                    ", expected a count (a whole number >= 0)");
+    return static_cast<int64_t>(v);
+  };
   best_ = get(s, "best");
-  num_bad_epochs_ = static_cast<int64_t>(get(s, "num_bad_epochs"));
-  cooldown_counter_ = static_cast<int64_t>(get(s, "cooldown_counter"));
-  last_epoch_ = static_cast<int64_t>(get(s, "last_epoch"));
-  num_reductions_ = static_cast<int64_t>(get(s, "num_reductions"));
+  MRMF_CHECK_KIND(Data, !std::isnan(best_), "'best' is NaN");
+  num_bad_epochs_ = count("num_bad_epochs");
+  cooldown_counter_ = count("cooldown_counter");
+  last_epoch_ = count("last_epoch");
+  num_reductions_ = count("num_reductions");
   scale_ = get(s, "scale");
+  MRMF_CHECK_KIND(Data, scale_ > 0 && scale_ <= 1, "'scale' is ", scale_, ", expected a factor in (0, 1]");
   inner_->load_state(unnest(s));
 }
 

@@ -3,7 +3,8 @@
 # in different collectives forever (or, gathering, overflow a buffer): each
 # job below must end at once with a non-zero status naming the
 # disagreement. (1) experiment ranks with different methods: before anything
-# is trained; (2) train --resume where one rank sees the run's checkpoint and
+# is trained, or different --resume/--force, --out or stage checkpoints;
+# (2) train --resume where one rank sees the run's checkpoint and
 # the other does not (node-local --out); (3) predict where the ranks read
 # different data files (a relative --data from different folders); (4) train
 # where the ranks' data sets have the same size but different contents; and
@@ -48,12 +49,28 @@ CMD=("$MRMF" experiment --config "$DIR/exp.yaml" --out "$DIR/out")
 expect experiment "ranks disagree on the experiment" -- \
   "$MPIEXEC" -n 1 "${CMD[@]}" --methods baseline : -n 1 "${CMD[@]}" --methods baseline mrt
 if grep -q "epoch   0" "$DIR/experiment.log"; then echo "FAIL (experiment): a rank trained before the check"; fail=1; fi
+# (1b) --resume on one rank only (only those ranks read the saved state: a
+# hang), and (1c) another --out on one rank (the run's files split between
+# the folders), and stage checkpoints on one rank only.
+expect exp_mode "ranks disagree on the command's mode and folder" -- \
+  "$MPIEXEC" -n 1 "${CMD[@]}" --methods baseline --resume : -n 1 "${CMD[@]}" --methods baseline --force
+E=("$MRMF" experiment --config "$DIR/exp.yaml" --methods baseline)
+expect exp_out "ranks disagree on the command's mode and folder" -- \
+  "$MPIEXEC" -n 1 "${E[@]}" --out "$DIR/out_a" : -n 1 "${E[@]}" --out "$DIR/out_b"
+expect exp_ckpt "experiment.stage_checkpoints false" -- \
+  "$MPIEXEC" -n 1 "${CMD[@]}" --methods baseline : -n 1 "${CMD[@]}" --methods baseline \
+  --set experiment.stage_checkpoints=false
 
 "$MRMF" train --config "$DIR/run.yaml" --out "$DIR/run" --set stop.max_epochs=1 >/dev/null 2>&1 || exit 1
 T=("$MRMF" train --config "$DIR/run.yaml" --resume --set stop.max_epochs=3)
 expect resume "ranks disagree on whether to resume" -- \
   "$MPIEXEC" -n 1 "${T[@]}" --out "$DIR/run" : -n 1 "${T[@]}" --out "$DIR/run_elsewhere"
 
+# (2b) --force on one rank only: it set the earlier run aside behind a
+# barrier the other rank never reached (a hang SIGTERM could not end).
+expect force "ranks disagree on --resume / --force" -- \
+  "$MPIEXEC" -n 1 "$MRMF" train --config "$DIR/run.yaml" --out "$DIR/run_f" --force : \
+  -n 1 "$MRMF" train --config "$DIR/run.yaml" --out "$DIR/run_f"
 mkdir -p "$DIR/a" "$DIR/b"
 cp "$DIR/ni.h5" "$DIR/a/data.h5"
 "$MRMF" datagen neuron-inverter --out "$DIR/b/data.h5" --train 64 --val 64 --test 200 --time-bins 64 --seed 4 \

@@ -230,10 +230,29 @@ TEST_CASE("cli: a new experiment does not empty the run folders an earlier one l
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("already holds results (mrt/seed1)") && Catch::Contains("--force"));
   CHECK(slurp(kept) == "an earlier experiment's model");
+  // Nor does --resume, with no record of what the folders hold: it emptied
+  // them, saying "nothing to resume" (session 57).
+  r = run("experiment --config " + exp.string() + " --out " + out.string() + " --resume");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("holds run folders of this plan (mrt/seed1) but no experiment_state.json"));
+  CHECK(slurp(kept) == "an earlier experiment's model");
   // Another method's folder is not this plan's: a baseline runs beside it.
   r = run("experiment --config " + exp.string() + " --out " + out.string() + " --methods baseline");
   CHECK(r.code == 0);
   CHECK(slurp(kept) == "an earlier experiment's model");
+  // A hand-edited state whose plan names a folder outside --out: refused,
+  // the folder kept (it was emptied before the method name failed).
+  const fs::path victim = s.dir / "victim" / "seed1" / "data.txt";
+  fs::create_directories(victim.parent_path());
+  std::ofstream(victim) << "not the experiment's";
+  auto st = nlohmann::json::parse(std::ifstream(out / "experiment_state.json"));
+  st["plan"].push_back({{"method", "../victim"}, {"seed", 1}});
+  std::ofstream(out / "experiment_state.json") << st.dump();
+  r = run("experiment --config " + exp.string() + " --out " + out.string() + " --methods baseline --resume");
+  INFO(r.out);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("experiment_state.json is damaged: its plan names '../victim'"));
+  CHECK(slurp(victim) == "not the experiment's");
 }
 
 TEST_CASE("cli: experiment bad input is refused before training, and the 1-rank concurrent fallback keeps its own runs",

@@ -3,6 +3,7 @@
 // report put back) and SIGTERM (a checkpoint that --resume continues).
 // The rest of the CLI's behaviour: test_cli.cpp; the shared runner:
 // tests/support/cli_runner.h.
+#include <hdf5.h>
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
@@ -74,6 +75,34 @@ TEST_CASE("cli: results already written are not replaced without --force, inputs
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("same file as the input"));
   CHECK(size_of(other) == data_size);
+  // Nor a file the input reads through HDF5 external links: --force
+  // replaced the data behind them (session 57).
+  {
+    const fs::path view = s.dir / "view.h5";
+    const hid_t f = H5Fcreate(view.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    REQUIRE(f >= 0);
+    for (const char* split : {"train", "val", "test"})
+      for (const char* what : {"_frames", "_unitStar_par"}) {
+        const std::string name = std::string(split) + what;
+        REQUIRE(H5Lcreate_external(other.c_str(), name.c_str(), f, name.c_str(), H5P_DEFAULT, H5P_DEFAULT) >= 0);
+      }
+    H5Fclose(f);
+    r = run("predict --checkpoint " + ck.string() + " --data " + view.string() + " --out " + other.string() +
+            " --force");
+    INFO(r.out);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains("reads through an HDF5 link or external storage"));
+    r = run("downsample --in " + view.string() + " --out " + other.string() + " --factor 2 --axes t --force");
+    INFO(r.out);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains("reads through an HDF5 link or external storage"));
+    CHECK(size_of(other) == data_size);
+    // The checkpoint's input layout is the one its weights know: the other
+    // one gave a loss without an error.
+    r = run("eval --checkpoint " + ck.string() + " --data " + data + " --split test --set data.layout=reinterpret");
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains("was trained on input laid out as 'transpose'"));
+  }
   // A path is the string it is, not YAML: ' #' starts no comment.
   const fs::path odd = s.dir / "run #2";
   fs::create_directories(odd);

@@ -136,6 +136,16 @@ TEST_CASE("config: bad input names the key before any compute", "[config]") {
   fails_with("train: {[a, b]: 1}\n", {}, "under 'train' is a list or a map");
   // ... a second YAML document is not silently dropped ...
   fails_with("train: {batch_size: 8}\n---\nstop: {max_epochs: 3}\n", {}, "2 YAML documents");
+  // A stray ',' after a value made yaml-cpp 0.7's LoadAll loop for ever,
+  // allocating, until the process was killed (session 57) ...
+  fails_with("", {"data.reduce=[2,2,2],"}, "cannot parse the value: unexpected ','");
+  fails_with("", {"train.seed=,"}, "unexpected ','");
+  fails_with(",", {}, "invalid YAML: unexpected ','");
+  fails_with("train: {batch_size: 8}\n---\nstop: {}\n---\nx: 1\n---\ny: 2\n", {}, "3 or more YAML documents");
+  // ... and per-channel factors without the transform that applies them
+  // were silently ignored; a 0 factor erased its channel.
+  fails_with("", {"data.scale=[1, 2]"}, "data.transform is 'none', so they would be ignored");
+  fails_with("", {"data.transform=scale", "data.scale=[1, 0]"}, "'data.scale[1]': 0 erases channel 1");
   // ... and infinite or oversized values are refused.
   fails_with("", {"stop.plateau_threshold=.inf", "stop.plateau_patience=1"},
              "'stop.plateau_threshold': must be finite and >= 0");

@@ -152,6 +152,14 @@ TEST_CASE("stop rule: the plateau fires exactly after T_p small reductions in a 
   // Disabled rule never fires.
   PlateauRule off(0.0, 0);
   for (int i = 0; i < 10; ++i) REQUIRE_FALSE(off.update(1.0));
+  // Whether it can fire within a guard: first after patience + 1 epochs, not
+  // before min_epochs; the largest patience did not wrap (session 57).
+  CHECK(r.can_fire_within(4));
+  CHECK_FALSE(r.can_fire_within(3));
+  CHECK_FALSE(PlateauRule(0.01, 3, 6).can_fire_within(5));
+  CHECK(PlateauRule(0.01, 3, 6).can_fire_within(6));
+  CHECK_FALSE(PlateauRule(0.01, std::numeric_limits<int64_t>::max()).can_fire_within(1000));
+  CHECK(off.can_fire_within(1));
 }
 
 TEST_CASE("stop rule: against the best, a flat but noisy loss is a plateau", "[fusion][stop]") {
@@ -303,8 +311,13 @@ TEST_CASE("experiment config: bad input is reported before any training", "[fusi
         "the fine-tuned model is the fused or transferred one");
   fails("experiment: {target_val_loss: 0.1, finetune_overrides: [\"data.layout=reinterpret\"]}",
         "set 'data.layout' for every stage");
-  fails("experiment: {target_val_loss: 0.1, finetune_overrides: [\"runtime.threads=1\"]}", "set 'runtime.threads'");
-  fails("experiment: {target_val_loss: 0.1, finetune_overrides: [\"train.init=x.h5\"]}", "set 'train.init'");
+  // Their advice was to put these keys in resolution_overrides, where they
+  // were silently ignored (session 57).
+  fails("experiment: {target_val_loss: 0.1, finetune_overrides: [\"runtime.threads=1\"]}",
+        "give runtime keys with --set, for the whole experiment");
+  fails("experiment: {target_val_loss: 0.1, finetune_overrides: [\"train.init=x.h5\"]}", "does not read train.init");
+  fails("experiment: {target_val_loss: 0.1, resolution_overrides: {\"2\": [\"runtime.device=cuda\"]}}",
+        "(rung 2): 'runtime.device=cuda': the device and threads are chosen once");
   fails("experiment: {target_val_loss: 0.1, finetune_overrides: [\"train={init: x.h5}\"]}",
         "the experiment sets 'train'");
   // A whole section would replace the stages' train.seed / data.reduce (from a review, session 51).
