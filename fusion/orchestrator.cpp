@@ -384,10 +384,19 @@ std::pair<double, double> Orchestrator::probe_epoch_times(const Resolution& coar
     TrainerOptions to;
     to.check_data_identity = false;
     to.progress = false;
-    Trainer probe(stage_config(res[i], seed, StopRule{}, 0), world_, device_, to);
-    probe.time_steps(1);  // warm-up: primitive creation, first-touch allocations
-    const double per_step = probe.time_steps(cfg_.probe_steps);
-    t[i] = world_.allreduce_max(per_step * static_cast<double>(probe.train_loader().batches_per_epoch()));
+    try {  // named: a probe's error (a divergence) said nothing of the probe
+      Trainer probe(stage_config(res[i], seed, StopRule{}, 0), world_, device_, to);
+      probe.time_steps(1);  // warm-up: primitive creation, first-touch allocations
+      const double per_step = probe.time_steps(cfg_.probe_steps);
+      t[i] = world_.allreduce_max(per_step * static_cast<double>(probe.train_loader().batches_per_epoch()));
+    } catch (const Error& e) {
+      detail::throw_error(e.kind(), "mrmf", "",
+                          detail::concat("the concurrent split probe (rung [", resolution_key(res[i]),
+                                         "], which times a few steps to size the rank groups; "
+                                         "experiment.concurrent_times gives the epoch times instead): ",
+                                         e.message()),
+                          __FILE__, __LINE__);
+    }
   }
   log::info("concurrent probe: dense epoch ~{:.2f} s, coarse epoch ~{:.2f} s", t[0], t[1]);
   return {t[0], t[1]};

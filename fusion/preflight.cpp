@@ -128,6 +128,11 @@ void Orchestrator::check_planned_stages() const {
         coarse_ranks = world - dense_ranks;
       }
     }
+    // The split probe times a few steps of both rungs on every rank: a
+    // shard too small for that failed after the earlier runs had trained.
+    if (method == "concurrent" && world >= 2 && cfg_.concurrent_times.size() != 2)
+      for (const Resolution& r : {ladder.front(), ladder.back()})
+        stage("concurrent/split probe@" + resolution_key(r), r, StopRule{}, 0, world);
     for (size_t st = 0; st + 1 < ladder.size(); ++st) {
       const StageStops stops = cfg_.stops_for_stage(st);
       const std::string prefix = method + "/stage" + std::to_string(st + 1) + "/";

@@ -221,8 +221,11 @@ std::unique_ptr<Model> build_cosmoflow(const CosmoFlowConfig& c, CosmoFlowBuildI
                   "CosmoFlow: channels, outputs and D, H, W must be positive, got C = ", c.channels, ", ",
                   c.spatial[0], "x", c.spatial[1], "x", c.spatial[2], ", outputs = ", c.outputs);
   MRMF_CHECK_KIND(Config, c.dropout < 1.f, "CosmoFlow: dropout ", c.dropout, " must be < 1");
-  MRMF_CHECK_KIND(Config, c.bn_eps > 0 && c.bn_momentum >= 0 && c.bn_momentum <= 1, "CosmoFlow: BN eps ", c.bn_eps,
-                  " / momentum ", c.bn_momentum, " invalid");
+  // BN computes in float32: an eps beyond its range became inf and trained
+  // on without an error.
+  MRMF_CHECK_KIND(Config, c.bn_eps > 0 && c.bn_eps <= 3.4028234663852886e38 && c.bn_momentum >= 0 && c.bn_momentum <= 1,
+                  "CosmoFlow: BN eps ", c.bn_eps, " / momentum ", c.bn_momentum,
+                  " invalid (eps in (0, 3.4e38], momentum in [0, 1])");
 
   const Shape sample{c.channels, c.spatial[0], c.spatial[1], c.spatial[2]};
   auto model = std::make_unique<Model>("cosmoflow", sample);

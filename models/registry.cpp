@@ -139,6 +139,10 @@ CosmoFlowConfig cosmoflow_config(const ModelSpec& spec) {
   c.spatial = {s.sample_shape[1], s.sample_shape[2], s.sample_shape[3]};
   c.outputs = o.get_int("outputs", c.outputs);
   c.dropout = static_cast<float>(o.get_real("dropout", c.dropout));
+  // A negative value is the model's sentinel for "the variant's default":
+  // given, -5 silently meant that.
+  MRMF_CHECK_KIND(Config, !s.options.count("dropout") || c.dropout >= 0, "model option 'dropout': ", c.dropout,
+                  " must be >= 0 (leave it out for the variant's default)");
   c.bn_eps = o.get_real("bn_eps", c.bn_eps);
   c.bn_momentum = o.get_real("bn_momentum", c.bn_momentum);
   c.fused = o.get_bool("fused", c.fused);

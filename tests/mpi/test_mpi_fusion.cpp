@@ -214,6 +214,22 @@ TEST_CASE("experiment: concurrent training sizes its groups with a timing probe"
   if (world.is_root()) fs::remove_all(dir);
 }
 
+TEST_CASE("experiment: a rung too large for the split probe's shards is refused before any run", "[mpi][experiment]") {
+  // The probe times both rungs on every rank; the check before training
+  // took the largest shard (one rank) for concurrent stages, so a coarse
+  // batch that fits one rank's shard but not every rank's failed only when
+  // the probe ran, after the earlier methods had trained (session 57).
+  Communicator world = Communicator::world();
+  const int64_t batch = 48 * world.size() + 16;  // > 96 samples a rank, <= all 96 * ranks
+  const auto [dir, cfg] = concurrent_experiment(
+      world, "mrmf_mpi_probe_shard", 4, 96, 32, 1,
+      "  resolution_overrides: {\"4\": [train.batch_size=" + std::to_string(batch) + ", train.val_batch_size=16]}\n");
+  REQUIRE_THROWS_WITH(Orchestrator(cfg, world, Device::cpu(), (dir / "out").string()),
+                      Catch::Contains("concurrent/split probe@4"));
+  world.barrier();
+  if (world.is_root()) fs::remove_all(dir);
+}
+
 TEST_CASE("experiment: a concurrent run whose coarse group diverges ends there, recorded as diverged",
           "[mpi][experiment]") {
   Communicator world = Communicator::world();

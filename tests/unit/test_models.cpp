@@ -287,6 +287,13 @@ TEST_CASE("model registry: specs options defaults and describe", "[model]") {
   REQUIRE(default_init_scheme(cs) == InitScheme::GlorotUniform);
   auto cm = build_model(cs);
   REQUIRE(cm->output_shape(1) == Shape{1, 4});
+  // A given negative dropout silently meant the variant's default; an eps
+  // beyond float32 became inf in BN (session 57).
+  cs.options = {{"dropout", "-5"}};
+  REQUIRE_THROWS_WITH(build_model(cs), Catch::Contains("model option 'dropout': -5 must be >= 0"));
+  cs.options = {{"bn_eps", "1e39"}};
+  REQUIRE_THROWS_WITH(build_model(cs), Catch::Contains("eps in (0, 3.4e38]"));
+  cs.options = {{"fused", "false"}};
   REQUIRE_THAT(describe(*cm), Catch::Contains("pool3"));  // plain layers are listed by name
 
   REQUIRE(shape_from_list(shape_to_list(Shape{4, 32, 32, 16})) == Shape{4, 32, 32, 16});
