@@ -54,6 +54,7 @@
 #include "fusion/trainer.h"
 #include "kernels/fused_downsample_ops.h"
 #include "layers/context.h"
+#include "models/neuron_inverter.h"
 
 namespace mrmf::cli {
 namespace fs = std::filesystem;
@@ -232,7 +233,8 @@ RunConfig eval_config(const EvalFlags& f, const CheckpointHeader& h) {
   // on a transpose checkpoint).
   const auto it = h.spec.options.find("input_layout");
   if (h.spec.name == "neuron_inverter" && it != h.spec.options.end()) {
-    const std::string trained = it->second == "view" ? "reinterpret" : "transpose";
+    const std::string trained =
+        parse_input_layout(it->second) == NiInputLayout::ReinterpretView ? "reinterpret" : "transpose";
     const bool given =
         std::any_of(f.sets.begin(), f.sets.end(), [](const std::string& a) { return a.rfind("data.layout=", 0) == 0; });
     MRMF_CHECK_KIND(Usage, !given || cfg.data.layout == trained, "--set data.layout=", cfg.data.layout, ": ",

@@ -120,19 +120,23 @@ int run_experiment(const ExperimentFlags& f) {
   // different folders split one run's files between them.
   {
     std::error_code ec;
+    fs::path out = fs::absolute(f.out, ec).lexically_normal();
+    if (!out.has_filename()) out = out.parent_path();  // "x/" is "x"
     const std::string how = std::string(f.resume  ? "--resume"
                                         : f.force ? "--force"
                                                   : "neither --resume nor --force") +
-                            ", --out " + fs::absolute(f.out, ec).lexically_normal().string() +
-                            ", experiment.stage_checkpoints " + (cfg.stage_checkpoints ? "true" : "false");
+                            ", --out " + out.string() + ", experiment.stage_checkpoints " +
+                            (cfg.stage_checkpoints ? "true" : "false");
     agree_on_all_ranks(how, "the command's mode and folder", world);
   }
   // The plan's run folders too: a new experiment empties them (an earlier
   // experiment's, whose report was deleted or never written, would be lost
   // without a word).
-  std::vector<std::string> results{"report.md", "summary.json", kExperimentStateFile};  // then the run folders
+  std::vector<std::string> run_folders;
   for (uint64_t seed : cfg.seeds)
-    for (const auto& m : cfg.methods) results.push_back(m + "/seed" + std::to_string(seed));
+    for (const auto& m : cfg.methods) run_folders.push_back(m + "/seed" + std::to_string(seed));
+  std::vector<std::string> results{"report.md", "summary.json", kExperimentStateFile};
+  results.insert(results.end(), run_folders.begin(), run_folders.end());
   refuse_existing_results(f.out, results, f.force || f.resume,
                           "--resume runs what it has not finished yet, --force runs the experiment again and replaces "
                           "its report (folders of methods this run does not run stay as they are), or choose another "
@@ -159,8 +163,7 @@ int run_experiment(const ExperimentFlags& f) {
       experiment_identity(cfg, LaunchInfo{world.size(), device.is_cuda() ? "cuda" : "cpu", threads});
   ExperimentState state;
   state.identity = identity;
-  if (f.resume)
-    state = resumable_state(f.out, identity, std::vector<std::string>(results.begin() + 3, results.end()), world);
+  if (f.resume) state = resumable_state(f.out, identity, run_folders, world);
   // Only runs that had started continue from their stage checkpoints; a run
   // that had not, or that this command adds, starts clean (its folder may
   // hold another experiment's leftovers).

@@ -265,30 +265,35 @@ void dataset_files(hid_t d, const std::string& file, std::set<std::string>& out)
 struct Walk {
   std::set<std::string> files;
   int depth = 0;
+  bool failed = false;  // an exception inside the walk: stopped, reported by files_behind
 };
 
 void walk_group(hid_t group, Walk& w);
 
-herr_t visit_link(hid_t group, const char* name, const H5L_info_t* info, void* data) {
+herr_t visit_link(hid_t group, const char* name, const H5L_info_t* info, void* data) noexcept {
   auto& w = *static_cast<Walk*>(data);
   const hid_t obj = H5Oopen(group, name, H5P_DEFAULT);  // follows soft and external links
   if (obj < 0) {
     H5Eclear2(H5E_DEFAULT);  // a dangling link: what reads it says so
     return 0;
   }
-  const std::string file = h5_file_name(obj);
-  std::error_code ec;
-  if (info->type == H5L_TYPE_EXTERNAL && !file.empty()) w.files.insert(fs::absolute(file, ec).string());
-  const H5I_type_t kind = H5Iget_type(obj);
-  if (kind == H5I_DATASET) dataset_files(obj, file, w.files);
-  // H5Lvisit does not cross an external link: walk the group behind it.
-  if (kind == H5I_GROUP && info->type == H5L_TYPE_EXTERNAL && w.depth < kMaxDepth) {
-    ++w.depth;
-    walk_group(obj, w);
-    --w.depth;
+  try {  // no C++ exception may unwind through HDF5's C frames
+    const std::string file = h5_file_name(obj);
+    std::error_code ec;
+    if (info->type == H5L_TYPE_EXTERNAL && !file.empty()) w.files.insert(fs::absolute(file, ec).string());
+    const H5I_type_t kind = H5Iget_type(obj);
+    if (kind == H5I_DATASET) dataset_files(obj, file, w.files);
+    // H5Lvisit does not cross an external link: walk the group behind it.
+    if (kind == H5I_GROUP && info->type == H5L_TYPE_EXTERNAL && w.depth < kMaxDepth) {
+      ++w.depth;
+      walk_group(obj, w);
+      --w.depth;
+    }
+  } catch (...) {
+    w.failed = true;
   }
   H5Oclose(obj);
-  return 0;
+  return w.failed ? -1 : 0;
 }
 
 void walk_group(hid_t group, Walk& w) {
@@ -299,13 +304,17 @@ void walk_group(hid_t group, Walk& w) {
 
 std::optional<std::string> H5File::unstored_part(const std::string& dataset) const {
   H5DatasetId d = open_dataset(dataset);
-  return unstored(d.get(), path_, 0);
+  // Names in a dataset reached through an external link resolve from the
+  // file it lives in, not from this one.
+  const std::string holder = h5_file_name(d.get());
+  return unstored(d.get(), holder.empty() ? path_ : holder, 0);
 }
 
 std::vector<std::string> H5File::files_behind() const {
   MRMF_CHECK(file_, "H5File: file is not open");
   Walk w;
   walk_group(file_.get(), w);
+  MRMF_CHECK_KIND(Data, !w.failed, path_, ": cannot list the files its links and datasets read");
   std::error_code ec;
   w.files.erase(fs::absolute(path_, ec).string());
   return {w.files.begin(), w.files.end()};

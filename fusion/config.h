@@ -135,6 +135,9 @@ struct RunConfig {
 // Loads a YAML file (may be empty for all defaults), applies overrides
 // ("train.epochs=5"), validates and returns the typed configuration.
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides);
+// Rules for configurations a user gives (load_run_config, experiment
+// files), not for those stored in checkpoints by earlier versions.
+void check_user_config(const RunConfig& c);
 // Same from YAML text (tests, experiments that embed run configs).
 RunConfig parse_run_config(const std::string& yaml_text, const std::vector<std::string>& overrides,
                            const std::string& origin = "<string>");

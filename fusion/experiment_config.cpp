@@ -488,7 +488,9 @@ ExperimentConfig load_experiment_config(const std::string& path, const std::vect
   MRMF_CHECK_KIND(Config, in.good(), "cannot read experiment config '", path, "'");
   std::stringstream ss;
   ss << in.rdbuf();
-  return parse_experiment_config(ss.str(), overrides, path, fs::path(path).parent_path().string());
+  ExperimentConfig c = parse_experiment_config(ss.str(), overrides, path, fs::path(path).parent_path().string());
+  check_user_config(parse_run_config(c.run_yaml, c.run_sets, path + " (run configuration)"));
+  return c;
 }
 
 }  // namespace mrmf

@@ -113,7 +113,16 @@ std::string experiment_identity(const ExperimentConfig& cfg, const LaunchInfo& l
 }
 
 std::vector<std::string> identity_differences(const std::string& saved, const std::string& current) {
-  return config_differences(saved, current);
+  std::vector<std::string> out = config_differences(saved, current);
+  // Experiments recorded before rung data was fingerprinted (session 57)
+  // have no such keys: not a difference of theirs.
+  if (saved.find("rung ") == std::string::npos)
+    out.erase(std::remove_if(out.begin(), out.end(),
+                             [](const std::string& d) {
+                               return d.rfind("data.rung ", 0) == 0 && d.find(": (unset) -> ") != std::string::npos;
+                             }),
+              out.end());
+  return out;
 }
 
 const MethodRun* ExperimentState::find(const std::string& method, uint64_t seed) const {

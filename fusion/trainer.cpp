@@ -160,6 +160,10 @@ Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, Traine
   // (try_resume): the --init checkpoint is neither read nor needed then (it
   // may be gone, or retrained at another resolution, since the first start).
   const bool resuming = opts_.resume && !opts_.out_dir.empty() && fs::exists(checkpoint_path());
+  // Agreed before the init branch below, whose weight check is collective.
+  comm_.check_same_on_all_ranks(resuming ? 1 : 0,
+                                "whether to resume (1) or start fresh (0) (does every rank see the "
+                                "same --out and its checkpoint.h5?)");
   if (!cfg_.train.init.empty() && !resuming) {
     const size_t n = init_from_checkpoint(cfg_, *model_, spec_, &ctx_->stream());
     check_same_weights("the weights read from train.init " + cfg_.train.init);
@@ -215,10 +219,10 @@ Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, Traine
         opts_.tag.empty() ? "" : opts_.tag + ": ", train_data.path);
   // The model's outputs are compared with the labels at the first loss,
   // from inside the kernel, naming no key.
-  if (const auto out = spec_.options.find("outputs"); out != spec_.options.end())
-    MRMF_CHECK_KIND(Config, out->second == std::to_string(train_->num_labels()), "config key 'model.options.outputs' (",
-                    out->second, ") differs from the ", train_->num_labels(), " labels per sample of the data (",
-                    train_data.path, ")");
+  const int64_t predicted = model_->output_shape(1)[1];
+  MRMF_CHECK_KIND(Config, predicted == train_->num_labels(), "the model predicts ", predicted,
+                  " values (config key 'model.options.outputs') but the data have ", train_->num_labels(),
+                  " labels per sample (", train_data.path, ")");
   // Each split is read from its own files: a validation set at another
   // resolution than the training set (a coarse copy put in the wrong place)
   // is named, with where each split's data come from.
@@ -495,6 +499,9 @@ FitResult Trainer::fit() {
   comm_.check_same_on_all_ranks(resumed ? 1 : 0, "whether to resume (1) or start fresh (0)" + where);
   comm_.check_same_on_all_ranks(static_cast<uint64_t>(start_epoch_), "the epoch to resume at" + where);
   comm_.check_same_on_all_ranks(static_cast<uint64_t>(step_), "the step to resume at" + where);
+  // After the agreement on resuming: a rank that did not resume would pair
+  // this collective with another one (and report the wrong disagreement).
+  if (resumed) check_same_weights("the weights read from " + checkpoint_path());
   if (!resumed && !opts_.out_dir.empty() && comm_.is_root()) {
     const fs::path mp = fs::path(opts_.out_dir) / "metrics.jsonl";
     MRMF_CHECK_KIND(Data, std::ofstream(mp, std::ios::trunc).good(), mp.string(), ": cannot be written");

@@ -175,7 +175,7 @@ class Trainer {
   int stop_sig_ = 0;
   bool model_given_ = false;  // set_model() handed a model over (its groups are not random)
   void build_optimizer();
-  // A Config error unless every rank holds the same weights and buffers.
+  // A Config error unless every rank holds the same weights (parameters).
   void check_same_weights(const std::string& what);
   // extra: an epoch past the stop (after_stop) -- no step checkpoints (a
   // resume would find the stage stopped and leave the epoch half-trained),

@@ -131,11 +131,12 @@ bool Trainer::try_resume() {
   }
   // A checkpoint from inside an epoch that stop.max_epochs does not reach:
   // the run would end at once, "done" with the weights of a partial epoch.
-  const int64_t batch_then = static_cast<int64_t>(num("loader_batch"));
-  // Damaged counts resumed silently (loader_batch -3 as 0).
+  // Damaged counts resumed silently (loader_batch -3 as 0); checked before
+  // any is cast to an integer.
   for (const char* k : {"loader_batch", "loader_epoch", "plateau_count"})
-    MRMF_CHECK_KIND(Data, num(k, 0.0) >= 0, ck.string(), ": training state '", k, "' is ", num(k, 0.0),
-                    ", expected >= 0: is the checkpoint damaged?");
+    MRMF_CHECK_KIND(Data, num(k, 0.0) >= 0 && num(k, 0.0) < 9.2e18, ck.string(), ": training state '", k, "' is ",
+                    num(k, 0.0), ", expected a count >= 0: is the checkpoint damaged?");
+  const int64_t batch_then = static_cast<int64_t>(num("loader_batch"));
   MRMF_CHECK_KIND(Config, batch_then <= 0 || h.training.epoch < cfg_.stop.max_epochs, "--resume: ", ck.string(),
                   " was written inside epoch ", h.training.epoch + 1, " (after its batch ", batch_then,
                   "), which stop.max_epochs ", cfg_.stop.max_epochs,
@@ -144,7 +145,6 @@ bool Trainer::try_resume() {
   ParamLoadOptions lo;
   lo.stream = &ctx_->stream();
   load_params(ck.string(), *model_, lo);
-  check_same_weights("the weights read from " + ck.string());
   load_optimizer_state(ck.string(), *opt_, &ctx_->stream());
   load_scheduler_state(ck.string(), *sched_);
   start_epoch_ = h.training.epoch;

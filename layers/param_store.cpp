@@ -138,13 +138,10 @@ void ParamStore::copy_group_from(const ParamStore& src, ParamGroup group, Stream
 
 uint64_t ParamStore::values_digest(Stream& stream) const {
   uint64_t h = 1469598103934665603ull;
-  for (const Tensor& t : {values_, buffers_}) {
-    if (!t.defined() || t.numel() == 0) continue;
-    const Tensor host = t.to(Device::cpu(), stream);
-    stream.synchronize();
-    h = fnv1a64(std::string_view(static_cast<const char*>(host.raw_data()), static_cast<size_t>(host.nbytes())), h);
-  }
-  return h;
+  if (!values_.defined() || values_.numel() == 0) return h;
+  const Tensor host = values_.to(Device::cpu(), stream);
+  stream.synchronize();
+  return fnv1a64(std::string_view(static_cast<const char*>(host.raw_data()), static_cast<size_t>(host.nbytes())), h);
 }
 
 uint64_t ParamStore::layout_hash() const {

@@ -84,9 +84,11 @@ class ParamStore {
   // A digest of names, shapes and groups: equal on every rank of a job that
   // built the same model (checked at start-up to catch diverging ranks).
   uint64_t layout_hash() const;
-  // A digest of every parameter's and buffer's bytes (copied to the host
-  // where they live on a device): equal on every rank that holds the same
-  // weights (checked after each rank read a checkpoint of its own).
+  // A digest of every parameter's bytes (copied to the host where they
+  // live on a device): equal on every rank that holds the same weights
+  // (checked after each rank read a checkpoint of its own). Not the
+  // buffers: a mid-epoch checkpoint restores each rank's own BN running
+  // statistics.
   uint64_t values_digest(Stream& stream) const;
 
  private:

@@ -71,6 +71,18 @@ expect resume "ranks disagree on whether to resume" -- \
 expect force "ranks disagree on --resume / --force" -- \
   "$MPIEXEC" -n 1 "$MRMF" train --config "$DIR/run.yaml" --out "$DIR/run_f" --force : \
   -n 1 "$MRMF" train --config "$DIR/run.yaml" --out "$DIR/run_f"
+# (2c) Each rank resumes its own copy of the run (node-local folders), one
+# copy's weights changed: trained one model per rank, silently.
+PY=$(for p in python3 /usr/bin/python3; do "$p" -c "import h5py" 2>/dev/null && { echo "$p"; break; }; done)
+if [[ -n $PY ]]; then
+  cp -r "$DIR/run" "$DIR/run_w1" && cp -r "$DIR/run" "$DIR/run_w2"
+  "$PY" -c "import h5py,sys; f=h5py.File(sys.argv[1],'r+'); d=f['model'][sorted(f['model'])[0]]; d[...]=d[()]+0.5" \
+    "$DIR/run_w2/checkpoint.h5"
+  expect weights "ranks disagree on the weights read from" -- \
+    "$MPIEXEC" -n 1 "${T[@]}" --out "$DIR/run_w1" : -n 1 "${T[@]}" --out "$DIR/run_w2"
+else
+  echo "skipped (weights): no h5py for python3"
+fi
 mkdir -p "$DIR/a" "$DIR/b"
 cp "$DIR/ni.h5" "$DIR/a/data.h5"
 "$MRMF" datagen neuron-inverter --out "$DIR/b/data.h5" --train 64 --val 64 --test 200 --time-bins 64 --seed 4 \

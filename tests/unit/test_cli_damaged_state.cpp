@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "support/cli_runner.h"
@@ -74,7 +75,49 @@ std::string weights_as_uint8(const std::string& path) {
   return "model/" + name;
 }
 
+// Writes root string attribute `name` of `path` anew (fixed-length).
+void set_root_string(const std::string& path, const char* name, const std::string& v) {
+  const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  REQUIRE(f >= 0);
+  REQUIRE(H5Adelete(f, name) >= 0);
+  const hid_t t = H5Tcopy(H5T_C_S1);
+  H5Tset_size(t, v.size() + 1);
+  const hid_t sp = H5Screate(H5S_SCALAR);
+  const hid_t a = H5Acreate2(f, name, t, sp, H5P_DEFAULT, H5P_DEFAULT);
+  REQUIRE(H5Awrite(a, t, v.c_str()) >= 0);
+  H5Aclose(a);
+  H5Sclose(sp);
+  H5Tclose(t);
+  H5Fclose(f);
+}
+
 }  // namespace
+
+TEST_CASE("cli: eval reads a checkpoint's input_layout in each of its spellings", "[cli]") {
+  // scripts/torch_state_dict.py stores "reinterpret_view" as given: eval
+  // took every value but "view" for transpose (session 57's review).
+  SKIP_WITHOUT_BINARY();
+  Scratch s;
+  const std::string data = (s.dir / "ni.h5").string();
+  make_tiny_ni(data, " --train 64 --val 32 --test 32 --time-bins 64 --seed 6");
+  const std::string cfg = write_config(s.dir, data), out = (s.dir / "run").string();
+  REQUIRE(
+      run("train --config " + cfg + " --out " + out + " --set stop.max_epochs=1 --set data.layout=reinterpret").code ==
+      0);
+  const std::string ck = out + "/checkpoint.h5",
+                    eval = "eval --data " + data + " --split test --json --checkpoint " + ck;
+  const Result view = run_stdout(eval);
+  REQUIRE(view.code == 0);
+  // (write_config's model options, input_layout spelled the other way.)
+  set_root_string(ck, "model_options",
+                  "conv_channels=8,16,16\nfc=32,32\ninput_layout=reinterpret_view\nkernel=3\npool=2\n");
+  const Result spelled = run_stdout(eval);
+  INFO(spelled.out);
+  REQUIRE(spelled.code == 0);
+  CHECK(nlohmann::json::parse(spelled.out)["mse"] == nlohmann::json::parse(view.out)["mse"]);
+  CHECK(run(eval + " --set data.layout=reinterpret").code == 0);
+  CHECK(run(eval + " --set data.layout=transpose").code == 2);
+}
 
 TEST_CASE("cli: damaged checkpoint counts and types are refused by name", "[cli]") {
   SKIP_WITHOUT_BINARY();
@@ -90,7 +133,8 @@ TEST_CASE("cli: damaged checkpoint counts and types are refused by name", "[cli]
   // Labels the model does not predict: named as the key, before training.
   r = run("train --config " + cfg + " --out " + (s.dir / "o5").string() + " --set model.options.outputs=5");
   CHECK(r.code == 2);
-  CHECK_THAT(r.out, Catch::Contains("'model.options.outputs' (5) differs from the 19 labels per sample"));
+  CHECK_THAT(r.out, Catch::Contains("the model predicts 5 values (config key 'model.options.outputs') but the data "
+                                    "have 19 labels per sample"));
 
   const std::string ck = out + "/checkpoint.h5", copy = (s.dir / "ck.h5").string();
   const std::string eval = "eval --data " + data + " --split test --checkpoint " + copy;

@@ -144,7 +144,10 @@ TEST_CASE("config: bad input names the key before any compute", "[config]") {
   fails_with("train: {batch_size: 8}\n---\nstop: {}\n---\nx: 1\n---\ny: 2\n", {}, "3 or more YAML documents");
   // ... and per-channel factors without the transform that applies them
   // were silently ignored; a 0 factor erased its channel.
-  fails_with("", {"data.scale=[1, 2]"}, "data.transform is 'none', so they would be ignored");
+  // (A user's configuration only: one stored in an older checkpoint still parses.)
+  CHECK_THROWS_WITH(check_user_config(parse_run_config("", {"data.scale=[1, 2]"})),
+                    Catch::Contains("data.transform is 'none', so they would be ignored"));
+  CHECK(parse_run_config("", {"data.scale=[1, 2]"}).data.scale.size() == 2);
   fails_with("", {"data.transform=scale", "data.scale=[1, 0]"}, "'data.scale[1]': 0 erases channel 1");
   // ... and infinite or oversized values are refused.
   fails_with("", {"stop.plateau_threshold=.inf", "stop.plateau_patience=1"},

@@ -191,6 +191,39 @@ TEST_CASE("h5 storage: a virtual dataset's missing source or unmapped part is re
   CHECK_THAT(open_error(via), Contains("its virtual mapping 0") && Contains("it was never written"));
 }
 
+TEST_CASE("h5 storage: a virtual dataset behind an external link resolves from its own file", "[data][h5]") {
+  // view/view.h5 links to ../other/vds.h5, whose virtual dataset maps the
+  // relative "src.h5" beside it: the check looked for view/src.h5 and
+  // refused a file HDF5 reads (a review's case, session 57).
+  test::TempDir dir("mrmf_h5st");
+  fs::create_directories(dir.dir / "other");
+  fs::create_directories(dir.dir / "view");
+  {
+    H5File s = H5File::create((dir.dir / "other" / "src.h5").string());
+    s.write("x", iota({4, 3}, DType::F32, 1.f));
+    s.close();
+  }
+  const std::string vds = (dir.dir / "other" / "vds.h5").string(), view = (dir.dir / "view" / "view.h5").string();
+  {
+    const hid_t f = H5Fcreate(vds.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    const hsize_t dims[2] = {4, 3};
+    const hid_t space = H5Screate_simple(2, dims, nullptr);
+    const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    REQUIRE(H5Pset_virtual(dcpl, space, "src.h5", "x", space) >= 0);
+    H5Dclose(H5Dcreate2(f, "v", H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    H5Fclose(f);
+    const hid_t g = H5Fcreate(view.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    REQUIRE(H5Lcreate_external("../other/vds.h5", "v", g, "v", H5P_DEFAULT, H5P_DEFAULT) >= 0);
+    H5Fclose(g);
+  }
+  const H5File f = H5File::open_read(view);
+  CHECK_FALSE(f.unstored_part("v").has_value());
+  const Tensor t = f.read("v", DType::F32);
+  CHECK(t.data<float>()[11] == Approx(11.f));
+}
+
 TEST_CASE("h5 storage: bfloat16 frames read as float32 exactly and IEEE half of either byte order as float16",
           "[data][h5]") {
   test::TempDir dir("mrmf_h5st");
