@@ -11,9 +11,11 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "core/output_paths.h"
 #include "data/formats.h"
 #include "data/h5file.h"
+#include "data/loader_sources.h"
 
 namespace fs = std::filesystem;
 
@@ -226,19 +228,25 @@ DownsampleSummary downsample_cosmoflow_dir(const std::string& in_dir, const std:
   const fs::path inr = fs::weakly_canonical(inp), outr = fs::weakly_canonical(outp);
   MRMF_CHECK_KIND(Usage, !inside(outr, inr) && !inside(inr, outr), "--out ", out_dir, " and --in ", in_dir,
                   " must not lie one inside the other (write the coarse copy beside the input folder)");
-  // Every *.h5 below the input folder, sorted.
+  // The files a loader reads (train/, val/, test/, or the folder itself),
+  // sorted. Every *.h5 below the folder used to be copied: a subfolder of
+  // link targets, of older runs' files, was refused or copied for nothing.
+  std::vector<std::string> ignored;
   std::vector<fs::path> rel;
-  for (const auto& e : fs::recursive_directory_iterator(inp)) {
+  for (const auto& r : detail::cosmo_folder_files(inp.string(), &ignored)) {
+    const fs::path p = inp / r;
     std::error_code le;
     // A dangling link was skipped without a word (the copy then lacked a
     // file the loader, which names it, would have refused).
-    MRMF_CHECK_KIND(Data, !(e.is_symlink(le) && e.path().extension() == ".h5" && !fs::exists(e.path(), le)),
-                    e.path().string(), " is a link to ", fs::read_symlink(e.path(), le).string(),
-                    ", which does not exist");
-    if (!e.is_regular_file() || e.path().extension() != ".h5") continue;
-    rel.push_back(fs::relative(e.path(), inp));
+    MRMF_CHECK_KIND(Data, !(fs::is_symlink(p, le) && !fs::exists(p, le)), p.string(), " is a link to ",
+                    fs::read_symlink(p, le).string(), ", which does not exist");
+    if (fs::is_regular_file(p, le)) rel.push_back(r);
   }
-  std::sort(rel.begin(), rel.end());
+  if (!ignored.empty())
+    log::info(
+        "downsample: {} .h5 file(s) under {} are read by no split ({}{}): not copied. A CosmoFlow folder's splits "
+        "are train/, val/ and test/, or the files directly in it when it has none of these",
+        ignored.size(), in_dir, ignored[0], ignored.size() > 1 ? ", ..." : "");
   for (const auto& r : rel)  // files read through HDF5 links: --force would remove or replace them
     for (const auto& behind : files_behind((inp / r).string()))
       MRMF_CHECK_KIND(Usage, !same_file(behind, out_dir) && !inside(fs::weakly_canonical(behind), outr), "--out ",
@@ -289,12 +297,16 @@ DownsampleSummary downsample_cosmoflow_dir(const std::string& in_dir, const std:
   // removed once the new files are in place.
   std::vector<fs::path> others;
   {
+    // Those in the folders the new files go to: the ones a loader reads with them.
     const std::set<fs::path> ours(rel.begin(), rel.end());
+    std::set<fs::path> dirs;
+    for (const auto& r : rel) dirs.insert(outp / r.parent_path());
     std::error_code ec;
-    if (fs::is_directory(outp, ec))
-      for (const auto& e : fs::recursive_directory_iterator(outp, ec))
-        if (e.path().extension() == ".h5" && !fs::is_directory(e.path()) && !ours.count(fs::relative(e.path(), outp)))
-          others.push_back(e.path());
+    for (const auto& d : dirs)
+      if (fs::is_directory(d, ec))
+        for (const auto& e : fs::directory_iterator(d, ec))
+          if (e.path().extension() == ".h5" && !fs::is_directory(e.path()) && !ours.count(fs::relative(e.path(), outp)))
+            others.push_back(e.path());
     std::sort(others.begin(), others.end());
     MRMF_CHECK_KIND(Usage, others.empty() || opts.force, out_dir, " already holds ", others.size(),
                     " .h5 file(s) that ", in_dir, " has no counterpart of (",

@@ -119,6 +119,8 @@ std::string innermost_error() {
   std::string text;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost_cb, &text);
   H5Eclear2(H5E_DEFAULT);
+  if (text.find("checksum") != std::string::npos)  // HDF5's words for a changed byte
+    text += ": the file is damaged (its bytes no longer match the checksum written with them)";
   return text.empty() ? std::string("HDF5 call failed") : text;
 }
 
@@ -235,9 +237,13 @@ H5File H5File::open_read(const std::string& path) {
   return f;
 }
 
-H5File H5File::create(const std::string& path) {
+H5File H5File::create(const std::string& path, bool checksummed) {
   hdf5_quiet();
-  const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  H5PlistId fapl(MRMF_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)));
+  // The default (earliest) format has no metadata checksums: a damaged
+  // attribute reads as another value or crashes the library.
+  if (checksummed) MRMF_H5_CHECK(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18));
+  const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
   if (id < 0) {
     const std::string why = innermost_error();
     MRMF_THROW(Data, path, ": cannot create HDF5 file (", why, ")");
@@ -412,10 +418,16 @@ void H5File::create_dataset(const std::string& dataset, const std::vector<int64_
   H5PlistId dcpl(MRMF_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
   MRMF_CHECK_KIND(Usage, opts.chunk.empty() || opts.chunk_rows == 0, "dataset '", dataset,
                   "': a chunk shape and chunk_rows given together (one or the other)");
-  if (!opts.chunk.empty() || (opts.chunk_rows > 0 && !dims.empty() && dims[0] > 0)) {
+  const bool whole_chunk = opts.checksum && opts.chunk.empty() && opts.chunk_rows == 0 && !dims.empty() &&
+                           std::all_of(dims.begin(), dims.end(), [](hsize_t x) { return x > 0; });
+  MRMF_CHECK_KIND(Usage, !opts.checksum || whole_chunk || !opts.chunk.empty() || opts.chunk_rows > 0, "dataset '",
+                  dataset, "' ", shape_str(shape),
+                  ": a checksum needs a chunked layout (a scalar or empty dataset "
+                  "has none)");
+  if (whole_chunk || !opts.chunk.empty() || (opts.chunk_rows > 0 && !dims.empty() && dims[0] > 0)) {
     std::vector<hsize_t> chunk = dims;
     if (opts.chunk.empty()) {
-      chunk[0] = std::min<hsize_t>(static_cast<hsize_t>(opts.chunk_rows), dims[0]);
+      if (!whole_chunk) chunk[0] = std::min<hsize_t>(static_cast<hsize_t>(opts.chunk_rows), dims[0]);
     } else {
       MRMF_CHECK_KIND(Usage, opts.chunk.size() == dims.size(), "chunk shape ", shape_str(opts.chunk), " for dataset '",
                       dataset, "' ", shape_str(shape), ": one entry per axis expected");
@@ -429,6 +441,8 @@ void H5File::create_dataset(const std::string& dataset, const std::vector<int64_
     MRMF_H5_CHECK(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()));
     if (opts.shuffle) MRMF_H5_CHECK(H5Pset_shuffle(dcpl.get()));
     if (opts.deflate > 0) MRMF_H5_CHECK(H5Pset_deflate(dcpl.get(), static_cast<unsigned>(opts.deflate)));
+    // Last: the checksum covers the bytes as stored.
+    if (opts.checksum) MRMF_H5_CHECK(H5Pset_fletcher32(dcpl.get()));
   } else {
     MRMF_CHECK_KIND(Usage, opts.deflate == 0 && !opts.shuffle,
                     "compression and shuffling need a chunked dataset (chunk_rows > 0 or a chunk shape)");
@@ -486,8 +500,13 @@ void H5File::write_string(const std::string& dataset, const std::string& value, 
   MRMF_CHECK(file_, "H5File: file is not open");
   H5TypeId type = utf8_type(variable_length, value);
   H5SpaceId space(MRMF_H5_CHECK(H5Screate(H5S_SCALAR)));
+  // A fixed-length string that fits is stored compact, inside the object
+  // header: where the file's headers carry checksums (create(path, true)),
+  // so does the text.
+  H5PlistId dcpl(MRMF_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
+  if (!variable_length && value.size() < 32768) MRMF_H5_CHECK(H5Pset_layout(dcpl.get(), H5D_COMPACT));
   H5DatasetId d(MRMF_H5_CHECK(
-      H5Dcreate2(file_.get(), dataset.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
+      H5Dcreate2(file_.get(), dataset.c_str(), type.get(), space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT)));
   const char* p = value.c_str();
   MRMF_H5_CHECK(
       H5Dwrite(d.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, variable_length ? static_cast<const void*>(&p) : p));

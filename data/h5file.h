@@ -132,6 +132,9 @@ struct WriteOptions {
   // The whole chunk shape, one entry per axis (h5py's chunks=), instead of
   // chunk_rows' rows spanning the other axes (not both).
   std::vector<int64_t> chunk = {};  // (an initializer: no -Wmissing-field-initializers for WriteOptions{k, z})
+  // HDF5's Fletcher-32 filter: a checksum per chunk, checked by every read
+  // (a mismatch fails the read). Chunked as a whole when no chunking is given.
+  bool checksum = false;
 };
 
 class H5File {
@@ -139,8 +142,12 @@ class H5File {
   // Read-only open. A missing, non-HDF5, corrupt or truncated file is an
   // Error of kind Data whose message names the path.
   static H5File open_read(const std::string& path);
-  // Creates (truncates) a file for writing.
-  static H5File create(const std::string& path);
+  // Creates (truncates) a file for writing. `checksummed`: the file format
+  // of HDF5 1.8 (readable by 1.8 and later), whose superblock, object
+  // headers (attributes included) and indexes carry checksums that every
+  // read verifies -- with WriteOptions::checksum on the datasets, no byte
+  // of the file can change unnoticed.
+  static H5File create(const std::string& path, bool checksummed = false);
 
   H5File() = default;
   H5File(H5File&&) noexcept = default;

@@ -92,7 +92,9 @@ namespace {
 // The *.h5 entries of a folder, sorted as glob() sorts them (hidden ones
 // left out; a dangling link kept, so that opening it names it). Listed, not
 // globbed: a folder name with '[', '*' or ',' in it is a name, not a pattern.
-std::vector<std::string> h5_files_in(const fs::path& dir) {
+// The *.h5 files directly in `dir` that a loader reads (hidden names are
+// not: editors' and tools' temporaries), sorted; possibly none.
+std::vector<std::string> listed_h5_files(const fs::path& dir) {
   std::vector<std::string> out;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
@@ -101,12 +103,41 @@ std::vector<std::string> h5_files_in(const fs::path& dir) {
     out.push_back(e.path().string());
   }
   MRMF_CHECK_KIND(Data, !ec, "cannot list ", dir.string(), ": ", ec.message());
-  MRMF_CHECK_KIND(Data, !out.empty(), "no *.h5 files in ", dir.string());
   std::sort(out.begin(), out.end());
   return out;
 }
 
+std::vector<std::string> h5_files_in(const fs::path& dir) {
+  std::vector<std::string> out = listed_h5_files(dir);
+  MRMF_CHECK_KIND(Data, !out.empty(), "no *.h5 files in ", dir.string());
+  return out;
+}
+
 }  // namespace
+
+std::vector<std::string> cosmo_folder_files(const std::string& root, std::vector<std::string>* ignored) {
+  const fs::path r(root);
+  std::vector<fs::path> dirs;
+  for (Split s : kAllSplits)
+    if (fs::is_directory(r / split_name(s))) dirs.push_back(r / split_name(s));
+  if (dirs.empty()) dirs.push_back(r);
+  std::vector<std::string> out;
+  for (const auto& d : dirs)
+    for (const auto& p : listed_h5_files(d)) out.push_back(fs::path(p).lexically_relative(r).string());
+  std::sort(out.begin(), out.end());
+  if (ignored) {
+    ignored->clear();
+    const std::set<std::string> taken(out.begin(), out.end());
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(r, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
+      const std::string rel = it->path().lexically_relative(r).string();
+      if (it->path().extension() == ".h5" && !it->is_directory(ec) && !taken.count(rel)) ignored->push_back(rel);
+    }
+    std::sort(ignored->begin(), ignored->end());
+  }
+  return out;
+}
 
 std::vector<std::string> cosmo_paths(const DataSpec& spec) {
   const std::string split = split_name(spec.split);

@@ -72,4 +72,12 @@ void check_source(const DataSpec& spec, const LoaderOptions& o);
 // The files of a CosmoFlow split: <path>/<split>/*.h5, <path>/*.h5, a glob or a list.
 std::vector<std::string> cosmo_paths(const DataSpec& spec);
 
+// Every file a loader reads from CosmoFlow folder `root`, over all splits,
+// as paths relative to it, sorted: the *.h5 files (not hidden) directly in
+// train/, val/ and test/ where any of these exists, else those directly in
+// `root`. What `mrmf downsample` copies: files elsewhere (other subfolders)
+// are read by no split. `*ignored` (may be null) receives the other *.h5
+// files below `root`.
+std::vector<std::string> cosmo_folder_files(const std::string& root, std::vector<std::string>* ignored = nullptr);
+
 }  // namespace mrmf::data::detail

@@ -58,8 +58,12 @@ void make_group(H5File& f, const std::string& path) {
 template <class T>
 void write_scalar(H5File& f, const std::string& path, T v) {
   data::H5SpaceId space(MRMF_H5_CHECK(H5Screate(H5S_SCALAR)));
-  const hid_t id = H5Dcreate2(f.id(), path.c_str(), H5Types<T>::file(), space.get(), H5P_DEFAULT, H5P_DEFAULT,
-                              H5P_DEFAULT);
+  // Compact: the value lies in the object header, which the checkpoint's
+  // file format checksums (a scalar cannot be chunked for Fletcher-32).
+  data::H5PlistId dcpl(MRMF_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
+  MRMF_H5_CHECK(H5Pset_layout(dcpl.get(), H5D_COMPACT));
+  const hid_t id =
+      H5Dcreate2(f.id(), path.c_str(), H5Types<T>::file(), space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT);
   MRMF_CHECK_KIND(Data, id >= 0, f.path(), ": cannot create scalar dataset '", path, "'");
   data::H5DatasetId d(id);
   MRMF_CHECK_KIND(Data, H5Dwrite(d.get(), H5Types<T>::mem(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &v) >= 0, f.path(),
@@ -163,6 +167,14 @@ void fsync_path(const std::string& p, bool directory) {
   MRMF_CHECK_KIND(Data, rc == 0 || directory, "fsync(", p, ") failed: ", std::strerror(err));
 }
 
+// Every tensor of a checkpoint carries a Fletcher-32 checksum, so that a
+// damaged weight is an error on reading, not a silently different model.
+data::WriteOptions checksummed() {
+  data::WriteOptions w;
+  w.checksum = true;
+  return w;
+}
+
 // Writes a tensor entry in its PyTorch form.
 void write_entry(H5File& f, const std::string& ds, const ParamInfo& p, const Tensor& host) {
   if (is_counter(p)) {
@@ -171,7 +183,7 @@ void write_entry(H5File& f, const std::string& ds, const ParamInfo& p, const Ten
   } else if (p.shape.ndim() == 0) {
     write_scalar<float>(f, ds, host.data<float>()[0]);
   } else {
-    f.write(ds, host);
+    f.write(ds, host, checksummed());
   }
 }
 
@@ -299,7 +311,7 @@ void write_optimizer(H5File& f, const Optimizer& opt, const ParamStore& store, S
     for (size_t i = 0; i < store.entries().size(); ++i) {
       const ParamInfo& p = store.entries()[i];
       if (p.kind != ParamKind::Param) continue;
-      f.write(grp + "/" + p.name, to_host(opt.state_of(st.first, static_cast<ParamId>(i)), s));
+      f.write(grp + "/" + p.name, to_host(opt.state_of(st.first, static_cast<ParamId>(i)), s), checksummed());
     }
     if (done) done(grp);
   }
@@ -346,7 +358,7 @@ void save_checkpoint(const std::string& path, const ModelSpec& spec_in, const Mo
   // Declared first so it is destroyed last: the file is closed before an
   // uncommitted temporary is removed.
   data::AtomicOutput out(path);
-  H5File f = H5File::create(out.temp_path());
+  H5File f = H5File::create(out.temp_path(), /*checksummed=*/true);
 
   f.write_string_attribute("/", "format", kFormat);
   f.write_string_attribute("/", "format_version", kVersion);
@@ -386,7 +398,7 @@ void save_checkpoint(const std::string& path, const ModelSpec& spec_in, const Mo
     MRMF_CHECK(options.rank_buffers.ndim() == 2 && options.rank_buffers.size(1) == store.buffers().numel(),
                "save_checkpoint: rank_buffers ", options.rank_buffers.str(), " for ", store.buffers().numel(),
                " buffer values");
-    f.write("rank_buffers", options.rank_buffers);
+    f.write("rank_buffers", options.rank_buffers, checksummed());
     done("rank_buffers");
   }
   write_scalar<int64_t>(f, "epoch", ts.epoch);

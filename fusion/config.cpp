@@ -14,6 +14,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/hash.h"
+#include "core/log.h"
 #include "data/loader.h"
 
 namespace mrmf {
@@ -594,7 +595,30 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::vector<std::
   resolve_ni_layout(cfg);
   validate(cfg);
   cfg.text = emit(cfg);
+  for (const auto& kv : seen) cfg.given.push_back(kv.first);
   return cfg;
+}
+
+std::vector<std::string> unused_settings(const RunConfig& c) {
+  const std::string& opt = c.optimizer.name;
+  const std::string& sch = c.schedule.type;
+  // Key -> whether the configuration's choice reads it, and whose choice it is.
+  const auto used = [&](const std::string& key) -> std::pair<bool, std::string> {
+    if (key == "optimizer.beta1" || key == "optimizer.beta2" || key == "optimizer.eps") return {opt != "sgd", opt};
+    if (key == "optimizer.momentum" || key == "optimizer.nesterov") return {opt == "sgd", opt};
+    if (key.rfind("schedule.plateau_", 0) == 0) return {sch == "plateau", "schedule " + sch};
+    if (key == "schedule.boundaries" || key == "schedule.values") return {sch == "piecewise", "schedule " + sch};
+    if (key == "schedule.decay_steps" || key == "schedule.end_lr")
+      return {sch == "cosine" || sch == "polynomial", "schedule " + sch};
+    if (key == "schedule.power") return {sch == "polynomial", "schedule " + sch};
+    return {true, ""};
+  };
+  std::vector<std::string> out;
+  for (const auto& key : c.given) {
+    const auto [yes, who] = used(key);
+    if (!yes) out.push_back(key + ": " + who + " does not use it");
+  }
+  return out;
 }
 
 void check_user_config(const RunConfig& c) {
@@ -604,6 +628,12 @@ void check_user_config(const RunConfig& c) {
   MRMF_CHECK_KIND(Config, c.data.scale.empty() || c.data.transform == "scale",
                   "config key 'data.scale': per-channel factors are given but data.transform is '", c.data.transform,
                   "', so they would be ignored; set data.transform=scale, or drop data.scale");
+  const auto unused = unused_settings(c);
+  if (!unused.empty()) {
+    std::string list;
+    for (const auto& u : unused) list += "\n  " + u;
+    log::info("configuration keys set but not read by the chosen optimizer or learning-rate schedule:{}", list);
+  }
 }
 
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {

@@ -129,6 +129,9 @@ struct RunConfig {
   StopConfig stop;
   RuntimeConfig runtime;
   std::string text;  // the effective configuration as YAML (for checkpoints and summaries)
+  // The keys the YAML text and the overrides set (canonical spelling,
+  // sorted); not part of `text`: a key set to its default is the same run.
+  std::vector<std::string> given;
   uint64_t hash() const;  // FNV-1a of `text`: ranks must agree on it
 };
 
@@ -138,6 +141,11 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
 // Rules for configurations a user gives (load_run_config, experiment
 // files), not for those stored in checkpoints by earlier versions.
 void check_user_config(const RunConfig& c);
+// The given keys that the chosen optimizer or schedule does not read, each
+// with why ("optimizer.momentum: adam does not use it"). Not errors: an
+// experiment's base may set both optimizers' keys for its rungs to choose
+// from; check_user_config says them as a notice.
+std::vector<std::string> unused_settings(const RunConfig& c);
 // Same from YAML text (tests, experiments that embed run configs).
 RunConfig parse_run_config(const std::string& yaml_text, const std::vector<std::string>& overrides,
                            const std::string& origin = "<string>");

@@ -184,3 +184,25 @@ TEST_CASE("config: train.epochs is stop.max_epochs, and the Neuron Inverter layo
         "reinterpret");
   CHECK(parse_run_config(v.text, {}).text == v.text);
 }
+
+TEST_CASE("config: keys the chosen optimizer or schedule does not read are listed", "[config]") {
+  // Accepted (an experiment's base may carry both optimizers' keys), but
+  // said: `optimizer.momentum` under Adam, or a schedule's keys under
+  // another schedule, used to change nothing without a word.
+  CHECK(unused_settings(parse_run_config("", {})).empty());
+  CHECK(unused_settings(parse_run_config("optimizer: {name: adam, beta1: 0.8, lr: 1e-3}", {})).empty());
+  const RunConfig a = parse_run_config("optimizer: {name: adam, momentum: 0.5}",
+                                       {"schedule.decay_steps=100", "schedule.plateau_factor=0.5"});
+  CHECK(unused_settings(a) == std::vector<std::string>{"optimizer.momentum: adam does not use it",
+                                                       "schedule.decay_steps: schedule constant does not use it",
+                                                       "schedule.plateau_factor: schedule constant does not use it"});
+  const RunConfig s = parse_run_config(
+      "optimizer: {name: sgd, momentum: 0.5, eps: 1e-6}\n"
+      "schedule: {type: cosine, decay_steps: 10, power: 2}",
+      {});
+  CHECK(unused_settings(s) == std::vector<std::string>{"optimizer.eps: sgd does not use it",
+                                                       "schedule.power: schedule cosine does not use it"});
+  CHECK(unused_settings(parse_run_config("schedule: {type: polynomial, decay_steps: 10, power: 2}", {})).empty());
+  // The effective text names every key: only what was given counts.
+  CHECK(unused_settings(parse_run_config("", {"optimizer.name=sgd"})).empty());
+}

@@ -3,6 +3,7 @@
 // behaviour and the messages of bad requests.
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
@@ -465,4 +466,36 @@ TEST_CASE("downsample: folders nested in each other, float64 labels, damaged ext
   o.factor = 2;
   CHECK_THAT(err([&] { downsample_dataset(d / "huge.h5", d / "huge_out.h5", o); }),
              Catch::Contains("huge.h5") && Catch::Contains("'train_frames'") && Catch::Contains("too large"));
+}
+
+TEST_CASE("downsample: copies the files a loader reads, not every .h5 below the folder", "[downsample]") {
+  // Every *.h5 below the folder was copied: a subfolder of older files of
+  // another cube size made the whole copy refused, hidden temporaries were
+  // copied, and a file in --out that no split reads blocked the copy.
+  Tmp d;
+  const Tensor lab = Tensor::full({2, 4}, 0.5f);
+  const auto cube = [](int64_t a) { return from_float32(Tensor::full({2, a, a, a, 4}, 2.f), DType::U16); };
+  for (const char* f : {"cf/train", "cf/val", "cf/old", "out/misc"}) fs::create_directories(d.dir / f);
+  write_cosmoflow_file(d / "cf/train/a.h5", cube(4), lab);
+  write_cosmoflow_file(d / "cf/val/a.h5", cube(4), lab);
+  write_cosmoflow_file(d / "cf/train/.partial.h5", cube(8), lab);
+  write_cosmoflow_file(d / "cf/old/a.h5", cube(8), lab);
+  write_cosmoflow_file(d / "cf/stray.h5", cube(8), lab);  // beside split folders: no split's
+  write_cosmoflow_file(d / "out/misc/z.h5", cube(8), lab);
+  DownsampleOptions o;
+  o.axes = "x,y,z";
+  REQUIRE(downsample_dataset(d / "cf", d / "out", o).files == 2);
+  std::vector<std::string> written;
+  for (const auto& e : fs::recursive_directory_iterator(d.dir / "out"))
+    if (e.is_regular_file()) written.push_back(fs::relative(e.path(), d.dir / "out").string());
+  std::sort(written.begin(), written.end());
+  CHECK(written == std::vector<std::string>{"misc/z.h5", "train/a.h5", "val/a.h5"});
+  CHECK(H5File::open_read(d / "out/train/a.h5").shape("3Dmap") == std::vector<int64_t>{2, 2, 2, 2, 4});
+  // A flat folder: the files directly in it, not those of its subfolders.
+  fs::create_directories(d.dir / "flat/sub");
+  write_cosmoflow_file(d / "flat/a.h5", cube(4), lab);
+  write_cosmoflow_file(d / "flat/sub/b.h5", cube(8), lab);
+  REQUIRE(downsample_dataset(d / "flat", d / "flat_half", o).files == 1);
+  CHECK(fs::exists(d / "flat_half/a.h5"));
+  CHECK_FALSE(fs::exists(d / "flat_half/sub"));
 }
