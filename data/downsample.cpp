@@ -240,7 +240,10 @@ DownsampleSummary downsample_cosmoflow_dir(const std::string& in_dir, const std:
     // file the loader, which names it, would have refused).
     MRMF_CHECK_KIND(Data, !(fs::is_symlink(p, le) && !fs::exists(p, le)), p.string(), " is a link to ",
                     fs::read_symlink(p, le).string(), ", which does not exist");
-    if (fs::is_regular_file(p, le)) rel.push_back(r);
+    MRMF_CHECK_KIND(Data, fs::is_regular_file(p, le), p.string(),
+                    " is not a regular file (a FIFO, socket or "
+                    "device), expected a CosmoFlow HDF5 file");
+    rel.push_back(r);
   }
   if (!ignored.empty())
     log::info(
@@ -297,16 +300,24 @@ DownsampleSummary downsample_cosmoflow_dir(const std::string& in_dir, const std:
   // removed once the new files are in place.
   std::vector<fs::path> others;
   {
-    // Those in the folders the new files go to: the ones a loader reads with them.
-    const std::set<fs::path> ours(rel.begin(), rel.end());
-    std::set<fs::path> dirs;
-    for (const auto& r : rel) dirs.insert(outp / r.parent_path());
+    // What a loader reads from --out once the new files are in: its split
+    // folders where it has any (the new files then go into them), else the
+    // files directly in it. (Listing only the folders the new files go to
+    // missed a stale test/ beside new train/ and val/; paths are compared
+    // as written: fs::relative resolved a linked split folder, and --force
+    // removed the files it had just written.)
     std::error_code ec;
-    for (const auto& d : dirs)
-      if (fs::is_directory(d, ec))
-        for (const auto& e : fs::directory_iterator(d, ec))
-          if (e.path().extension() == ".h5" && !fs::is_directory(e.path()) && !ours.count(fs::relative(e.path(), outp)))
-            others.push_back(e.path());
+    const bool in_splits = std::any_of(rel.begin(), rel.end(), [](const fs::path& r) { return r.has_parent_path(); });
+    bool out_splits = false;
+    for (Split sp : kAllSplits) out_splits = out_splits || fs::is_directory(outp / split_name(sp), ec);
+    MRMF_CHECK_KIND(Usage, in_splits || !out_splits, "--out ", out_dir,
+                    " has split folders (train/, val/ or test/): "
+                    "a loader would read those, not the new files written directly in it; choose another --out");
+    if (in_splits == out_splits && fs::is_directory(outp, ec)) {
+      const std::set<fs::path> ours(rel.begin(), rel.end());
+      for (const auto& r : detail::cosmo_folder_files(outp.string()))
+        if (!ours.count(fs::path(r))) others.push_back(outp / r);
+    }
     std::sort(others.begin(), others.end());
     MRMF_CHECK_KIND(Usage, others.empty() || opts.force, out_dir, " already holds ", others.size(),
                     " .h5 file(s) that ", in_dir, " has no counterpart of (",
@@ -366,8 +377,14 @@ DownsampleSummary downsample_cosmoflow_dir(const std::string& in_dir, const std:
   }
   if (opts.ranks > 1) opts.barrier();  // a rank that failed never gets here (its error aborts the job)
   for (auto& a : pending) a->commit();
-  if (opts.rank == 0)
+  if (opts.rank == 0) {
     for (const auto& p : others) fs::remove(p);
+    // A split folder that held only others' files (an earlier data set's
+    // test/) goes too: an empty one fails that split's loader.
+    std::error_code ec;
+    for (const auto& p : others)
+      if (p.parent_path() != outp && fs::is_empty(p.parent_path(), ec)) fs::remove(p.parent_path(), ec);
+  }
   sum.samples = mine;
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return sum;

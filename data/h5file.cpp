@@ -109,21 +109,6 @@ std::string h5_type_name(hid_t type) {
   }
 }
 
-// The most specific message on HDF5's error stack (e.g. "truncated file: eof =
-// ..." rather than the API-level "unable to open file"), then clears the stack.
-herr_t innermost_cb(unsigned n, const H5E_error2_t* err, void* out) {
-  if (n == 0 && err && err->desc) *static_cast<std::string*>(out) = err->desc;
-  return 0;
-}
-std::string innermost_error() {
-  std::string text;
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost_cb, &text);
-  H5Eclear2(H5E_DEFAULT);
-  if (text.find("checksum") != std::string::npos)  // HDF5's words for a changed byte
-    text += ": the file is damaged (its bytes no longer match the checksum written with them)";
-  return text.empty() ? std::string("HDF5 call failed") : text;
-}
-
 // `where` ("file: dataset 'x'") names it in the error.
 std::vector<int64_t> space_dims(hid_t space, const std::string& where) {
   const int rank = MRMF_H5_CHECK(H5Sget_simple_extent_ndims(space));
@@ -170,7 +155,9 @@ std::string read_one_string(hid_t obj, bool is_attr, const std::string& where) {
   const size_t size = H5Tget_size(type.get());
   MRMF_H5_CHECK(H5Tset_size(mem.get(), size));
   std::string s(size, '\0');
-  MRMF_H5_CHECK(is_attr ? H5Aread(obj, mem.get(), s.data()) : H5Dread(obj, mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, s.data()));
+  const herr_t read =
+      is_attr ? H5Aread(obj, mem.get(), s.data()) : H5Dread(obj, mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, s.data());
+  MRMF_CHECK_KIND(Data, read >= 0, where, ": reading the string failed (", innermost_error(), ")");
   s.resize(std::strlen(s.c_str()));  // fixed-length strings are NUL- or space-padded
   while (!s.empty() && s.back() == ' ') s.pop_back();
   return s;
@@ -193,6 +180,8 @@ H5TypeId utf8_type(bool variable_length, const std::string& value) {
 }
 
 }  // namespace
+
+std::string innermost_error() { return detail::hdf5_error_text(); }
 
 hid_t h5_native_type(DType dtype) {
   switch (dtype) {
@@ -241,8 +230,12 @@ H5File H5File::create(const std::string& path, bool checksummed) {
   hdf5_quiet();
   H5PlistId fapl(MRMF_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)));
   // The default (earliest) format has no metadata checksums: a damaged
-  // attribute reads as another value or crashes the library.
-  if (checksummed) MRMF_H5_CHECK(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18));
+  // attribute reads as another value or crashes the library. Not 1.8's
+  // format: it indexes chunks with version-1 B-trees, which have no
+  // checksum, so a damaged index byte hid a chunk and its weights read as
+  // the fill value (zeros) with no error (session 58's review: 22 of a
+  // file's bytes). 1.10's single-chunk and fixed-array indexes have one.
+  if (checksummed) MRMF_H5_CHECK(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V110, H5F_LIBVER_V110));
   const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
   if (id < 0) {
     const std::string why = innermost_error();
@@ -271,8 +264,13 @@ void H5File::close() {
 bool H5File::exists(const std::string& dataset) const {
   MRMF_CHECK(file_, "H5File: file is not open");
   // H5Lexists fails on intermediate groups that do not exist; treat as absent.
+  // A damaged (checksum-failing) header on the way is not "absent": it is
+  // named, so that an optional entry's damage is not read as its absence.
   const htri_t r = H5Lexists(file_.get(), dataset.c_str(), H5P_DEFAULT);
-  if (r < 0) H5Eclear2(H5E_DEFAULT);
+  if (r < 0) {
+    const std::string why = innermost_error();
+    MRMF_CHECK_KIND(Data, why.find("checksum") == std::string::npos, path_, ": looking up '", dataset, "': ", why);
+  }
   return r > 0;
 }
 
@@ -418,16 +416,20 @@ void H5File::create_dataset(const std::string& dataset, const std::vector<int64_
   H5PlistId dcpl(MRMF_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
   MRMF_CHECK_KIND(Usage, opts.chunk.empty() || opts.chunk_rows == 0, "dataset '", dataset,
                   "': a chunk shape and chunk_rows given together (one or the other)");
+  // A checksum without a chunk shape: the whole dataset as one chunk, or
+  // rows of at most 1 GiB (HDF5 refuses chunks of 4 GiB). A scalar or an
+  // empty dataset has no bytes to check and stays contiguous.
   const bool whole_chunk = opts.checksum && opts.chunk.empty() && opts.chunk_rows == 0 && !dims.empty() &&
                            std::all_of(dims.begin(), dims.end(), [](hsize_t x) { return x > 0; });
-  MRMF_CHECK_KIND(Usage, !opts.checksum || whole_chunk || !opts.chunk.empty() || opts.chunk_rows > 0, "dataset '",
-                  dataset, "' ", shape_str(shape),
-                  ": a checksum needs a chunked layout (a scalar or empty dataset "
-                  "has none)");
+  const bool checksum = opts.checksum && (whole_chunk || !opts.chunk.empty() || opts.chunk_rows > 0);
   if (whole_chunk || !opts.chunk.empty() || (opts.chunk_rows > 0 && !dims.empty() && dims[0] > 0)) {
     std::vector<hsize_t> chunk = dims;
-    if (opts.chunk.empty()) {
-      if (!whole_chunk) chunk[0] = std::min<hsize_t>(static_cast<hsize_t>(opts.chunk_rows), dims[0]);
+    if (whole_chunk) {
+      hsize_t row_bytes = dtype_size(dt);
+      for (size_t i = 1; i < dims.size(); ++i) row_bytes *= dims[i];
+      chunk[0] = std::max<hsize_t>(1, std::min<hsize_t>(dims[0], (hsize_t{1} << 30) / row_bytes));
+    } else if (opts.chunk.empty()) {
+      chunk[0] = std::min<hsize_t>(static_cast<hsize_t>(opts.chunk_rows), dims[0]);
     } else {
       MRMF_CHECK_KIND(Usage, opts.chunk.size() == dims.size(), "chunk shape ", shape_str(opts.chunk), " for dataset '",
                       dataset, "' ", shape_str(shape), ": one entry per axis expected");
@@ -442,7 +444,7 @@ void H5File::create_dataset(const std::string& dataset, const std::vector<int64_
     if (opts.shuffle) MRMF_H5_CHECK(H5Pset_shuffle(dcpl.get()));
     if (opts.deflate > 0) MRMF_H5_CHECK(H5Pset_deflate(dcpl.get(), static_cast<unsigned>(opts.deflate)));
     // Last: the checksum covers the bytes as stored.
-    if (opts.checksum) MRMF_H5_CHECK(H5Pset_fletcher32(dcpl.get()));
+    if (checksum) MRMF_H5_CHECK(H5Pset_fletcher32(dcpl.get()));
   } else {
     MRMF_CHECK_KIND(Usage, opts.deflate == 0 && !opts.shuffle,
                     "compression and shuffling need a chunked dataset (chunk_rows > 0 or a chunk shape)");
@@ -503,8 +505,17 @@ void H5File::write_string(const std::string& dataset, const std::string& value, 
   // A fixed-length string that fits is stored compact, inside the object
   // header: where the file's headers carry checksums (create(path, true)),
   // so does the text.
+  // A longer one is the one element of a 1-d dataset, chunked with a
+  // Fletcher-32 checksum (read_one_string takes any one-element dataset).
   H5PlistId dcpl(MRMF_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
-  if (!variable_length && value.size() < 32768) MRMF_H5_CHECK(H5Pset_layout(dcpl.get(), H5D_COMPACT));
+  const bool compact = !variable_length && value.size() < 32768;
+  if (compact) MRMF_H5_CHECK(H5Pset_layout(dcpl.get(), H5D_COMPACT));
+  if (!variable_length && !compact) {
+    const hsize_t one = 1;
+    space = H5SpaceId(MRMF_H5_CHECK(H5Screate_simple(1, &one, nullptr)));
+    MRMF_H5_CHECK(H5Pset_chunk(dcpl.get(), 1, &one));
+    MRMF_H5_CHECK(H5Pset_fletcher32(dcpl.get()));
+  }
   H5DatasetId d(MRMF_H5_CHECK(
       H5Dcreate2(file_.get(), dataset.c_str(), type.get(), space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT)));
   const char* p = value.c_str();

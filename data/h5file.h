@@ -133,9 +133,16 @@ struct WriteOptions {
   // chunk_rows' rows spanning the other axes (not both).
   std::vector<int64_t> chunk = {};  // (an initializer: no -Wmissing-field-initializers for WriteOptions{k, z})
   // HDF5's Fletcher-32 filter: a checksum per chunk, checked by every read
-  // (a mismatch fails the read). Chunked as a whole when no chunking is given.
+  // (a mismatch fails the read). Without a chunk shape: one chunk, or rows
+  // of up to 1 GiB; none for a scalar or empty dataset (nothing to check).
   bool checksum = false;
 };
+
+// The most specific message on HDF5's error stack (e.g. "truncated file:
+// eof = ..." rather than the API-level "unable to open file"), which it
+// clears; where HDF5 reports a checksum mismatch, says the file is damaged
+// (detail::hdf5_error_text).
+std::string innermost_error();
 
 class H5File {
  public:
@@ -143,10 +150,11 @@ class H5File {
   // Error of kind Data whose message names the path.
   static H5File open_read(const std::string& path);
   // Creates (truncates) a file for writing. `checksummed`: the file format
-  // of HDF5 1.8 (readable by 1.8 and later), whose superblock, object
-  // headers (attributes included) and indexes carry checksums that every
-  // read verifies -- with WriteOptions::checksum on the datasets, no byte
-  // of the file can change unnoticed.
+  // of HDF5 1.10 (readable by 1.10 and later, h5py included), whose
+  // superblock, object headers (attributes, compact datasets) and chunk
+  // indexes carry checksums that every read verifies -- with
+  // WriteOptions::checksum on the other datasets, a changed byte is an
+  // error.
   static H5File create(const std::string& path, bool checksummed = false);
 
   H5File() = default;

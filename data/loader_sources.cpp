@@ -132,7 +132,8 @@ std::vector<std::string> cosmo_folder_files(const std::string& root, std::vector
     for (auto it = fs::recursive_directory_iterator(r, ec); !ec && it != fs::recursive_directory_iterator();
          it.increment(ec)) {
       const std::string rel = it->path().lexically_relative(r).string();
-      if (it->path().extension() == ".h5" && !it->is_directory(ec) && !taken.count(rel)) ignored->push_back(rel);
+      std::error_code de;  // (not `ec`: an entry that cannot be stat'ed must not end the walk)
+      if (it->path().extension() == ".h5" && !it->is_directory(de) && !taken.count(rel)) ignored->push_back(rel);
     }
     std::sort(ignored->begin(), ignored->end());
   }

@@ -75,14 +75,14 @@ template <class T>
 T read_scalar(const H5File& f, const std::string& path) {
   MRMF_CHECK_KIND(Data, f.exists(path), f.path(), ": '", path, "' not found");
   const hid_t id = H5Dopen2(f.id(), path.c_str(), H5P_DEFAULT);
-  MRMF_CHECK_KIND(Data, id >= 0, f.path(), ": cannot open '", path, "'");
+  MRMF_CHECK_KIND(Data, id >= 0, f.path(), ": cannot open '", path, "' (", data::innermost_error(), ")");
   data::H5DatasetId d(id);
   data::H5SpaceId space(MRMF_H5_CHECK(H5Dget_space(d.get())));
   MRMF_CHECK_KIND(Data, H5Sget_simple_extent_npoints(space.get()) == 1, f.path(), ": '", path,
                   "' is not a scalar");
   T v{};
   MRMF_CHECK_KIND(Data, H5Dread(d.get(), H5Types<T>::mem(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &v) >= 0, f.path(),
-                  ": reading '", path, "' as a number failed");
+                  ": reading '", path, "' as a number failed (", data::innermost_error(), ")");
   return v;
 }
 

@@ -18,13 +18,14 @@
 //   /state/<key>               int64 or float64 scalars: RNG and loader positions
 //   /config                    the run's config text (YAML)
 //
-// Damage is detected, not read: the file has HDF5 1.8's format, whose
-// superblock and object headers (every attribute, and the scalars and the
-// config text, stored compact inside them) carry checksums; every tensor is
-// chunked with a Fletcher-32 checksum. A changed byte makes the read fail
-// ("incorrect metadata checksum", "data error detected by Fletcher32
-// checksum"), naming the file. Checkpoints written before this have no
-// checksums and read as before.
+// Damage is detected, not read: the file has HDF5 1.10's format, whose
+// superblock, object headers (every attribute, and the scalars and the
+// config text, stored compact inside them) and chunk indexes carry
+// checksums; every tensor is chunked with a Fletcher-32 checksum. A
+// changed byte makes the read fail ("incorrect metadata checksum", "data
+// error detected by Fletcher32 checksum"), naming the file. HDF5 1.10 or
+// later reads these files (h5py does); checkpoints written before this
+// have no checksums and read as before.
 //
 // Strings are stored fixed-length, UTF-8 (h5py reads them as bytes:
 // `.decode()`); older checkpoints' variable-length ones are read too

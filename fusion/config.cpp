@@ -621,14 +621,14 @@ std::vector<std::string> unused_settings(const RunConfig& c) {
   return out;
 }
 
-void check_user_config(const RunConfig& c) {
+void check_user_config(const RunConfig& c, bool notice_unused) {
   // Factors without the transform that applies them were silently ignored.
   // (Not in validate(): configurations stored in checkpoints by earlier
   // versions may hold such factors, and must still evaluate and resume.)
   MRMF_CHECK_KIND(Config, c.data.scale.empty() || c.data.transform == "scale",
                   "config key 'data.scale': per-channel factors are given but data.transform is '", c.data.transform,
                   "', so they would be ignored; set data.transform=scale, or drop data.scale");
-  const auto unused = unused_settings(c);
+  const auto unused = notice_unused ? unused_settings(c) : std::vector<std::string>{};
   if (!unused.empty()) {
     std::string list;
     for (const auto& u : unused) list += "\n  " + u;

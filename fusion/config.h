@@ -140,7 +140,9 @@ struct RunConfig {
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides);
 // Rules for configurations a user gives (load_run_config, experiment
 // files), not for those stored in checkpoints by earlier versions.
-void check_user_config(const RunConfig& c);
+// `notice_unused`: say unused_settings() (off where a rung may choose
+// another optimizer or schedule that reads them).
+void check_user_config(const RunConfig& c, bool notice_unused = true);
 // The given keys that the chosen optimizer or schedule does not read, each
 // with why ("optimizer.momentum: adam does not use it"). Not errors: an
 // experiment's base may set both optimizers' keys for its rungs to choose

@@ -499,3 +499,40 @@ TEST_CASE("downsample: copies the files a loader reads, not every .h5 below the 
   CHECK(fs::exists(d / "flat_half/a.h5"));
   CHECK_FALSE(fs::exists(d / "flat_half/sub"));
 }
+
+TEST_CASE("downsample: --out's own split folders: a stale one, a linked one, flat files beside them", "[downsample]") {
+  // Session 58's review of the change above: only the folders the new files
+  // went to were checked, so a stale test/ from an earlier data set was
+  // kept and read; a linked split folder made --force delete the files it
+  // had just written (fs::relative resolved the link).
+  Tmp d;
+  const Tensor lab = Tensor::full({2, 4}, 0.5f);
+  const Tensor x = from_float32(Tensor::full({2, 4, 4, 4, 4}, 2.f), DType::U16);
+  for (const char* f : {"a/train/x.h5", "a/val/x.h5", "a/test/x.h5", "b/train/y.h5", "b/val/y.h5", "flat/z.h5"}) {
+    fs::create_directories((d.dir / f).parent_path());
+    write_cosmoflow_file(d / f, x, lab);
+  }
+  DownsampleOptions o;
+  o.axes = "x";
+  REQUIRE(downsample_dataset(d / "a", d / "out", o).files == 3);
+  // b has no test split: a's test/ would be read as b's.
+  std::string m = err([&] { downsample_dataset(d / "b", d / "out", o); });
+  CHECK_THAT(m, Catch::Contains("holds 3 .h5 file(s)") && Catch::Contains("test/x.h5"));
+  o.force = true;
+  REQUIRE(downsample_dataset(d / "b", d / "out", o).files == 2);
+  CHECK_FALSE(fs::exists(d / "out/test"));  // emptied, so removed: no split reads an empty folder
+  CHECK_FALSE(fs::exists(d / "out/train/x.h5"));
+  CHECK(fs::exists(d / "out/train/y.h5"));
+  // A split folder of --out that is a link: --force keeps what it writes.
+  fs::create_directories(d.dir / "elsewhere/train");
+  fs::create_directories(d.dir / "linked");
+  fs::create_directory_symlink(d.dir / "elsewhere/train", d.dir / "linked/train");
+  REQUIRE(downsample_dataset(d / "b", d / "linked", o).files == 2);
+  REQUIRE(downsample_dataset(d / "b", d / "linked", o).files == 2);
+  CHECK(fs::exists(d / "elsewhere/train/y.h5"));
+  CHECK(fs::exists(d / "linked/val/y.h5"));
+  // Flat files into a folder with split folders: the loader would read those.
+  m = err([&] { downsample_dataset(d / "flat", d / "out", o); });
+  CHECK_THAT(m, Catch::Contains("has split folders") && Catch::Contains("choose another --out"));
+  CHECK_FALSE(fs::exists(d / "out/z.h5"));
+}
