@@ -292,6 +292,20 @@ DownsampleSummary downsample_cosmoflow_dir(const std::string& in_dir, const std:
                     dims[2], ") but ", first, " has (", dims0[0], ", ", dims0[1], ", ", dims0[2],
                     "); expected every file of a CosmoFlow folder to agree (its splits are read by one model)");
     for (int d = 0; d < 3; ++d) check_divides(p, ds, names[d], dims[static_cast<size_t>(d)], f[static_cast<size_t>(d)]);
+    // Split folders linked into each other's tree (in/train -> ../out/train,
+    // out/test -> ../in/test): the folders' own check compares the roots
+    // only, and --force replaced the input files with their coarse copies.
+    {
+      const fs::path out_file = outp / rel[i];
+      std::error_code e1, e2;
+      const fs::path in_real = fs::weakly_canonical(p, e1), out_real = fs::weakly_canonical(out_file.parent_path(), e2);
+      MRMF_CHECK_KIND(Usage,
+                      !same_file(p, out_file.string()) && !(!e1 && (in_real == outr || inside(in_real, outr))) &&
+                          !(!e2 && (out_real == inr || inside(out_real, inr))),
+                      "--out ", out_dir, ": ", out_file.string(), " and the input ", p,
+                      " lie in one folder through a link (a linked split folder); writing there would destroy the "
+                      "input. Write the coarse copy to a folder that shares no split folder with the input");
+    }
     refuse_existing_output((outp / rel[i]).string(), opts.force);
   }
   // .h5 files already in --out that this input has no counterpart of (an
@@ -316,12 +330,19 @@ DownsampleSummary downsample_cosmoflow_dir(const std::string& in_dir, const std:
     if (in_splits == out_splits && fs::is_directory(outp, ec)) {
       const std::set<fs::path> ours(rel.begin(), rel.end());
       for (const auto& r : detail::cosmo_folder_files(outp.string()))
-        if (!ours.count(fs::path(r))) others.push_back(outp / r);
+        if (!ours.count(fs::path(r))) {
+          // --force removes these: never an input file through a linked folder.
+          const fs::path real = fs::weakly_canonical(outp / r, ec);
+          MRMF_CHECK_KIND(Usage, ec || !(real == inr || inside(real, inr)), "--out ", out_dir, ": ",
+                          (outp / r).string(), " is the input's ", real.string(),
+                          " through a link, and a loader would read it with the new files; choose another --out");
+          others.push_back(outp / r);
+        }
     }
     std::sort(others.begin(), others.end());
     MRMF_CHECK_KIND(Usage, others.empty() || opts.force, out_dir, " already holds ", others.size(),
                     " .h5 file(s) that ", in_dir, " has no counterpart of (",
-                    others.empty() ? std::string() : fs::relative(others[0], outp).string(),
+                    others.empty() ? std::string() : others[0].lexically_relative(outp).string(),
                     others.size() > 1 ? ", ..." : "",
                     "); a loader would read them together with the new files. --force removes them, or choose "
                     "another --out");

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <system_error>
 
+#include "core/hash.h"
 #include "core/log.h"
 
 namespace fs = std::filesystem;
@@ -235,7 +236,11 @@ H5File H5File::create(const std::string& path, bool checksummed) {
   // checksum, so a damaged index byte hid a chunk and its weights read as
   // the fill value (zeros) with no error (session 58's review: 22 of a
   // file's bytes). 1.10's single-chunk and fixed-array indexes have one.
+#if H5_VERSION_GE(1, 10, 2)
   if (checksummed) MRMF_H5_CHECK(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V110, H5F_LIBVER_V110));
+#else
+  if (checksummed) MRMF_H5_CHECK(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST));
+#endif
   const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
   if (id < 0) {
     const std::string why = innermost_error();
@@ -448,6 +453,8 @@ void H5File::create_dataset(const std::string& dataset, const std::vector<int64_
   } else {
     MRMF_CHECK_KIND(Usage, opts.deflate == 0 && !opts.shuffle,
                     "compression and shuffling need a chunked dataset (chunk_rows > 0 or a chunk shape)");
+    // A scalar cannot be chunked: compact, its value in the (checksummed) header.
+    if (opts.checksum && dims.empty()) MRMF_H5_CHECK(H5Pset_layout(dcpl.get(), H5D_COMPACT));
   }
   const hid_t id = H5Dcreate2(file_.get(), dataset.c_str(), file_type(dt), space.get(), H5P_DEFAULT, dcpl.get(),
                               H5P_DEFAULT);
@@ -494,8 +501,19 @@ void H5File::write(const std::string& dataset, const Tensor& t, const WriteOptio
 }
 
 std::string H5File::read_string(const std::string& dataset) const {
-  H5DatasetId d = open_dataset(dataset);
-  return read_one_string(d.get(), false, path_ + ": dataset '" + dataset + "'");
+  std::string text;
+  {
+    H5DatasetId d = open_dataset(dataset);
+    text = read_one_string(d.get(), false, path_ + ": dataset '" + dataset + "'");
+  }
+  // A long text's checksum (write_string), in its checksummed header.
+  if (const auto sum = read_string_attribute(dataset, kTextChecksum)) {
+    std::ostringstream h;
+    h << std::hex << fnv1a64(text);
+    MRMF_CHECK_KIND(Data, *sum == h.str(), path_, ": dataset '", dataset, "' (", text.size(),
+                    " characters) does not match the checksum written with it: the file is damaged");
+  }
+  return text;
 }
 
 void H5File::write_string(const std::string& dataset, const std::string& value, bool variable_length) {
@@ -505,31 +523,40 @@ void H5File::write_string(const std::string& dataset, const std::string& value, 
   // A fixed-length string that fits is stored compact, inside the object
   // header: where the file's headers carry checksums (create(path, true)),
   // so does the text.
-  // A longer one is the one element of a 1-d dataset, chunked with a
-  // Fletcher-32 checksum (read_one_string takes any one-element dataset).
+  // A longer one stays a scalar (h5py's f[name][()] reads bytes either way;
+  // chunking, for a Fletcher-32 checksum, would make it an array) with its
+  // FNV-1a hash in an attribute, inside the checksummed header; read_string
+  // compares them.
   H5PlistId dcpl(MRMF_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
   const bool compact = !variable_length && value.size() < 32768;
   if (compact) MRMF_H5_CHECK(H5Pset_layout(dcpl.get(), H5D_COMPACT));
-  if (!variable_length && !compact) {
-    const hsize_t one = 1;
-    space = H5SpaceId(MRMF_H5_CHECK(H5Screate_simple(1, &one, nullptr)));
-    MRMF_H5_CHECK(H5Pset_chunk(dcpl.get(), 1, &one));
-    MRMF_H5_CHECK(H5Pset_fletcher32(dcpl.get()));
+  {
+    H5DatasetId d(MRMF_H5_CHECK(
+        H5Dcreate2(file_.get(), dataset.c_str(), type.get(), space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT)));
+    const char* p = value.c_str();
+    MRMF_H5_CHECK(H5Dwrite(d.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                           variable_length ? static_cast<const void*>(&p) : p));
   }
-  H5DatasetId d(MRMF_H5_CHECK(
-      H5Dcreate2(file_.get(), dataset.c_str(), type.get(), space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT)));
-  const char* p = value.c_str();
-  MRMF_H5_CHECK(
-      H5Dwrite(d.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, variable_length ? static_cast<const void*>(&p) : p));
+  if (!variable_length && !compact) {
+    std::ostringstream h;
+    h << std::hex << fnv1a64(value);
+    write_string_attribute(dataset, kTextChecksum, h.str());
+  }
+}
+
+bool H5File::has_attribute(const std::string& object, const std::string& name) const {
+  MRMF_CHECK(file_, "H5File: file is not open");
+  const htri_t has = H5Aexists_by_name(file_.get(), object.c_str(), name.c_str(), H5P_DEFAULT);
+  if (has < 0) {  // no such object; or its header is damaged, which is not absence
+    const std::string why = innermost_error();
+    MRMF_CHECK_KIND(Data, why.find("checksum") == std::string::npos, path_, ": looking up attribute '", name, "' of '",
+                    object, "': ", why);
+  }
+  return has > 0;
 }
 
 std::optional<std::string> H5File::read_string_attribute(const std::string& object, const std::string& name) const {
-  MRMF_CHECK(file_, "H5File: file is not open");
-  const htri_t has = H5Aexists_by_name(file_.get(), object.c_str(), name.c_str(), H5P_DEFAULT);
-  if (has <= 0) {
-    H5Eclear2(H5E_DEFAULT);
-    return std::nullopt;
-  }
+  if (!has_attribute(object, name)) return std::nullopt;
   H5AttrId a(MRMF_H5_CHECK(H5Aopen_by_name(file_.get(), object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT)));
   return read_one_string(a.get(), true, path_ + ": attribute '" + name + "' of '" + object + "'");
 }

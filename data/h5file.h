@@ -293,6 +293,13 @@ class H5File {
   // writes it).
   void write_string(const std::string& dataset, const std::string& value, bool variable_length = false);
   std::optional<std::string> read_string_attribute(const std::string& object, const std::string& name) const;
+  // Whether `object` has attribute `name`; false where `object` does not
+  // exist; a Data error where its header fails its checksum (damage is not
+  // absence).
+  bool has_attribute(const std::string& object, const std::string& name) const;
+  // The attribute in which write_string keeps a long fixed-length text's
+  // FNV-1a hash (hex), checked by read_string.
+  static constexpr const char* kTextChecksum = "mrmf_fnv1a64";
   void write_string_attribute(const std::string& object, const std::string& name, const std::string& value);
 
  private:

@@ -99,7 +99,8 @@ std::vector<std::string> listed_h5_files(const fs::path& dir) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (name.empty() || name[0] == '.' || e.path().extension() != ".h5" || e.is_directory(ec)) continue;
+    std::error_code de;  // (not `ec`: a dangling link's ENOENT is not a failure to list)
+    if (name.empty() || name[0] == '.' || e.path().extension() != ".h5" || e.is_directory(de)) continue;
     out.push_back(e.path().string());
   }
   MRMF_CHECK_KIND(Data, !ec, "cannot list ", dir.string(), ": ", ec.message());

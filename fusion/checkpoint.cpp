@@ -99,11 +99,7 @@ void write_attr(H5File& f, const std::string& obj, const std::string& name, T v)
 
 template <class T>
 std::optional<T> read_attr(const H5File& f, const std::string& obj, const std::string& name) {
-  const htri_t has = H5Aexists_by_name(f.id(), obj.c_str(), name.c_str(), H5P_DEFAULT);
-  if (has <= 0) {
-    H5Eclear2(H5E_DEFAULT);
-    return std::nullopt;
-  }
+  if (!f.has_attribute(obj, name)) return std::nullopt;
   data::H5AttrId a(MRMF_H5_CHECK(H5Aopen_by_name(f.id(), obj.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT)));
   T v{};
   MRMF_CHECK_KIND(Data, H5Aread(a.get(), H5Types<T>::mem(), &v) >= 0, f.path(), ": attribute '", name, "' of '", obj,

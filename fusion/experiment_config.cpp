@@ -492,10 +492,11 @@ ExperimentConfig load_experiment_config(const std::string& path, const std::vect
   // A rung that chooses its own optimizer or schedule may read keys the
   // base's does not: no notice of unused keys then.
   bool rung_chooses = false;
-  for (const auto& [rung, sets] : c.resolution_overrides)
-    for (const auto& a : sets)
-      for (const char* k : {"optimizer.name", "schedule.type", "optimizer=", "schedule="})
-        rung_chooses = rung_chooses || a.rfind(k, 0) == 0;
+  std::vector<std::string> stage_sets = c.finetune_overrides;
+  for (const auto& [rung, sets] : c.resolution_overrides) stage_sets.insert(stage_sets.end(), sets.begin(), sets.end());
+  for (const auto& a : stage_sets)
+    for (const char* k : {"optimizer.name", "schedule.type", "optimizer=", "schedule="})
+      rung_chooses = rung_chooses || a.rfind(k, 0) == 0;
   check_user_config(parse_run_config(c.run_yaml, c.run_sets, path + " (run configuration)"), !rung_chooses);
   return c;
 }

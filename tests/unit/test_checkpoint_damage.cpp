@@ -1,6 +1,6 @@
 // A damaged checkpoint is an error, not a different model: every tensor
 // carries a Fletcher-32 checksum and every header (attributes, scalars, the
-// config text) the checksum of HDF5 1.8's format. Before, a changed byte in
+// config text) the checksum of HDF5 1.10's format. Before, a changed byte in
 // a weight, a counter or the config text was read as the new value: the
 // range and type checks catch only what is impossible, not what is wrong.
 #include <hdf5.h>
@@ -233,7 +233,26 @@ TEST_CASE("checkpoint damage: a config text beyond the compact limit is checksum
   const std::string path = tmp.file("big.h5");
   save_checkpoint(path, kSpec, *model, nullptr, nullptr, ts);
   REQUIRE(read_checkpoint_header(path).training.config == ts.config);
+  // A scalar, as h5py reads the short ones (f['config'][()] is bytes).
+  {
+    auto f = data::H5File::open_read(path);
+    CHECK(f.shape("config").empty());
+  }
   bump_byte(path, unique_offset(path, "file_2999.h5"));
   const std::string msg = error_of([&] { read_checkpoint_header(path); });
   CHECK_THAT(msg, Catch::Contains(path) && Catch::Contains("checksum"));
+}
+
+TEST_CASE("checkpoint damage: a damaged attribute header is named, not taken for a missing attribute", "[checkpoint]") {
+  // H5Aexists_by_name fails on a header whose checksum fails; read as "no
+  // such attribute", --resume said "an unnamed optimizer state".
+  test::TempDir tmp("mrmf_ckpt_damage");
+  const std::string path = save_one(tmp);
+  const double beta2 = static_cast<double>(AdamOptions{}.beta2);  // an attribute of /optimizer
+  bump_byte(path, unique_offset(path, std::string(reinterpret_cast<const char*>(&beta2), 8)) + 3);
+  auto model = build_model(kSpec);
+  model->build(Device::cpu(), 7, default_init_scheme(kSpec));
+  Adam adam(model->params());
+  const std::string msg = error_of([&] { load_optimizer_state(path, adam); });
+  CHECK_THAT(msg, Catch::Contains(path) && Catch::Contains("checksum") && Catch::Contains("damaged"));
 }

@@ -536,3 +536,40 @@ TEST_CASE("downsample: --out's own split folders: a stale one, a linked one, fla
   CHECK_THAT(m, Catch::Contains("has split folders") && Catch::Contains("choose another --out"));
   CHECK_FALSE(fs::exists(d / "out/z.h5"));
 }
+
+TEST_CASE("downsample: split folders linked into the other tree are refused, the input untouched", "[downsample]") {
+  // The folders' own check compared the two roots only: in/train ->
+  // ../out/train, or out/test -> ../in/test, and --force replaced the
+  // input files with their coarse copies (session 58's second review).
+  Tmp d;
+  const Tensor lab = Tensor::full({2, 4}, 0.5f);
+  const Tensor x = from_float32(Tensor::full({2, 4, 4, 4, 4}, 2.f), DType::U16);
+  for (const char* f : {"in/val/a.h5", "in/test/a.h5", "out/train/a.h5"}) {
+    fs::create_directories((d.dir / f).parent_path());
+    write_cosmoflow_file(d / f, x, lab);
+  }
+  fs::create_directory_symlink(d.dir / "out/train", d.dir / "in/train");
+  DownsampleOptions o;
+  o.axes = "x";
+  o.force = true;
+  std::string m = err([&] { downsample_dataset(d / "in", d / "out", o); });
+  CHECK_THAT(m, Catch::Contains("lie in one folder through a link") && Catch::Contains("train/a.h5"));
+  CHECK(H5File::open_read(d / "out/train/a.h5").shape("3Dmap") == std::vector<int64_t>{2, 4, 4, 4, 4});
+  // The output's split folder a link into the input: its file would be
+  // written (test/) or, as a stale file, removed by --force.
+  fs::remove(d.dir / "in/train");
+  fs::create_directories(d.dir / "out2");
+  fs::create_directory_symlink(d.dir / "in/test", d.dir / "out2/test");
+  m = err([&] { downsample_dataset(d / "in", d / "out2", o); });
+  CHECK_THAT(m, Catch::Contains("lie in one folder through a link") && Catch::Contains("test/a.h5"));
+  CHECK(H5File::open_read(d / "in/test/a.h5").shape("3Dmap") == std::vector<int64_t>{2, 4, 4, 4, 4});
+  // A stale split of --out that is a link to an input split: --force would
+  // remove the input's file as a file no counterpart of the input has.
+  fs::remove(d.dir / "in/test/a.h5");
+  fs::remove(d.dir / "in/test");
+  fs::create_directories(d.dir / "out3");
+  fs::create_directory_symlink(d.dir / "in/val", d.dir / "out3/test");
+  m = err([&] { downsample_dataset(d / "in", d / "out3", o); });
+  CHECK_THAT(m, Catch::Contains("out3/test/a.h5 is the input's") && Catch::Contains("through a link"));
+  CHECK(fs::exists(d / "in/val/a.h5"));
+}
