@@ -13,7 +13,8 @@ std::string hdf5_error_text() {
   std::string text;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, collect_innermost, &text);
   H5Eclear2(H5E_DEFAULT);
-  if (text.find("checksum") != std::string::npos)  // HDF5's words for a changed byte
+  if (text.find("checksum") != std::string::npos ||  // HDF5's words for a changed byte
+      text.find("bad object header version") != std::string::npos)
     text += ": the file is damaged (its bytes no longer match the checksum written with them)";
   return text.empty() ? std::string("HDF5 call failed") : text;
 }

@@ -275,6 +275,9 @@ class H5File {
   // and filters do not decide.
   bool stored_as(const std::string& dataset, DType dtype) const;
 
+  // Creates a group (its parent must exist); in a checksummed file, one
+  // whose links and attributes stay in its checksummed header.
+  void create_group(const std::string& group);
   // Creates a dataset of `shape` and `dtype` (contents written later with write_rows).
   void create_dataset(const std::string& dataset, const std::vector<int64_t>& shape, DType dtype,
                       const WriteOptions& opts = {});
@@ -316,6 +319,8 @@ class H5File {
                                      int64_t* rows_per_chunk) const;
   std::string path_;
   H5FileId file_;
+  bool checksummed_ = false;  // create(path, true): groups keep their links and attributes compact
+  static void keep_links_and_attributes_compact(hid_t ocpl);
 };
 
 // H5File::files_behind() of `path` where it is an HDF5 file; empty for

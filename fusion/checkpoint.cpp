@@ -49,11 +49,7 @@ struct H5Types<float> {
   static hid_t mem() { return H5T_NATIVE_FLOAT; }
 };
 
-void make_group(H5File& f, const std::string& path) {
-  const hid_t g = H5Gcreate2(f.id(), path.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-  MRMF_CHECK_KIND(Data, g >= 0, f.path(), ": cannot create group '", path, "'");
-  MRMF_H5_WARN(H5Gclose(g));
-}
+void make_group(H5File& f, const std::string& path) { f.create_group(path); }
 
 template <class T>
 void write_scalar(H5File& f, const std::string& path, T v) {
