@@ -224,8 +224,10 @@ std::vector<Staged> stage(const H5File& f, const std::string& prefix, const Para
     }
     out.push_back({id, read_entry(f, ds, p.shape)});
   }
-  MRMF_CHECK_KIND(Data, n_missing == 0, f.path(), ": ", n_missing, " ", what, " missing from the checkpoint:",
-                  missing.str(), n_mismatched ? "\nand shape mismatches:" + mismatched.str() : std::string());
+  MRMF_CHECK_KIND(Data, n_missing == 0, f.path(), ": ", n_missing, " ", what,
+                  " missing from the checkpoint:", missing.str(),
+                  n_mismatched ? "\nand shape mismatches:" + mismatched.str() : std::string(),
+                  "\n(a checkpoint of another model, or a damaged one)");
   MRMF_CHECK_KIND(Shape, n_mismatched == 0, f.path(), ": ", n_mismatched, " ", what,
                   " with a different shape in the checkpoint:", mismatched.str());
   return out;
@@ -233,7 +235,10 @@ std::vector<Staged> stage(const H5File& f, const std::string& prefix, const Para
 
 CheckpointHeader read_header(const H5File& f) {
   const std::string format = f.read_string_attribute("/", "format").value_or("");
-  MRMF_CHECK_KIND(Data, format == kFormat, f.path(), ": not an mrmf checkpoint (format attribute '", format, "')");
+  // (Where the attribute is missing or garbled in a file that was a
+  // checkpoint, a damaged header HDF5 could not tell: say both.)
+  MRMF_CHECK_KIND(Data, format == kFormat, f.path(), ": not an mrmf checkpoint (format attribute '", format,
+                  "'): another kind of HDF5 file, or a damaged checkpoint");
   const std::string version = required_string_attr(f, "format_version");
   MRMF_CHECK_KIND(Data, version == kVersion, f.path(), ": checkpoint format version ", version,
                   " is not supported (this build reads version ", kVersion, ")");
@@ -478,7 +483,8 @@ void load_optimizer_state(const std::string& path, Optimizer& opt, Stream* strea
   MRMF_CHECK_KIND(Data, f.exists("optimizer"), path, ": the checkpoint has no optimizer state");
   const std::string type = f.read_string_attribute("optimizer", "type").value_or("");
   MRMF_CHECK_KIND(Data, type == opt.type(), path, ": the checkpoint holds ", type.empty() ? "an unnamed" : type,
-                  " optimizer state, the run uses ", opt.type());
+                  " optimizer state, the run uses ", opt.type(),
+                  type.empty() ? " (the file is damaged, or not a checkpoint of this program)" : "");
   compare_hyper(f, opt);
 
   const ParamStore& store = opt.store();
