@@ -2,6 +2,8 @@
 
 namespace mrmf::detail {
 namespace {
+constexpr const char* kDamaged = ": the file is damaged (its bytes no longer match the checksum written with them)";
+
 herr_t collect_innermost(unsigned n, const H5E_error2_t* err, void* out) {
   auto* s = static_cast<std::string*>(out);
   if (n == 0 && err && err->desc) *s = err->desc;  // walking upward, n == 0 is the innermost frame
@@ -15,7 +17,9 @@ std::string hdf5_error_text() {
   H5Eclear2(H5E_DEFAULT);
   if (text.find("checksum") != std::string::npos ||  // HDF5's words for a changed byte
       text.find("bad object header version") != std::string::npos)
-    text += ": the file is damaged (its bytes no longer match the checksum written with them)";
+    text += kDamaged;
   return text.empty() ? std::string("HDF5 call failed") : text;
 }
+
+bool hdf5_reports_damage(const std::string& text) { return text.find(kDamaged) != std::string::npos; }
 }  // namespace mrmf::detail

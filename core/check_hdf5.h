@@ -11,7 +11,12 @@
 #include "core/error.h"
 
 namespace mrmf::detail {
+// The innermost message of HDF5's error stack, which it clears; a message
+// that reports damage (hdf5_reports_damage) says so in words.
 std::string hdf5_error_text();
+// Whether an hdf5_error_text() reports a changed byte (a checksum that does
+// not match): damage, which lookups must not take for absence.
+bool hdf5_reports_damage(const std::string& text);
 }
 
 #define MRMF_H5_CHECK(call)                                                                                   \

@@ -399,12 +399,13 @@ DownsampleSummary downsample_cosmoflow_dir(const std::string& in_dir, const std:
   if (opts.ranks > 1) opts.barrier();  // a rank that failed never gets here (its error aborts the job)
   for (auto& a : pending) a->commit();
   if (opts.rank == 0) {
-    for (const auto& p : others) fs::remove(p);
     // A split folder that held only others' files (an earlier data set's
     // test/) goes too: an empty one fails that split's loader.
     std::error_code ec;
-    for (const auto& p : others)
+    for (const auto& p : others) {
+      fs::remove(p);
       if (p.parent_path() != outp && fs::is_empty(p.parent_path(), ec)) fs::remove(p.parent_path(), ec);
+    }
   }
   sum.samples = mine;
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -180,6 +180,13 @@ H5TypeId utf8_type(bool variable_length, const std::string& value) {
   return t;
 }
 
+// A long text's FNV-1a hash in hex: the kTextChecksum attribute's value.
+std::string text_digest(const std::string& text) {
+  std::ostringstream h;
+  h << std::hex << fnv1a64(text);
+  return h.str();
+}
+
 }  // namespace
 
 std::string innermost_error() { return detail::hdf5_error_text(); }
@@ -299,7 +306,7 @@ bool H5File::exists(const std::string& dataset) const {
   const htri_t r = H5Lexists(file_.get(), dataset.c_str(), H5P_DEFAULT);
   if (r < 0) {
     const std::string why = innermost_error();
-    MRMF_CHECK_KIND(Data, why.find("checksum") == std::string::npos, path_, ": looking up '", dataset, "': ", why);
+    MRMF_CHECK_KIND(Data, !detail::hdf5_reports_damage(why), path_, ": looking up '", dataset, "': ", why);
   }
   return r > 0;
 }
@@ -533,9 +540,7 @@ std::string H5File::read_string(const std::string& dataset) const {
   }
   // A long text's checksum (write_string), in its checksummed header.
   if (const auto sum = read_string_attribute(dataset, kTextChecksum)) {
-    std::ostringstream h;
-    h << std::hex << fnv1a64(text);
-    MRMF_CHECK_KIND(Data, *sum == h.str(), path_, ": dataset '", dataset, "' (", text.size(),
+    MRMF_CHECK_KIND(Data, *sum == text_digest(text), path_, ": dataset '", dataset, "' (", text.size(),
                     " characters) does not match the checksum written with it: the file is damaged");
   }
   return text;
@@ -562,11 +567,7 @@ void H5File::write_string(const std::string& dataset, const std::string& value, 
     MRMF_H5_CHECK(H5Dwrite(d.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT,
                            variable_length ? static_cast<const void*>(&p) : p));
   }
-  if (!variable_length && !compact) {
-    std::ostringstream h;
-    h << std::hex << fnv1a64(value);
-    write_string_attribute(dataset, kTextChecksum, h.str());
-  }
+  if (!variable_length && !compact) write_string_attribute(dataset, kTextChecksum, text_digest(value));
 }
 
 bool H5File::has_attribute(const std::string& object, const std::string& name) const {
@@ -574,8 +575,8 @@ bool H5File::has_attribute(const std::string& object, const std::string& name) c
   const htri_t has = H5Aexists_by_name(file_.get(), object.c_str(), name.c_str(), H5P_DEFAULT);
   if (has < 0) {  // no such object; or its header is damaged, which is not absence
     const std::string why = innermost_error();
-    MRMF_CHECK_KIND(Data, why.find("checksum") == std::string::npos, path_, ": looking up attribute '", name, "' of '",
-                    object, "': ", why);
+    MRMF_CHECK_KIND(Data, !detail::hdf5_reports_damage(why), path_, ": looking up attribute '", name, "' of '", object,
+                    "': ", why);
   }
   return has > 0;
 }

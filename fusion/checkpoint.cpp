@@ -49,8 +49,6 @@ struct H5Types<float> {
   static hid_t mem() { return H5T_NATIVE_FLOAT; }
 };
 
-void make_group(H5File& f, const std::string& path) { f.create_group(path); }
-
 template <class T>
 void write_scalar(H5File& f, const std::string& path, T v) {
   data::H5SpaceId space(MRMF_H5_CHECK(H5Screate(H5S_SCALAR)));
@@ -281,7 +279,7 @@ CheckpointHeader read_header(const H5File& f) {
 
 void write_optimizer(H5File& f, const Optimizer& opt, const ParamStore& store, Stream& s,
                      const std::function<void(const std::string&)>& done) {
-  make_group(f, "optimizer");
+  f.create_group("optimizer");
   f.write_string_attribute("optimizer", "type", opt.type());
   if (const auto* adam = dynamic_cast<const Adam*>(&opt)) {
     const AdamOptions& o = adam->options();
@@ -304,7 +302,7 @@ void write_optimizer(H5File& f, const Optimizer& opt, const ParamStore& store, S
   }
   for (const auto& st : opt.state_tensors()) {
     const std::string grp = "optimizer/" + st.first;
-    make_group(f, grp);
+    f.create_group(grp);
     for (size_t i = 0; i < store.entries().size(); ++i) {
       const ParamInfo& p = store.entries()[i];
       if (p.kind != ParamKind::Param) continue;
@@ -368,7 +366,7 @@ void save_checkpoint(const std::string& path, const ModelSpec& spec_in, const Mo
   f.write_string_attribute("/", "layout_hash", hash.str());
 
   const ParamStore& store = model.params();
-  make_group(f, "model");
+  f.create_group("model");
   for (size_t i = 0; i < store.entries().size(); ++i) {
     const ParamInfo& p = store.entries()[i];
     const std::string ds = "model/" + p.name;
@@ -383,7 +381,7 @@ void save_checkpoint(const std::string& path, const ModelSpec& spec_in, const Mo
     write_optimizer(f, *opt, store, s, done);
   }
   if (sched) {
-    make_group(f, "scheduler");
+    f.create_group("scheduler");
     f.write_string_attribute("scheduler", "describe", sched->describe());
     for (const auto& [k, v] : sched->state()) {
       MRMF_CHECK_KIND(Usage, k != "describe", "scheduler state key 'describe' is reserved");
@@ -400,7 +398,7 @@ void save_checkpoint(const std::string& path, const ModelSpec& spec_in, const Mo
   }
   write_scalar<int64_t>(f, "epoch", ts.epoch);
   write_scalar<int64_t>(f, "step", ts.step);
-  make_group(f, "state");
+  f.create_group("state");
   for (const auto& [k, v] : ts.state) {
     if (std::holds_alternative<int64_t>(v))
       write_scalar<int64_t>(f, "state/" + k, std::get<int64_t>(v));

@@ -1,4 +1,5 @@
-// Fixtures shared by the HDF5 format tests (test_formats.cpp, test_h5_chunks.cpp, test_h5_split_chunks.cpp).
+// Fixtures shared by the HDF5 format tests (test_formats.cpp, test_h5_chunks.cpp, test_h5_split_chunks.cpp,
+// test_checkpoint_damage.cpp).
 #pragma once
 
 #include <catch2/catch.hpp>

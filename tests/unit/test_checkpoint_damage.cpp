@@ -16,6 +16,7 @@
 #include "data/h5file.h"
 #include "fusion/checkpoint.h"
 #include "optim/adam.h"
+#include "support/format_fixtures.h"
 #include "support/temp_dir.h"
 
 using namespace mrmf;
@@ -82,17 +83,6 @@ bool has_fletcher32(const std::string& path, const std::string& ds) {
   return has;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    CHECK(e.kind() == ErrorKind::Data);
-    return e.what();
-  }
-  FAIL("expected an mrmf::Error");
-  return {};
-}
-
 const ModelSpec kSpec{"neuron_inverter", "", Shape{3, 400}, {{"fc", "64,32"}}};
 
 // A checkpoint with optimizer state, a counter and a config text that can be
@@ -122,7 +112,7 @@ TEST_CASE("checkpoint damage: a changed weight byte fails the read by its checks
   REQUIRE_NOTHROW(load_model_from_checkpoint(path, Device::cpu()));
 
   bump_byte(path, first_chunk_address(path, ds) + 100);
-  const std::string msg = error_of([&] { load_model_from_checkpoint(path, Device::cpu()); });
+  const std::string msg = test::formats::data_error([&] { load_model_from_checkpoint(path, Device::cpu()); });
   CHECK_THAT(msg, Catch::Contains(path) && Catch::Contains(ds) && Catch::Contains("Fletcher32 checksum"));
 
   // The control: the same change in a dataset written without a checksum is
@@ -163,14 +153,14 @@ TEST_CASE("checkpoint damage: a changed counter or config byte fails by the head
 
   const std::string text = "the-marker-text-of-this-config";
   bump_byte(path, unique_offset(path, text) + 4);
-  std::string msg = error_of([&] { read_checkpoint_header(path); });
+  std::string msg = test::formats::data_error([&] { read_checkpoint_header(path); });
   CHECK_THAT(msg, Catch::Contains(path) && Catch::Contains("checksum"));
 
   restore();
   REQUIRE(read_checkpoint_header(path).training.config.find(text) != std::string::npos);
   const int64_t marker = 0x5a5a5a5a5a5a5a5a;
   bump_byte(path, unique_offset(path, std::string(reinterpret_cast<const char*>(&marker), 8)) + 2);
-  msg = error_of([&] { read_checkpoint_header(path); });
+  msg = test::formats::data_error([&] { read_checkpoint_header(path); });
   CHECK_THAT(msg, Catch::Contains(path) && Catch::Contains("checksum"));
 }
 
@@ -266,7 +256,7 @@ TEST_CASE("checkpoint damage: a config text beyond the compact limit is checksum
     CHECK(f.shape("config").empty());
   }
   bump_byte(path, unique_offset(path, "file_2999.h5"));
-  const std::string msg = error_of([&] { read_checkpoint_header(path); });
+  const std::string msg = test::formats::data_error([&] { read_checkpoint_header(path); });
   CHECK_THAT(msg, Catch::Contains(path) && Catch::Contains("checksum"));
 }
 
@@ -280,6 +270,6 @@ TEST_CASE("checkpoint damage: a damaged attribute header is named, not taken for
   auto model = build_model(kSpec);
   model->build(Device::cpu(), 7, default_init_scheme(kSpec));
   Adam adam(model->params());
-  const std::string msg = error_of([&] { load_optimizer_state(path, adam); });
+  const std::string msg = test::formats::data_error([&] { load_optimizer_state(path, adam); });
   CHECK_THAT(msg, Catch::Contains(path) && Catch::Contains("checksum") && Catch::Contains("damaged"));
 }
