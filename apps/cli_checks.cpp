@@ -56,20 +56,42 @@ CLI::Validator non_empty() {
   return CLI::Validator([](std::string& v) -> std::string { return v.empty() ? "must not be empty" : ""; }, "PATH");
 }
 
+void check_output_place(const std::string& out, const fs::path& place) {
+  std::error_code ec;
+  for (fs::path p = fs::absolute(place, ec); !ec && !p.empty(); p = p.parent_path()) {
+    if (!fs::exists(p, ec)) {
+      if (p == p.root_path()) break;
+      continue;
+    }
+    MRMF_CHECK_KIND(Usage, fs::is_directory(p, ec), "--out ", out, ": ", p.string(),
+                    " is a file, so the folder cannot be made");
+    // A file made and removed at once: access(W_OK) says yes to root
+    // whatever the file system allows (/sys, /proc, a read-only export).
+    // Named per host, process and a random number: ranks on several nodes
+    // (whose pids may be equal in containers) probe one folder at once.
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    const std::string probe = (p / (".mrmf-write-test-" + std::string(host) + "-" + std::to_string(::getpid()) + "-" +
+                                    std::to_string(std::random_device{}())))
+                                  .string();
+    const int fd = ::open(probe.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+    const int err = errno;
+    if (fd >= 0) {
+      ::close(fd);
+      ::unlink(probe.c_str());
+    }
+    MRMF_CHECK_KIND(Usage, fd >= 0, "--out ", out, ": cannot write in ", p.string(), " (", std::strerror(err), ")");
+    break;
+  }
+}
+
 void refuse_existing_results(const std::string& out, const std::vector<std::string>& files, bool force,
                              const std::string& remedy, const Communicator& world) {
   std::string found;
   std::error_code ec;
-  // A path under a file (--out a_file/run) would fail only when the first
-  // result is written, after the data are loaded.
-  for (fs::path p = fs::absolute(out, ec).parent_path(); !ec && !p.empty() && p != p.root_path(); p = p.parent_path())
-    if (fs::exists(p, ec)) {
-      MRMF_CHECK_KIND(Usage, fs::is_directory(p, ec), "--out ", out, ": ", p.string(),
-                      " is a file, so the folder cannot be made");
-      break;
-    }
   MRMF_CHECK_KIND(Usage, !fs::exists(out, ec) || fs::is_directory(out, ec), "--out ", out,
                   " is a file, expected a folder (or a path that does not exist yet)");
+  check_output_place(out, out);
   for (const auto& f : files)
     if (fs::exists(fs::path(out) / f, ec)) {
       // A FIFO there blocked the command's first open of it: a hang.
@@ -128,31 +150,7 @@ void refuse_output_file(const std::string& out, const std::vector<std::string>& 
   MRMF_CHECK_KIND(Usage, !out.empty() && out.back() != '/', "--out ", out,
                   ": names a folder; the output is a file (e.g. ", out, "predictions.h5)");
   std::error_code ec;
-  for (fs::path p = fs::absolute(out, ec).parent_path(); !ec && !p.empty(); p = p.parent_path()) {
-    if (!fs::exists(p, ec)) {
-      if (p == p.root_path()) break;
-      continue;
-    }
-    MRMF_CHECK_KIND(Usage, fs::is_directory(p, ec), "--out ", out, ": ", p.string(),
-                    " is a file, so the folder cannot be made");
-    // A file made and removed at once: access(W_OK) says yes to root
-    // whatever the file system allows (/sys, /proc, a read-only export).
-    // Named per host, process and a random number: ranks on several nodes
-    // (whose pids may be equal in containers) probe one folder at once.
-    char host[256] = {};
-    ::gethostname(host, sizeof host - 1);
-    const std::string probe = (p / (".mrmf-write-test-" + std::string(host) + "-" + std::to_string(::getpid()) + "-" +
-                                    std::to_string(std::random_device{}())))
-                                  .string();
-    const int fd = ::open(probe.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
-    const int err = errno;
-    if (fd >= 0) {
-      ::close(fd);
-      ::unlink(probe.c_str());
-    }
-    MRMF_CHECK_KIND(Usage, fd >= 0, "--out ", out, ": cannot write in ", p.string(), " (", std::strerror(err), ")");
-    break;
-  }
+  check_output_place(out, fs::absolute(out, ec).parent_path());
   for (const auto& in : inputs) {
     MRMF_CHECK_KIND(Usage, !same_file(out, in), "--out ", out, " is the same file as the input ", in,
                     "; writing it would destroy the input");

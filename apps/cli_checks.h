@@ -3,7 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -31,6 +31,13 @@ CLI::Validator unsigned64();
 // `files` unless `force`, naming them and `remedy`. Every rank looks before
 // any rank writes and the answer is agreed (a max over the ranks), so all
 // ranks stop or none does.
+// For --out `out`, which is, or will be made in, the folder `place`: the
+// nearest existing folder on the way must be a folder the command can write
+// in (a file there, /proc, a read-only export are Usage errors naming --out).
+// Found otherwise only when the first result is written -- after the data are
+// loaded or training started -- as a bare file-system error.
+void check_output_place(const std::string& out, const std::filesystem::path& place);
+
 void refuse_existing_results(const std::string& out, const std::vector<std::string>& files, bool force,
                              const std::string& remedy, const Communicator& world);
 

@@ -118,6 +118,7 @@ int run_neuron(DatagenFlags& f) {
     world.idle_barrier();  // asleep: rank 0 may share this node's cores
     return 0;
   }
+  check_output_place(f.out, fs::absolute(f.out).parent_path());
   refuse_existing_output(f.out, f.force);  // before announcing anything
   refuse_without_space(f.out, total_samples(f.ni.train, f.ni.val, f.ni.test) *
                                   (f.ni.time_bins * 3.0 * (f.ni.dtype == DType::F16 ? 2 : 4) + 19 * 4));
@@ -146,6 +147,7 @@ int run_cosmoflow(DatagenFlags& f) {
   f.cf.rank = world.rank();
   f.cf.ranks = world.size();
   f.cf.barrier = [&world] { world.idle_barrier(); };
+  check_output_place(f.out, f.out);
   refuse_without_space(f.out, total_samples(f.cf.train, f.cf.val, f.cf.test) *
                                   (std::pow(static_cast<double>(f.cf.size), 3) * 4 * 2 + 16));
   ProgressBar bar("cosmoflow");

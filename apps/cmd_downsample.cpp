@@ -9,6 +9,7 @@
 // --out), 1 data/runtime failure (missing file, non-finite values, ...).
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -52,6 +53,10 @@ void add_downsample_command(CLI::App& app, Action& action) {
       f->opts.rank = world.rank();
       f->opts.ranks = world.size();
       f->opts.barrier = [&world] { world.idle_barrier(); };
+      std::error_code ec;  // a folder in: a folder out (CosmoFlow); a file in: a file out
+      check_output_place(f->out, std::filesystem::is_directory(f->in, ec)
+                                     ? std::filesystem::path(f->out)
+                                     : std::filesystem::absolute(f->out, ec).parent_path());
       const auto s = data::downsample_dataset(f->in, f->out, f->opts);
       world.idle_barrier();  // ranks with less to write (all but rank 0 for one file) wait asleep
       const double files = world.allreduce_sum(static_cast<double>(s.files));

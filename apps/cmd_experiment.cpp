@@ -186,14 +186,12 @@ int run_experiment(const ExperimentFlags& f) {
 
   ReportContext ctx;
   if (world.is_root()) {
-    std::ifstream in(f.config);
-    std::stringstream text;
-    text << in.rdbuf();
+    const std::string text = read_config_file(f.config, "experiment config");
     ctx.title = "MRMF experiment: " + std::filesystem::path(f.config).filename().string();
     std::string overrides;  // what the command line changed: the block above is the file as written
     for (const auto& a : sets) overrides += "#   " + a + "\n";
     if (state.config_text.empty()) {
-      state.config_text = text.str();
+      state.config_text = text;
       if (!overrides.empty()) state.config_text += "\n# overridden on the command line (--set / --methods):\n" + overrides;
       ctx.config_text = state.config_text;
     } else {  // resumed: the first command's configuration, and how it was resumed

@@ -1,12 +1,15 @@
 #include "fusion/config.h"
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -18,6 +21,7 @@
 #include "data/loader.h"
 
 namespace mrmf {
+namespace fs = std::filesystem;
 namespace {
 
 // One schema entry: a dotted key, how to read it into the config, and how
@@ -220,7 +224,9 @@ std::string option_value(const YAML::Node& v, const std::string& key) {
 
 void collect_leaves(const YAML::Node& n, const std::string& prefix, std::vector<std::pair<std::string, YAML::Node>>& out,
                     RunConfig& cfg) {
-  if (!n.IsMap()) {
+  // An empty map is kept as a leaf: `bogus: {}` or a misspelt section with
+  // nothing in it would otherwise pass unseen.
+  if (!n.IsMap() || (n.size() == 0 && !prefix.empty())) {
     out.emplace_back(prefix, n);
     return;
   }
@@ -276,6 +282,13 @@ void resolve_ni_layout(RunConfig& c) {
 }
 
 bool finite_positive(double v) { return std::isfinite(v) && v > 0; }
+// The optimizer computes in float32: a smaller positive value is 0 there
+// (an lr of 1e-46 trained nothing; an eps of 1e-46 divided by zero).
+void check_float32_positive(const char* key, double v) {
+  MRMF_CHECK_KIND(Config, v >= static_cast<double>(std::numeric_limits<float>::min()), "config key '", key, "': ", v,
+                  " is below float32's smallest normal number (", std::numeric_limits<float>::min(),
+                  "), in which the optimizer computes; it would be 0 or lose its precision");
+}
 
 void validate(const RunConfig& c) {
   require_one_of("model.name", c.model.name, {"neuron_inverter", "cosmoflow"});
@@ -309,15 +322,20 @@ void validate(const RunConfig& c) {
                   c.stop.plateau_patience);
   MRMF_CHECK_KIND(Config, c.stop.min_epochs >= 0, "config key 'stop.min_epochs': must be >= 0, got ",
                   c.stop.min_epochs);
+  MRMF_CHECK_KIND(Config, c.stop.min_epochs <= c.stop.max_epochs, "config key 'stop.min_epochs': ", c.stop.min_epochs,
+                  " epochs before the plateau rule may stop, more than stop.max_epochs ", c.stop.max_epochs,
+                  " (which stops first)");
   require_one_of("stop.plateau_reference", c.stop.plateau_reference, {"previous", "best"});
   MRMF_CHECK_KIND(Config, finite_positive(c.optimizer.lr), "config key 'optimizer.lr': must be positive and finite, got ",
                   c.optimizer.lr);
+  check_float32_positive("optimizer.lr", c.optimizer.lr);
   MRMF_CHECK_KIND(Config, c.optimizer.momentum >= 0 && c.optimizer.momentum < 1,
                   "config key 'optimizer.momentum': must be in [0, 1), got ", c.optimizer.momentum);
   MRMF_CHECK_KIND(Config, c.optimizer.beta1 >= 0 && c.optimizer.beta1 < 1, "config key 'optimizer.beta1': must be in [0, 1)");
   MRMF_CHECK_KIND(Config, c.optimizer.beta2 >= 0 && c.optimizer.beta2 < 1, "config key 'optimizer.beta2': must be in [0, 1)");
   MRMF_CHECK_KIND(Config, std::isfinite(c.optimizer.eps) && c.optimizer.eps > 0,
                   "config key 'optimizer.eps': must be positive and finite, got ", c.optimizer.eps);
+  check_float32_positive("optimizer.eps", c.optimizer.eps);
   MRMF_CHECK_KIND(Config, std::isfinite(c.optimizer.weight_decay) && c.optimizer.weight_decay >= 0,
                   "config key 'optimizer.weight_decay': must be >= 0 and finite, got ", c.optimizer.weight_decay);
   MRMF_CHECK_KIND(Config, c.schedule.warmup_epochs >= 0, "config key 'schedule.warmup_epochs': must be >= 0");
@@ -525,7 +543,7 @@ struct DocumentStarts : YAML::EventHandler {
 };
 }  // namespace
 
-YAML::Node load_yaml_document(const std::string& text) {
+YAML::Node load_yaml_document(const std::string& text) try {
   // Documents are counted by hand, three at most: yaml-cpp 0.7's LoadAll
   // loops for ever on a stray ',' at the top level (`--set
   // data.reduce=[2,2,2],`), each round an empty document that consumes
@@ -548,6 +566,11 @@ YAML::Node load_yaml_document(const std::string& text) {
                                                   " YAML documents (separated by '---'); a configuration is one, and "
                                                   "the others would be ignored");
   return YAML::Load(text);
+} catch (const YAML::DeepRecursion& e) {
+  // yaml-cpp's own text for it is "bad file".
+  throw YAML::ParserException(e.mark,
+                              "values nested " + std::to_string(e.depth()) +
+                                  " levels deep, more than the YAML reader allows; a configuration needs a few");
 }
 
 RunConfig parse_run_config(const std::string& yaml_text, const std::vector<std::string>& overrides,
@@ -576,7 +599,8 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::vector<std::
     if (it == schema().end()) {  // a section given a value instead of its keys?
       const auto sub = std::find_if(schema().begin(), schema().end(),
                                     [&](const Field& f) { return f.key.rfind(key + ".", 0) == 0; });
-      if (sub != schema().end() && node.IsNull()) continue;  // `train:` with nothing below keeps the defaults
+      // `train:` or `train: {}` with nothing below keeps the defaults
+      if (sub != schema().end() && (node.IsNull() || node.IsMap())) continue;
       MRMF_CHECK_KIND(Config, sub == schema().end(), origin, ": config key '", written,
                       "' is a section: expected a map of its keys (such as ", sub->key, "), got a ",
                       node.IsSequence() ? "list" : "value");
@@ -636,15 +660,26 @@ void check_user_config(const RunConfig& c, bool notice_unused) {
   }
 }
 
+std::string read_config_file(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  MRMF_CHECK_KIND(Config, !ec || st.type() == fs::file_type::not_found, "cannot read ", what, " '", path,
+                  "': ", ec.message());  // e.g. too many levels of symbolic links
+  MRMF_CHECK_KIND(Config, fs::exists(st), "cannot read ", what, " '", path, "': no such file");
+  MRMF_CHECK_KIND(Config, !fs::is_directory(st), "cannot read ", what, " '", path,
+                  "': it is a folder, expected a YAML file");
+  MRMF_CHECK_KIND(Config, fs::is_regular_file(st), "cannot read ", what, " '", path,
+                  "': not a regular file (a FIFO, socket or device), expected a YAML file");
+  std::ifstream in(path);
+  MRMF_CHECK_KIND(Config, in.good(), "cannot read ", what, " '", path, "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  MRMF_CHECK_KIND(Config, !in.bad(), "cannot read ", what, " '", path, "': a read error");
+  return ss.str();
+}
+
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
-  std::string text;
-  if (!path.empty()) {
-    std::ifstream in(path);
-    MRMF_CHECK_KIND(Config, in.good(), "cannot read config file '", path, "'");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
-  }
+  const std::string text = path.empty() ? std::string() : read_config_file(path, "config file");
   RunConfig cfg = parse_run_config(text, overrides, path.empty() ? "<defaults>" : path);
   check_user_config(cfg);
   return cfg;

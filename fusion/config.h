@@ -138,6 +138,11 @@ struct RunConfig {
 // Loads a YAML file (may be empty for all defaults), applies overrides
 // ("train.epochs=5"), validates and returns the typed configuration.
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides);
+// The text of a configuration file; `what` names it in errors ("config file",
+// "the base run configuration of X"). Only regular files (or links to one):
+// reading a FIFO would block for ever, and a directory or a link loop has no
+// text to read.
+std::string read_config_file(const std::string& path, const std::string& what);
 // Rules for configurations a user gives (load_run_config, experiment
 // files), not for those stored in checkpoints by earlier versions.
 // `notice_unused`: say unused_settings() (off where a rung may choose

@@ -159,6 +159,10 @@ StopRule parse_stop(const YAML::Node& n, const std::string& key, StopRule base) 
                   ".patience': must be at least 1 when a threshold is set");
   MRMF_CHECK_KIND(Config, base.max_epochs >= 1, "experiment key '", key, ".max_epochs': must be at least 1");
   MRMF_CHECK_KIND(Config, base.min_epochs >= 0, "experiment key '", key, ".min_epochs': must be >= 0");
+  MRMF_CHECK_KIND(Config, base.min_epochs <= base.max_epochs, "experiment key '", key,
+                  ".min_epochs': ", base.min_epochs,
+                  " epochs before the plateau rule may stop, more than the guard's max_epochs ", base.max_epochs,
+                  " (which stops first)");
   MRMF_CHECK_KIND(Config, base.reference == "previous" || base.reference == "best", "experiment key '", key,
                   ".reference': '", base.reference, "' is not one of previous, best");
   return base;
@@ -208,8 +212,12 @@ void check_sections(const YAML::Node& root, const std::string& origin) {
 // The file `root["base"]` names: as given where that exists from the
 // working directory, else relative to the naming file's folder.
 fs::path base_path(const YAML::Node& root, const std::string& base_dir) {
+  MRMF_CHECK_KIND(Config, !root["base"].IsNull(),
+                  "'base' has no value, expected the path of a run configuration or "
+                  "experiment file");
   fs::path p = get<std::string>(root["base"], "base");
-  if (p.is_relative() && !fs::exists(p)) p = fs::path(base_dir) / p;
+  std::error_code ec;  // a link loop is an error of the read below, not here
+  if (p.is_relative() && !fs::exists(fs::symlink_status(p, ec))) p = fs::path(base_dir) / p;
   return p;
 }
 
@@ -228,13 +236,10 @@ YAML::Node resolve_base_chain(const YAML::Node& root, const std::string& origin,
   std::error_code ec;
   MRMF_CHECK_KIND(Config, !fs::is_directory(p, ec), origin, ": 'base' names the folder '", p.string(),
                   "', expected a run configuration or experiment file");
-  std::ifstream in(p);
-  MRMF_CHECK_KIND(Config, in.good(), origin, ": cannot read the base run configuration '", p.string(), "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  const std::string text = read_config_file(p.string(), "the base of " + origin);
   YAML::Node parent;
   try {
-    parent = load_yaml_document(ss.str());
+    parent = load_yaml_document(text);
   } catch (const YAML::ParserException& e) {
     MRMF_THROW(Config, p.string(), ":", e.mark.line + 1, ": invalid YAML: ", e.msg, " (the base of ", origin, ")");
   }
@@ -242,7 +247,7 @@ YAML::Node resolve_base_chain(const YAML::Node& root, const std::string& origin,
   YAML::Node out = YAML::Clone(root);
   if (!parent.IsMap() || !parent["experiment"]) {  // a run configuration
     out["base"] = p.string();
-    run_text = ss.str();
+    run_text = text;
     return out;
   }
   check_sections(parent, p.string());
@@ -484,11 +489,8 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
 }
 
 ExperimentConfig load_experiment_config(const std::string& path, const std::vector<std::string>& overrides) {
-  std::ifstream in(path);
-  MRMF_CHECK_KIND(Config, in.good(), "cannot read experiment config '", path, "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  ExperimentConfig c = parse_experiment_config(ss.str(), overrides, path, fs::path(path).parent_path().string());
+  ExperimentConfig c = parse_experiment_config(read_config_file(path, "experiment config"), overrides, path,
+                                               fs::path(path).parent_path().string());
   // A rung that chooses its own optimizer or schedule may read keys the
   // base's does not: no notice of unused keys then.
   bool rung_chooses = false;

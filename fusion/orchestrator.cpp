@@ -329,7 +329,8 @@ MethodRun Orchestrator::run_sequential(const std::string& method, uint64_t seed,
   return mr;
 }
 
-int Orchestrator::concurrent_split(const std::string& dir, const Resolution& coarse, uint64_t seed, double* probe_s) {
+std::optional<int> Orchestrator::concurrent_split(const std::string& dir, const Resolution& coarse, uint64_t seed,
+                                                  double* probe_s) {
   const auto t0 = Clock::now();
   // A resumed run keeps its first attempt's split: its groups' checkpoints
   // were written by that many ranks (a new probe could move the split).
@@ -354,8 +355,10 @@ int Orchestrator::concurrent_split(const std::string& dir, const Resolution& coa
       }
     }
   }
-  const auto [t_dense, t_coarse] = probe_epoch_times(coarse, seed);
+  const auto times = probe_epoch_times(coarse, seed);
   *probe_s = cfg_.concurrent_times.empty() ? world_.allreduce_max(since(t0)) : 0.0;  // given times cost nothing
+  if (!times) return std::nullopt;  // not recorded: a --resume probes again
+  const auto [t_dense, t_coarse] = *times;
   const int nd = dense_group_size(world_.size(), t_dense, t_coarse);
   log::info("concurrent split: {} rank(s) dense, {} rank(s) coarse (t_dense {:.2f} s, t_coarse {:.2f} s)", nd,
             world_.size() - nd, t_dense, t_coarse);
@@ -376,8 +379,8 @@ int Orchestrator::concurrent_split(const std::string& dir, const Resolution& coa
   return nd;
 }
 
-std::pair<double, double> Orchestrator::probe_epoch_times(const Resolution& coarse, uint64_t seed) {
-  if (!cfg_.concurrent_times.empty()) return {cfg_.concurrent_times[0], cfg_.concurrent_times[1]};
+std::optional<std::pair<double, double>> Orchestrator::probe_epoch_times(const Resolution& coarse, uint64_t seed) {
+  if (!cfg_.concurrent_times.empty()) return std::make_pair(cfg_.concurrent_times[0], cfg_.concurrent_times[1]);
   double t[2];
   const Resolution res[2] = {cfg_.ladder.back(), coarse};
   for (int i = 0; i < 2; ++i) {
@@ -389,6 +392,15 @@ std::pair<double, double> Orchestrator::probe_epoch_times(const Resolution& coar
       probe.time_steps(1);  // warm-up: primitive creation, first-touch allocations
       const double per_step = probe.time_steps(cfg_.probe_steps);
       t[i] = world_.allreduce_max(per_step * static_cast<double>(probe.train_loader().batches_per_epoch()));
+    } catch (const NonFiniteLoss& e) {
+      // The stage the probe times would diverge as well: the run is recorded
+      // as diverged and the experiment goes on with its other runs, as after
+      // a stage's divergence (ending the experiment lost them).
+      log::info(
+          "[concurrent] notice: the split probe of rung [{}] diverged ({}); this run ends here and is recorded "
+          "as diverged",
+          resolution_key(res[i]), e.message());
+      return std::nullopt;
     } catch (const Error& e) {
       detail::throw_error(e.kind(), "mrmf", "",
                           detail::concat("the concurrent split probe (rung [", resolution_key(res[i]),
@@ -399,7 +411,7 @@ std::pair<double, double> Orchestrator::probe_epoch_times(const Resolution& coar
     }
   }
   log::info("concurrent probe: dense epoch ~{:.2f} s, coarse epoch ~{:.2f} s", t[0], t[1]);
-  return {t[0], t[1]};
+  return std::make_pair(t[0], t[1]);
 }
 
 std::unique_ptr<Model> exchange_and_fuse(Communicator& world, int coarse_root, std::unique_ptr<Model> mine,
@@ -447,7 +459,14 @@ MethodRun Orchestrator::run_concurrent(uint64_t seed) {
   mr.seed = seed;
   const std::string dir = run_dir("concurrent", seed);
   const auto ladder = cfg_.ladder_for("concurrent");
-  const int nd = concurrent_split(dir, ladder[0], seed, &mr.split_probe_s);
+  const std::optional<int> split = concurrent_split(dir, ladder[0], seed, &mr.split_probe_s);
+  if (!split) {  // the probe diverged: no stage trained
+    mr.final_val_loss = std::numeric_limits<double>::quiet_NaN();
+    mr.reached_target = false;
+    mr.total_s = mr.split_probe_s;
+    return mr;
+  }
+  const int nd = *split;
   const bool dense_rank = world_.rank() < nd;
   Communicator group = world_.split(dense_rank ? 0 : 1, world_.rank());
   const StageStops stops = cfg_.stops_for_stage(0);

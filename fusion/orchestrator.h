@@ -24,6 +24,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -118,12 +119,14 @@ class Orchestrator {
   // fallback runs one method's stages under another's name).
   MethodRun run_sequential(const std::string& method, uint64_t seed, const std::string& label = "");
   MethodRun run_concurrent(uint64_t seed);
-  std::pair<double, double> probe_epoch_times(const Resolution& coarse, uint64_t seed);
-  // Dense group size for the concurrent run in `dir`: probed and recorded, or
-  // the recorded one when resuming.
-  // The dense group's size; *probe_s: the seconds the split took (its probe),
-  // or the first attempt's for a resumed run that keeps its split.
-  int concurrent_split(const std::string& dir, const Resolution& coarse, uint64_t seed, double* probe_s);
+  // The dense and coarse epoch times, given or probed; nullopt when a probe's
+  // loss became non-finite (the same on every rank: the loss is all-reduced).
+  std::optional<std::pair<double, double>> probe_epoch_times(const Resolution& coarse, uint64_t seed);
+  // The dense group's size for the concurrent run in `dir`: probed and
+  // recorded, or the recorded one when resuming; nullopt when the probe
+  // diverged. *probe_s: the seconds the split took (its probe), or the first
+  // attempt's for a resumed run that keeps its split.
+  std::optional<int> concurrent_split(const std::string& dir, const Resolution& coarse, uint64_t seed, double* probe_s);
   void check_before_training();
   // Every stage of every planned method set up without training (preflight.cpp).
   void check_planned_stages() const;

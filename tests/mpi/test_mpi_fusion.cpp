@@ -251,6 +251,40 @@ TEST_CASE("experiment: a concurrent run whose coarse group diverges ends there, 
   if (world.is_root()) fs::remove_all(dir);
 }
 
+TEST_CASE("experiment: a concurrent run whose split probe diverges is recorded as diverged and the experiment goes on",
+          "[mpi][experiment]") {
+  // The probe trains a few steps of each rung to time them; a rung that
+  // diverges there would diverge in its stage too. It used to end the whole
+  // experiment with an error (the runs after it lost).
+  Communicator world = Communicator::world();
+  const auto [dir, cfg] = concurrent_experiment(world, "mrmf_mpi_probe_diverge", 6, 64, 16, 1,
+                                                "  probe_steps: 3\n"
+                                                "  resolution_overrides: {\"4\": [optimizer.lr=1.0e+30]}\n");
+  REQUIRE(cfg.concurrent_times.empty());  // probed
+  Orchestrator orch(cfg, world, Device::cpu(), (dir / "out").string());
+  const MethodRun r = orch.run("concurrent", 1);
+  CHECK(r.stages.empty());  // no group trained
+  CHECK(std::isnan(r.final_val_loss));
+  CHECK_FALSE(r.reached_target);
+  CHECK(r.split_probe_s > 0);
+  CHECK(r.total_s == Approx(r.split_probe_s));
+  // Not recorded as the split: a --resume probes again.
+  CHECK_FALSE(fs::exists(dir / "out" / "concurrent" / "seed1" / "split.json"));
+  // The report and its chart take a run without stages: diverged, its probe's time.
+  if (world.is_root()) {
+    ReportContext ctx;
+    ctx.target_val_loss = cfg.target_val_loss;
+    const std::string md = write_report((dir / "out").string(), {r}, ctx);
+    CHECK_THAT(md, Catch::Contains("diverged"));
+    CHECK_THAT(md, Catch::Contains("split probe"));
+    CHECK(fs::exists(dir / "out" / "chart.svg"));
+    const auto summary = nlohmann::json::parse(std::ifstream(dir / "out" / "summary.json"));
+    CHECK(summary.dump().find("diverged") != std::string::npos);
+  }
+  world.barrier();
+  if (world.is_root()) fs::remove_all(dir);
+}
+
 TEST_CASE("experiment: with concurrent_overtime the group done first trains on until the other is done",
           "[mpi][experiment]") {
   Communicator world = Communicator::world();

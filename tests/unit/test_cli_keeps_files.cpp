@@ -204,6 +204,25 @@ TEST_CASE("cli: results already written are not replaced without --force, inputs
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("report.md") && Catch::Contains("--force"));
   CHECK(size_of(exp_out / "report.md") == std::string("an earlier report\n").size());
+
+  // A run folder, a generated file or a coarse copy where nothing can be
+  // written: refused before the data are loaded (a bare file-system error
+  // after training had started, or after generating; session 59).
+  for (const std::string& cmd :
+       std::vector<std::string>{"train --config " + cfg + " --out /proc/mrmf_run",
+                                "experiment --config " + (s.dir / "exp.yaml").string() + " --out /proc/mrmf_exp",
+                                "datagen neuron-inverter --train 2 --val 2 --test 2 --out /proc/mrmf/ni.h5",
+                                "datagen cosmoflow --size 16 --train 2 --val 2 --test 2 --out /proc/mrmf_cf",
+                                "downsample --in " + data + " --factor 2 --out /proc/mrmf/ni.h5"}) {
+    r = run(cmd);
+    INFO(cmd << ": " << r.out);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains("cannot write in /proc ("));
+  }
+  r = run("datagen neuron-inverter --train 2 --val 2 --test 2 --out " + data + "/ni.h5");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains(data + " is a file, so the folder cannot be made"));
+  CHECK(size_of(data) == data_size);
 }
 
 TEST_CASE("cli: a disk that fills up while writing keeps the earlier file and exits 1 without a crash", "[cli]") {

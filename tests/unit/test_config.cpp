@@ -1,7 +1,12 @@
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
 
 #include "core/error.h"
 #include "fusion/config.h"
+#include "support/temp_dir.h"
 
 using namespace mrmf;
 
@@ -155,6 +160,49 @@ TEST_CASE("config: bad input names the key before any compute", "[config]") {
   fails_with("", {"data.prefetch=4294967296"}, "'data.prefetch': must be 1 to 64");
   fails_with("", {"data.cache_max_mb=17592186044416"}, "'data.cache_max_mb': must be 0 (automatic) to 2^30");
   fails_with("", {"runtime.cudnn_workspace_mb=17592186044416"}, "'runtime.cudnn_workspace_mb': must be 0 to 2^30");
+  // Found by fuzzing (session 59), each accepted or reported in yaml-cpp's
+  // words before: a misspelt key holding an empty map was dropped unseen ...
+  fails_with("train: {bacth_size: {}}", {}, "unknown config key 'train.bacth_size'");
+  fails_with("bogus: {}", {}, "unknown config key 'bogus'");
+  CHECK(parse_run_config("train: {}", {}).train.batch_size == 512);  // an empty section, as 'train:' is
+  // ... values the optimizer's float32 makes 0 (an lr that trained nothing,
+  // an eps that divided by zero) ...
+  fails_with("optimizer: {lr: 1.0e-46}", {}, "'optimizer.lr': 1e-46 is below float32's smallest normal number");
+  fails_with("", {"optimizer.eps=1e-320"}, "'optimizer.eps': 9.99989e-321 is below float32's smallest normal");
+  CHECK(parse_run_config("optimizer: {eps: 1.0e-30}", {}).optimizer.eps == 1.0e-30);
+  // ... a plateau rule held back past the guard ...
+  fails_with("stop: {min_epochs: 5, max_epochs: 1}", {},
+             "'stop.min_epochs': 5 epochs before the plateau rule may stop");
+  CHECK(parse_run_config("stop: {min_epochs: 4, max_epochs: 4}", {}).stop.min_epochs == 4);
+  // ... and values nested past yaml-cpp's depth limit ("bad file").
+  fails_with(std::string(600, '[') + std::string(600, ']'), {}, "levels deep, more than the YAML reader allows");
+  fails_with("", {"optimizer.lr=" + std::string(600, '[') + std::string(600, ']')}, "levels deep");
+}
+
+TEST_CASE("config: a configuration file must be a regular file", "[config]") {
+  // A FIFO blocked the read for ever (a hang SIGTERM did not end); a link
+  // loop was a bare file-system error.
+  test::TempDir tmp("mrmf_config_files");
+  const std::string fifo = (tmp.dir / "fifo.yaml").string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const auto fails = [](const std::string& path, const std::string& needle) {
+    try {
+      load_run_config(path, {});
+      FAIL("no error for " << path);
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::Config);
+      CHECK_THAT(std::string(e.what()), Catch::Contains(needle));
+    }
+  };
+  fails(fifo, "cannot read config file '" + fifo + "': not a regular file (a FIFO, socket or device)");
+  std::filesystem::create_symlink("b.yaml", tmp.dir / "a.yaml");
+  std::filesystem::create_symlink("a.yaml", tmp.dir / "b.yaml");
+  fails((tmp.dir / "a.yaml").string(), "Too many levels of symbolic links");
+  fails((tmp.dir / "none.yaml").string(), "none.yaml': no such file");
+  fails(tmp.dir.string(), "it is a folder, expected a YAML file");
+  { std::ofstream((tmp.dir / "ok.yaml").string()) << "train: {batch_size: 8}\n"; }
+  std::filesystem::create_symlink("ok.yaml", tmp.dir / "link.yaml");  // a link to a file is fine
+  CHECK(load_run_config((tmp.dir / "link.yaml").string(), {}).train.batch_size == 8);
 }
 
 TEST_CASE("config: train.epochs is stop.max_epochs, and the Neuron Inverter layout has one source", "[config]") {

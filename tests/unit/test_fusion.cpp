@@ -263,6 +263,8 @@ TEST_CASE("experiment config: bad input is reported before any training", "[fusi
   fails("experiment: {target_val_loss: 0.1, coarse_stop: {threshold: 0.1, patience: 0}}", "patience");
   fails("experiment: {target_val_loss: 0.1, colour: red}", "unknown experiment key 'colour'");
   fails("experiment: {target_val_loss: 0.1, coarse_stop: {min_epochs: -1}}", "'coarse_stop.min_epochs': must be >= 0");
+  fails("experiment: {target_val_loss: 0.1, dense_stop: {min_epochs: 4, max_epochs: 3}}",
+        "'dense_stop.min_epochs': 4 epochs before the plateau rule may stop, more than the guard's max_epochs 3");
   fails("experiment: {target_val_loss: 0.1, dense_stop: {min_epoch: 3}}",
         "unknown experiment key 'dense_stop.min_epoch' (expected threshold, patience, max_epochs, min_epochs, "
         "reference)");
@@ -423,12 +425,15 @@ TEST_CASE("experiment config: an experiment file as the base of another", "[fusi
   write("self.yaml", "base: self.yaml\nexperiment: {target_val_loss: 0.1}\n");
   fails("self.yaml", "more than 8 experiment files chained by 'base'");
   write("lost.yaml", "base: runs/missing.yaml\nexperiment: {target_val_loss: 0.1}\n");
-  fails("lost.yaml", "cannot read the base run configuration '" + (tmp / "runs/missing.yaml") + "'");
+  fails("lost.yaml",
+        "cannot read the base of " + (tmp / "lost.yaml") + " '" + (tmp / "runs/missing.yaml") + "': no such file");
   write("runs/odd.yaml", "base: run.yaml\nexperiment: {target_val_loss: 0.1}\ncolour: red\n");
   write("odd_child.yaml", "base: runs/odd.yaml\nexperiment: {methods: [mrt]}\n");
   fails("odd_child.yaml", "odd.yaml: unknown section 'colour'");
   write("dir_base.yaml", "base: runs\nexperiment: {target_val_loss: 0.1}\n");
   fails("dir_base.yaml", "'base' names the folder");
+  write("null_base.yaml", "base:\nexperiment: {target_val_loss: 0.1}\n");
+  fails("null_base.yaml", "'base' has no value");
 }
 
 TEST_CASE("shared_init: the same seed gives coarse and dense models identical convolutions", "[fusion]") {
