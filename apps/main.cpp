@@ -17,6 +17,7 @@
 #include "core/memory.h"
 #include "core/stop_signal.h"
 #include "data/h5file.h"
+#include "data/hdf5_crash_note.h"
 #include "kernels/rows_avx512.h"
 
 namespace mrmf::cli {
@@ -104,6 +105,11 @@ int main(int argc, char** argv) {
   try {
     kernels::check_rows_avx512_env();  // before any work: a typo must not pass unnoticed
     mpi_init(&argc, &argv);
+    {
+      int rank = 0;
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      data::install_hdf5_crash_note(rank);  // after MPI's own handlers: the note comes first
+    }
     rc = action ? action() : 0;
   } catch (const Error& e) {
     // Usage and configuration errors are the user's to fix: show the message

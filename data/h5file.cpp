@@ -12,6 +12,7 @@
 
 #include "core/hash.h"
 #include "core/log.h"
+#include "data/hdf5_crash_note.h"
 
 namespace fs = std::filesystem;
 
@@ -69,10 +70,42 @@ hid_t file_type(DType d) {
   }
 }
 
+// Empty when a number type's bit fields lie inside its bytes, else what
+// does not fit. Only a damaged header says otherwise ("16-bit unsigned
+// integer, 239-bit precision"), and HDF5's conversion of such a type
+// overran its stack (found by fuzzing: a crash, not an error).
+std::string number_type_misfit(hid_t type) {
+  const H5T_class_t cls = H5Tget_class(type);
+  if (cls != H5T_INTEGER && cls != H5T_FLOAT) return {};
+  const size_t bits = H5Tget_size(type) * 8, precision = H5Tget_precision(type);
+  const int offset = H5Tget_offset(type);
+  if (bits == 0 || precision == 0 || offset < 0 || precision + static_cast<size_t>(offset) > bits) {
+    H5Eclear2(H5E_DEFAULT);
+    return detail::concat(precision, "-bit precision at bit offset ", offset, " in a ", bits, "-bit type");
+  }
+  if (cls == H5T_FLOAT) {
+    size_t spos = 0, epos = 0, esize = 0, mpos = 0, msize = 0;
+    if (H5Tget_fields(type, &spos, &epos, &esize, &mpos, &msize) < 0 || esize == 0 || msize == 0 || spos >= bits ||
+        epos + esize > bits || mpos + msize > bits) {
+      H5Eclear2(H5E_DEFAULT);
+      return detail::concat("float fields (sign bit ", spos, ", exponent ", esize, " bits at ", epos, ", mantissa ",
+                            msize, " bits at ", mpos, ") outside a ", bits, "-bit type");
+    }
+  }
+  return {};
+}
+
+void require_intact_number_type(hid_t type, const std::string& path, const std::string& dataset) {
+  const std::string misfit = number_type_misfit(type);
+  MRMF_CHECK_KIND(Data, misfit.empty(), path, ": dataset '", dataset, "' has a damaged element type (", misfit,
+                  "): is the file damaged?");
+}
+
 // The DType of an HDF5 type, or nullopt when mrmf has no equivalent.
 std::optional<DType> dtype_of_h5(hid_t type) {
   const H5T_class_t cls = H5Tget_class(type);
   const size_t size = H5Tget_size(type);
+  if (!number_type_misfit(type).empty()) return std::nullopt;
   if (cls == H5T_FLOAT) {
     size_t spos = 0, epos = 0, esize = 0, mpos = 0, msize = 0;
     if (H5Tget_fields(type, &spos, &epos, &esize, &mpos, &msize) < 0) {
@@ -99,9 +132,11 @@ std::optional<DType> dtype_of_h5(hid_t type) {
 std::string h5_type_name(hid_t type) {
   const H5T_class_t cls = H5Tget_class(type);
   const size_t bits = H5Tget_size(type) * 8;
+  const std::string misfit = number_type_misfit(type);
+  const std::string damaged = misfit.empty() ? "" : " with " + misfit + " (damaged)";
   switch (cls) {
-    case H5T_INTEGER: return (H5Tget_sign(type) == H5T_SGN_2 ? "int" : "uint") + std::to_string(bits);
-    case H5T_FLOAT: return "float" + std::to_string(bits);
+    case H5T_INTEGER: return (H5Tget_sign(type) == H5T_SGN_2 ? "int" : "uint") + std::to_string(bits) + damaged;
+    case H5T_FLOAT: return "float" + std::to_string(bits) + damaged;
     case H5T_STRING: return "string";
     case H5T_COMPOUND: return "compound";
     case H5T_ARRAY: return "array";
@@ -144,7 +179,10 @@ std::string read_one_string(hid_t obj, bool is_attr, const std::string& where) {
   if (H5Tis_variable_str(type.get()) > 0) {
     MRMF_H5_CHECK(H5Tset_size(mem.get(), H5T_VARIABLE));
     char* buf = nullptr;
-    MRMF_H5_CHECK(is_attr ? H5Aread(obj, mem.get(), &buf) : H5Dread(obj, mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &buf));
+    const herr_t read =
+        is_attr ? H5Aread(obj, mem.get(), &buf) : H5Dread(obj, mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &buf);
+    MRMF_CHECK_KIND(Data, read >= 0, where, ": reading the string failed (", innermost_error(),
+                    "): is the file damaged?");
     std::string s = buf ? buf : "";
 #if H5_VERSION_GE(1, 12, 0)
     H5Treclaim(mem.get(), space.get(), H5P_DEFAULT, &buf);
@@ -158,7 +196,8 @@ std::string read_one_string(hid_t obj, bool is_attr, const std::string& where) {
   std::string s(size, '\0');
   const herr_t read =
       is_attr ? H5Aread(obj, mem.get(), s.data()) : H5Dread(obj, mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, s.data());
-  MRMF_CHECK_KIND(Data, read >= 0, where, ": reading the string failed (", innermost_error(), ")");
+  MRMF_CHECK_KIND(Data, read >= 0, where, ": reading the string failed (", innermost_error(),
+                  "): is the file damaged?");
   s.resize(std::strlen(s.c_str()));  // fixed-length strings are NUL- or space-padded
   while (!s.empty() && s.back() == ' ') s.pop_back();
   return s;
@@ -216,6 +255,7 @@ H5File H5File::open_read(const std::string& path) {
   // A FIFO blocked H5Fis_hdf5's open until a writer came: a hang.
   MRMF_CHECK_KIND(Data, fs::is_regular_file(path, ec) || fs::is_character_file(path, ec), path,
                   ": is not a regular file (a FIFO, socket or block device), expected an HDF5 file");
+  note_hdf5_file_opened(path);  // before libhdf5 reads it: a damaged superblock can crash it already
   const htri_t is_h5 = H5Fis_hdf5(path.c_str());
   MRMF_CHECK_KIND(Data, is_h5 != 0, path, ": not an HDF5 file (no HDF5 signature: corrupt, truncated or another format)");
   H5PlistId fapl(MRMF_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)));
@@ -330,6 +370,7 @@ std::vector<int64_t> H5File::shape(const std::string& dataset) const {
 DType H5File::dtype(const std::string& dataset) const {
   H5DatasetId d = open_dataset(dataset);
   H5TypeId type(MRMF_H5_CHECK(H5Dget_type(d.get())));
+  require_intact_number_type(type.get(), path_, dataset);
   const auto dt = dtype_of_h5(type.get());
   MRMF_CHECK_KIND(Data, dt.has_value(), path_, ": dataset '", dataset, "' has element type ",
                   h5_type_name(type.get()), ", which mrmf cannot read");
@@ -433,6 +474,7 @@ void H5File::read_rows_into(const std::string& dataset, int64_t start, int64_t c
   MRMF_CHECK_KIND(Data, start >= 0 && count >= 0 && start + count <= dims[0], path_, ": rows [", start, ", ",
                   start + count, ") of dataset '", dataset, "' are out of range: it has ", dims[0], " rows");
   if (count == 0) return;
+  require_intact_number_type(H5TypeId(MRMF_H5_CHECK(H5Dget_type(d.get()))).get(), path_, dataset);
   std::vector<hsize_t> off(dims.size(), 0), cnt(dims.begin(), dims.end());
   off[0] = static_cast<hsize_t>(start);
   cnt[0] = static_cast<hsize_t>(count);
