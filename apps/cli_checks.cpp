@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -20,9 +21,9 @@
 namespace mrmf::cli {
 namespace fs = std::filesystem;
 
-CLI::Validator at_least(long long lo) {
+CLI::Validator between(long long lo, long long hi) {
   return CLI::Validator(
-      [lo](std::string& v) -> std::string {
+      [lo, hi](std::string& v) -> std::string {
         long long x = 0;
         size_t used = 0;
         try {
@@ -32,10 +33,14 @@ CLI::Validator at_least(long long lo) {
         }
         if (used == 0 || used != v.size()) return "expected a whole number, got '" + v + "'";
         if (x < lo) return "must be at least " + std::to_string(lo) + ", got " + v;
+        if (x > hi) return "must be at most " + std::to_string(hi) + ", got " + v;
         return "";
       },
-      "INT>=" + std::to_string(lo));
+      hi == std::numeric_limits<long long>::max() ? "INT>=" + std::to_string(lo)
+                                                  : "INT in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
 }
+
+CLI::Validator at_least(long long lo) { return between(lo, std::numeric_limits<long long>::max()); }
 
 CLI::Validator unsigned64() {
   return CLI::Validator(
@@ -50,6 +55,16 @@ CLI::Validator unsigned64() {
         return {};
       },
       "UINT64");
+}
+
+CLI::Validator boolean_word() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        for (const char* w : {"0", "1", "true", "false", "on", "off", "yes", "no"})
+          if (v == w) return "";
+        return "expected 0 or 1 (true/false, on/off, yes/no), got '" + v + "'";
+      },
+      "BOOL");
 }
 
 CLI::Validator non_empty() {

@@ -16,6 +16,13 @@ namespace mrmf::cli {
 // "--batch: must be at least 1, got 0" (CLI11's PositiveNumber says "Value 0
 // not in range 0 to 1.79e308", which reads as if 0 were allowed).
 CLI::Validator at_least(long long lo);
+// The same with an upper bound: a value past a flag's type (an int) was
+// CLI11's bare "Could not convert".
+CLI::Validator between(long long lo, long long hi);
+
+// 0/1, true/false, on/off or yes/no: CLI11 read '' and -1 as false and 1.5 or
+// 999999 as true, silently.
+CLI::Validator boolean_word();
 
 // "--out: must not be empty" (an empty path otherwise fails late, as a
 // rename to "" or a read of "").

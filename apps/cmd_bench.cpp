@@ -24,11 +24,12 @@ void add_bench_command(CLI::App& app, Action& action) {
                                                      step_workload_help());
   sub->add_option("--batch", f->o.batch, "batch size for every workload (default: 512 for ni, 8 for cf)")
       ->check(at_least(1));
-  sub->add_option("--steps", f->o.steps, "timed steps (default 10)")->check(at_least(1));
-  sub->add_option("--warmup", f->o.warmup, "untimed steps first (default 3)")->check(at_least(0));
+  sub->add_option("--steps", f->o.steps, "timed steps (default 10)")->check(between(1, 1000000));
+  sub->add_option("--warmup", f->o.warmup, "untimed steps first (default 3)")->check(between(0, 1000000));
   sub->add_flag("--json", f->o.json, "one JSON document on stdout instead of a line per workload");
-  sub->add_option("--tf32", f->tf32, "GPU: allow TF32 convolutions and GEMMs (default 1)");
-  sub->add_option("--cudnn-benchmark", f->cudnn_benchmark, "GPU: time cuDNN's algorithms once (default 1)");
+  sub->add_option("--tf32", f->tf32, "GPU: allow TF32 convolutions and GEMMs (default 1)")->check(boolean_word());
+  sub->add_option("--cudnn-benchmark", f->cudnn_benchmark, "GPU: time cuDNN's algorithms once (default 1)")
+      ->check(boolean_word());
   sub->add_option("--workspace-mb", f->workspace_mb, "GPU: cuDNN workspace cap (default 4096)")
       ->check(at_least(0));
   add_runtime_flags(*sub, f->rt);

@@ -590,6 +590,14 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::vector<std::
   std::vector<std::pair<std::string, YAML::Node>> leaves;
   collect_leaves(root, "", leaves, cfg);
   std::map<std::string, std::string> seen;  // canonical key -> how it was written
+  // Who set a key: the --set that wrote it or one of its sections, else the file.
+  const auto set_by = [&](const std::string& written) {
+    for (auto o = overrides.rbegin(); o != overrides.rend(); ++o) {
+      const std::string k = o->substr(0, o->find('='));
+      if (written == k || written.rfind(k + ".", 0) == 0) return "--set '" + *o + "'";
+    }
+    return origin;
+  };
   for (const auto& [written, node] : leaves) {
     const std::string key = canonical_key(written);
     const auto [at, fresh] = seen.emplace(key, written);
@@ -605,7 +613,8 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::vector<std::
                       "' is a section: expected a map of its keys (such as ", sub->key, "), got a ",
                       node.IsSequence() ? "list" : "value");
     }
-    MRMF_CHECK_KIND(Config, it != schema().end(), origin, ": unknown config key '", written, "'", suggestion(written));
+    MRMF_CHECK_KIND(Config, it != schema().end(), set_by(written), ": unknown config key '", written, "'",
+                    suggestion(written));
     if (node.IsNull()) {  // `key:` with no value: a value forgotten, not a request for the default
       YAML::Node def;
       it->write(RunConfig{}, def);

@@ -395,8 +395,16 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
   // Every run configuration the experiment will use must parse.
   for (const auto& r : c.ladder) {
     std::vector<std::string> sets = c.run_sets;
-    if (const auto* over = rung_overrides(c, r)) sets.insert(sets.end(), over->begin(), over->end());
-    parse_run_config(c.run_yaml, sets, origin + " (run configuration at resolution " + resolution_key(r) + ")");
+    const std::string at = origin + " (run configuration at resolution " + resolution_key(r) + ")";
+    parse_run_config(c.run_yaml, sets, at);  // the file's and --set's errors, named as theirs
+    if (const auto* over = rung_overrides(c, r)) {
+      sets.insert(sets.end(), over->begin(), over->end());
+      try {  // an entry's error said "--set '...'"
+        parse_run_config(c.run_yaml, sets, at);
+      } catch (const Error& e) {
+        MRMF_THROW(Config, "experiment key 'resolution_overrides' (rung ", resolution_key(r), "): ", e.message());
+      }
+    }
     if (is_original(r) && !c.finetune_overrides.empty()) {
       sets.insert(sets.end(), c.finetune_overrides.begin(), c.finetune_overrides.end());
       try {  // name the experiment key: the error is the overrides' together with the base's keys

@@ -97,6 +97,18 @@ TEST_CASE("cli: every subcommand answers --help, and bench times a training step
   CHECK_THAT(r.out, Catch::Contains("unknown workload 'resnet50'") && Catch::Contains("ni<T>"));
   r = run("bench --workload ni400 --steps 0");
   CHECK(r.code == 2);
+  // Values past the flag's type, and booleans CLI11 read loosely ('' and -1
+  // as false, 1.5 as true): named (session 59's fuzzing).
+  for (const auto& [flags, says] :
+       {std::pair<std::string, std::string>{"--steps 2147483648", "--steps: must be at most 1000000, got 2147483648"},
+        {"--tf32 ''", "--tf32: expected 0 or 1 (true/false, on/off, yes/no), got ''"},
+        {"--tf32 1.5", "--tf32: expected 0 or 1"},
+        {"--cudnn-benchmark -1", "--cudnn-benchmark: expected 0 or 1"}}) {
+    r = run("bench --workload ni400 " + flags);
+    INFO(flags << ": " << r.out);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains(says));
+  }
   // An input too small for the model: named before anything is timed.
   // --json: stdout is exactly one JSON document, whatever is logged (the
   // device notice of --device auto goes to stderr).

@@ -164,6 +164,9 @@ TEST_CASE("config: bad input names the key before any compute", "[config]") {
   // words before: a misspelt key holding an empty map was dropped unseen ...
   fails_with("train: {bacth_size: {}}", {}, "unknown config key 'train.bacth_size'");
   fails_with("bogus: {}", {}, "unknown config key 'bogus'");
+  // An unknown key a --set wrote is the --set's, not the file's.
+  fails_with("train: {batch_size: 8}", {"bogus.x=1"}, "--set 'bogus.x=1': unknown config key 'bogus.x'");
+  fails_with("bogus: 1", {"train.seed=2"}, "<string>: unknown config key 'bogus'");
   CHECK(parse_run_config("train: {}", {}).train.batch_size == 512);  // an empty section, as 'train:' is
   // ... values the optimizer's float32 makes 0 (an lr that trained nothing,
   // an eps that divided by zero) ...

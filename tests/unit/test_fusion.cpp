@@ -262,6 +262,10 @@ TEST_CASE("experiment config: bad input is reported before any training", "[fusi
   fails("experiment: {methods: [baseline]}", "target_val_loss");
   fails("experiment: {target_val_loss: 0.1, coarse_stop: {threshold: 0.1, patience: 0}}", "patience");
   fails("experiment: {target_val_loss: 0.1, colour: red}", "unknown experiment key 'colour'");
+  fails(
+      "experiment: {target_val_loss: 0.1, methods: [baseline, mrmf1], ladder: [[2], [1]], resolution_overrides: "
+      "{\"2\": [train.batch_size]}}",
+      "experiment key 'resolution_overrides' (rung 2): --set 'train.batch_size': expected key=value");
   fails("experiment: {target_val_loss: 0.1, coarse_stop: {min_epochs: -1}}", "'coarse_stop.min_epochs': must be >= 0");
   fails("experiment: {target_val_loss: 0.1, dense_stop: {min_epochs: 4, max_epochs: 3}}",
         "'dense_stop.min_epochs': 4 epochs before the plateau rule may stop, more than the guard's max_epochs 3");
