@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "apps/cli_checks.h"
 #include "apps/commands.h"
 #include "core/communicator.h"
 #include "core/device.h"
@@ -23,7 +24,8 @@
 namespace mrmf::cli {
 
 void add_runtime_flags(CLI::App& sub, RuntimeFlags& flags) {
-  sub.add_option("--device", flags.device, "cpu, cuda, cuda:N or auto (default: $MRMF_DEVICE or auto)");
+  sub.add_option("--device", flags.device, "cpu, cuda, cuda:N or auto (default: $MRMF_DEVICE or auto)")
+      ->check(non_empty());  // '' read as not given
   sub.add_option("--threads", flags.threads, "OpenMP threads for the CPU backend (default: all cores)")
       ->check(CLI::Range(int64_t{0}, kMaxThreads));
 }

@@ -103,7 +103,8 @@ TEST_CASE("cli: every subcommand answers --help, and bench times a training step
        {std::pair<std::string, std::string>{"--steps 2147483648", "--steps: must be at most 1000000, got 2147483648"},
         {"--tf32 ''", "--tf32: expected 0 or 1 (true/false, on/off, yes/no), got ''"},
         {"--tf32 1.5", "--tf32: expected 0 or 1"},
-        {"--cudnn-benchmark -1", "--cudnn-benchmark: expected 0 or 1"}}) {
+        {"--cudnn-benchmark -1", "--cudnn-benchmark: expected 0 or 1"},
+        {"--device ''", "--device: must not be empty"}}) {
     r = run("bench --workload ni400 " + flags);
     INFO(flags << ": " << r.out);
     CHECK(r.code == 2);
