@@ -322,9 +322,6 @@ void validate(const RunConfig& c) {
                   c.stop.plateau_patience);
   MRMF_CHECK_KIND(Config, c.stop.min_epochs >= 0, "config key 'stop.min_epochs': must be >= 0, got ",
                   c.stop.min_epochs);
-  MRMF_CHECK_KIND(Config, c.stop.min_epochs <= c.stop.max_epochs, "config key 'stop.min_epochs': ", c.stop.min_epochs,
-                  " epochs before the plateau rule may stop, more than stop.max_epochs ", c.stop.max_epochs,
-                  " (which stops first)");
   require_one_of("stop.plateau_reference", c.stop.plateau_reference, {"previous", "best"});
   MRMF_CHECK_KIND(Config, finite_positive(c.optimizer.lr), "config key 'optimizer.lr': must be positive and finite, got ",
                   c.optimizer.lr);
@@ -661,6 +658,13 @@ void check_user_config(const RunConfig& c, bool notice_unused) {
   MRMF_CHECK_KIND(Config, c.data.scale.empty() || c.data.transform == "scale",
                   "config key 'data.scale': per-channel factors are given but data.transform is '", c.data.transform,
                   "', so they would be ignored; set data.transform=scale, or drop data.scale");
+  // A notice, not an error: a run cut short on purpose (max_epochs 2) and
+  // resumed later with more epochs keeps its min_epochs.
+  if (c.stop.min_epochs > c.stop.max_epochs)
+    log::info(
+        "notice: stop.min_epochs {} is more than stop.max_epochs {}: the epoch guard stops this run before the "
+        "plateau rule may",
+        c.stop.min_epochs, c.stop.max_epochs);
   const auto unused = notice_unused ? unused_settings(c) : std::vector<std::string>{};
   if (!unused.empty()) {
     std::string list;
