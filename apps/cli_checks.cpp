@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -60,15 +61,17 @@ CLI::Validator unsigned64() {
 CLI::Validator boolean_word() {
   return CLI::Validator(
       [](std::string& v) -> std::string {
+        std::string lower = v;
+        for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
         for (const char* w : {"0", "1", "true", "false", "on", "off", "yes", "no"})
-          if (v == w) return "";
+          if (lower == w) return "";
         return "expected 0 or 1 (true/false, on/off, yes/no), got '" + v + "'";
       },
       "BOOL");
 }
 
-CLI::Validator non_empty() {
-  return CLI::Validator([](std::string& v) -> std::string { return v.empty() ? "must not be empty" : ""; }, "PATH");
+CLI::Validator non_empty(const std::string& name) {
+  return CLI::Validator([](std::string& v) -> std::string { return v.empty() ? "must not be empty" : ""; }, name);
 }
 
 void check_output_place(const std::string& out, const fs::path& place) {

@@ -26,7 +26,7 @@ CLI::Validator boolean_word();
 
 // "--out: must not be empty" (an empty path otherwise fails late, as a
 // rename to "" or a read of "").
-CLI::Validator non_empty();
+CLI::Validator non_empty(const std::string& name = "PATH");
 
 // An unsigned 64-bit number written as one (a seed): CLI11 2.1 reads
 // unsigned flags with strtoull, which wraps -1 and clamps too large values,

@@ -285,8 +285,8 @@ void add_train_command(CLI::App& app, Action& action) {
   sub->add_option("--init-groups", flags->init_groups,
                   "Which groups --init loads: all, bottom or top; resample: all of a checkpoint at another resolution, "
                   "the layers on the flattened features resampled")
-      ->check(non_empty());  // '' read as not given
-  sub->add_option("--freeze", flags->freeze, "Freeze a parameter group: bottom or top")->check(non_empty());
+      ->check(non_empty("GROUPS"));  // '' read as not given
+  sub->add_option("--freeze", flags->freeze, "Freeze a parameter group: bottom or top")->check(non_empty("GROUP"));
   add_runtime_flags(*sub, flags->rt);
   sub->callback([flags, &action] { action = [flags] { return run_train(*flags); }; });
 }

@@ -25,7 +25,7 @@ namespace mrmf::cli {
 
 void add_runtime_flags(CLI::App& sub, RuntimeFlags& flags) {
   sub.add_option("--device", flags.device, "cpu, cuda, cuda:N or auto (default: $MRMF_DEVICE or auto)")
-      ->check(non_empty());  // '' read as not given
+      ->check(non_empty("DEVICE"));  // '' read as not given
   sub.add_option("--threads", flags.threads, "OpenMP threads for the CPU backend (default: all cores)")
       ->check(CLI::Range(int64_t{0}, kMaxThreads));
 }

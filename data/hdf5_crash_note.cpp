@@ -41,7 +41,13 @@ const char* signal_text(int sig) noexcept {
 void on_fault(int sig, siginfo_t* info, void* context) {
   int slot = 0;
   while (slot < 2 && kSignals[slot] != sig) ++slot;
-  if (g_noted.load(std::memory_order_acquire)) {
+  // si_code <= 0: sent by kill/raise/abort, not a fault of an instruction.
+  // From another process (SI_USER, SI_QUEUE) it says nothing of HDF5.
+  const bool sent = info == nullptr || info->si_code <= 0;
+  const bool from_elsewhere =
+      info != nullptr && (info->si_code == SI_USER || info->si_code == SI_QUEUE) && info->si_pid != ::getpid();
+  static std::atomic<bool> reported{false};  // once: a crash may fault again (a back-trace's malloc)
+  if (g_noted.load(std::memory_order_acquire) && !from_elsewhere && !reported.exchange(true)) {
     char rank[16];
     int r = g_rank, n = 0;
     char digits[16];
@@ -57,14 +63,16 @@ void on_fault(int sig, siginfo_t* info, void* context) {
     put(signal_text(sig));
     put(". The last HDF5 file this process opened for reading is ");
     put(g_path);
-    put(": libhdf5 crashes on some damaged files instead of reporting an error. If `h5dump -H` of that file "
-        "fails too, the file is damaged: regenerate or re-copy it.\n");
+    put(". libhdf5 crashes on some damaged files instead of reporting an error: if the back-trace shows H5 "
+        "functions, check that file (`h5dump -H` fails on a damaged one) and regenerate or re-copy it.\n");
   }
-  // The previous handler, or the default action: for a fault, returning
-  // re-executes the instruction, which faults again into it; abort()
-  // raises again itself when a handler returns.
+  // Then the previous handler (MPI's back-trace) or the default action.
+  // A fault re-executes its instruction on return and faults again into
+  // it. A sent signal would be gone: raised again, it is pending (blocked
+  // while this handler runs) and arrives when it returns -- abort() alone
+  // would raise SIG_DFL itself, skipping the previous handler.
   sigaction(sig, &g_previous[slot], nullptr);
-  (void)info;
+  if (sent) raise(sig);
   (void)context;
 }
 
@@ -73,6 +81,7 @@ void on_fault(int sig, siginfo_t* info, void* context) {
 void note_hdf5_file_opened(const std::string& path) noexcept {
   const size_t n = std::min(path.size(), kPathBytes - 1);
   g_noted.store(false, std::memory_order_release);
+  if (path.empty()) return;  // forgotten
   std::memcpy(g_path, path.data(), n);
   g_path[n] = '\0';
   g_noted.store(true, std::memory_order_release);

@@ -6,16 +6,19 @@
 // error it reports. Fuzzing found such bytes in 0.2 % of the offsets of a
 // Neuron Inverter file's metadata. The process cannot go on safely after
 // that, but the user should learn which file to check: the handler writes
-// the last file opened for reading, then lets the fault take its course
-// (the previous handler -- MPI's back-trace -- or the default action, so the
-// exit status still says which signal it was).
+// (once) the last file opened for reading, then lets the fault take its
+// course (the previous handler -- MPI's back-trace -- or the default action,
+// so the exit status still says which signal it was). The file is the last
+// opened, not necessarily the one read when the fault came: the note says
+// how to tell. A signal sent by another process gets no note.
 #pragma once
 
 #include <string>
 
 namespace mrmf::data {
 
-// Remembers `path` as the HDF5 file most recently opened for reading.
+// Remembers `path` as the HDF5 file most recently opened for reading (an
+// empty one: none).
 void note_hdf5_file_opened(const std::string& path) noexcept;
 
 // Installs the fault handlers (SIGSEGV, SIGBUS, SIGABRT), once; `rank`

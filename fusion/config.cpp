@@ -1,11 +1,19 @@
 #include "fusion/config.h"
 
+#if __has_include(<yaml-cpp/depthguard.h>)  // yaml-cpp 0.7 and later
 #include <yaml-cpp/depthguard.h>
+#define MRMF_YAML_DEPTH_GUARD 1
+#endif
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -563,12 +571,18 @@ YAML::Node load_yaml_document(const std::string& text) try {
                                                   " YAML documents (separated by '---'); a configuration is one, and "
                                                   "the others would be ignored");
   return YAML::Load(text);
-} catch (const YAML::DeepRecursion& e) {
-  // yaml-cpp's own text for it is "bad file".
-  throw YAML::ParserException(e.mark,
-                              "values nested " + std::to_string(e.depth()) +
-                                  " levels deep, more than the YAML reader allows; a configuration needs a few");
 }
+#ifdef MRMF_YAML_DEPTH_GUARD
+catch (const YAML::DeepRecursion& e) {
+  // yaml-cpp's own text for it is "bad file"; depth() is its limit.
+  throw YAML::ParserException(e.mark, "values nested more than " + std::to_string(e.depth()) +
+                                          " levels deep, past the YAML reader's limit; a configuration needs a few");
+}
+#else
+catch (const YAML::ParserException&) {
+  throw;
+}
+#endif
 
 RunConfig parse_run_config(const std::string& yaml_text, const std::vector<std::string>& overrides,
                            const std::string& origin) {
@@ -681,14 +695,39 @@ std::string read_config_file(const std::string& path, const std::string& what) {
   MRMF_CHECK_KIND(Config, fs::exists(st), "cannot read ", what, " '", path, "': no such file");
   MRMF_CHECK_KIND(Config, !fs::is_directory(st), "cannot read ", what, " '", path,
                   "': it is a folder, expected a YAML file");
-  MRMF_CHECK_KIND(Config, fs::is_regular_file(st), "cannot read ", what, " '", path,
-                  "': not a regular file (a FIFO, socket or device), expected a YAML file");
-  std::ifstream in(path);
-  MRMF_CHECK_KIND(Config, in.good(), "cannot read ", what, " '", path, "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  MRMF_CHECK_KIND(Config, !in.bad(), "cannot read ", what, " '", path, "': a read error");
-  return ss.str();
+  MRMF_CHECK_KIND(Config, fs::is_regular_file(st) || fs::is_fifo(st) || fs::is_character_file(st), "cannot read ", what,
+                  " '", path, "': a socket or block device, expected a YAML file");
+  // A pipe (`--config <(...)`, /dev/stdin) is read too; a FIFO no process
+  // writes to blocked the open for ever (a hang SIGTERM did not end): opened
+  // without blocking, it must have a writer within kWriterWait.
+  constexpr int kWriterWaitMs = 5000;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (fs::is_fifo(st) ? O_NONBLOCK : 0));
+  MRMF_CHECK_KIND(Config, fd >= 0, "cannot read ", what, " '", path, "': ", std::strerror(errno));
+  std::string text;
+  try {
+    if (fs::is_fifo(st)) {
+      pollfd p{fd, POLLIN, 0};
+      const int ready = ::poll(&p, 1, kWriterWaitMs);
+      MRMF_CHECK_KIND(Config, ready > 0, "cannot read ", what, " '", path, "': a FIFO that no process wrote to within ",
+                      kWriterWaitMs / 1000, " s");
+      ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    }
+    char buf[65536];
+    for (;;) {
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      MRMF_CHECK_KIND(Config, n >= 0, "cannot read ", what, " '", path, "': ", std::strerror(errno));
+      if (n == 0) break;
+      text.append(buf, static_cast<size_t>(n));
+      MRMF_CHECK_KIND(Config, text.size() <= (size_t{64} << 20), "cannot read ", what, " '", path,
+                      "': more than 64 MiB, not a configuration");
+    }
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+  return text;
 }
 
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {

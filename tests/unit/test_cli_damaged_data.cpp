@@ -62,8 +62,10 @@ TEST_CASE("cli: a crash inside libhdf5 on a damaged file names the file", "[cli]
   Scratch s;
   const fs::path data = s.dir / "ni.h5";
   make_tiny_ni(data.string(), " --train 64 --val 32 --test 32 --seed 1 --time-bins 128 --threads 1");
-  // 8 bytes of 0xFF in the root group's symbol table (the addresses of its
-  // B-tree and local heap): libhdf5 1.10.8 copies from a wild address.
+  // 8 bytes of 0xFF in the root group's symbol-table entry (an address of
+  // its cached B-tree / local heap; where it lies in the version-0
+  // superblock layout h5py-style files use): libhdf5 1.10.8 copies from a
+  // wild address.
   // Another libhdf5 may report it instead; either way the file is named.
   poke(data, 128, std::string(8, '\xff'));
   const Result r =
