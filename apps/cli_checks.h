@@ -33,11 +33,6 @@ CLI::Validator non_empty(const std::string& name = "PATH");
 // silently.
 CLI::Validator unsigned64();
 
-// Refuses (a usage error: exit 2) an output folder that is an existing file,
-// or one that already holds any of
-// `files` unless `force`, naming them and `remedy`. Every rank looks before
-// any rank writes and the answer is agreed (a max over the ranks), so all
-// ranks stop or none does.
 // For --out `out`, which is, or will be made in, the folder `place`: the
 // nearest existing folder on the way must be a folder the command can write
 // in (a file there, /proc, a read-only export are Usage errors naming --out).
@@ -45,6 +40,11 @@ CLI::Validator unsigned64();
 // loaded or training started -- as a bare file-system error.
 void check_output_place(const std::string& out, const std::filesystem::path& place);
 
+// Refuses (a usage error: exit 2) an output folder that is an existing file,
+// or one that already holds any of
+// `files` unless `force`, naming them and `remedy`. Every rank looks before
+// any rank writes and the answer is agreed (a max over the ranks), so all
+// ranks stop or none does.
 void refuse_existing_results(const std::string& out, const std::vector<std::string>& files, bool force,
                              const std::string& remedy, const Communicator& world);
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 
 namespace mrmf::data {
@@ -16,7 +17,7 @@ namespace {
 constexpr size_t kPathBytes = 4096;
 char g_path[kPathBytes];
 std::atomic<bool> g_noted{false};
-int g_rank = 0;
+char g_rank[16] = "0";  // formatted at install: the handler only copies
 constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGABRT};
 struct sigaction g_previous[3];
 
@@ -48,17 +49,8 @@ void on_fault(int sig, siginfo_t* info, void* context) {
       info != nullptr && (info->si_code == SI_USER || info->si_code == SI_QUEUE) && info->si_pid != ::getpid();
   static std::atomic<bool> reported{false};  // once: a crash may fault again (a back-trace's malloc)
   if (g_noted.load(std::memory_order_acquire) && !from_elsewhere && !reported.exchange(true)) {
-    char rank[16];
-    int r = g_rank, n = 0;
-    char digits[16];
-    do {
-      digits[n++] = static_cast<char>('0' + r % 10);
-      r /= 10;
-    } while (r > 0 && n < 15);
-    for (int i = 0; i < n; ++i) rank[i] = digits[n - 1 - i];
-    rank[n] = '\0';
     put("mrmf: fatal: [rank ");
-    put(rank);
+    put(g_rank);
     put("] ");
     put(signal_text(sig));
     put(". The last HDF5 file this process opened for reading is ");
@@ -90,7 +82,7 @@ void note_hdf5_file_opened(const std::string& path) noexcept {
 void install_hdf5_crash_note(int rank) noexcept {
   static std::atomic<bool> installed{false};
   if (installed.exchange(true)) return;
-  g_rank = rank;
+  std::snprintf(g_rank, sizeof g_rank, "%d", rank);
   struct sigaction sa {};
   sa.sa_sigaction = on_fault;
   sa.sa_flags = SA_SIGINFO | SA_ONSTACK;

@@ -703,30 +703,28 @@ std::string read_config_file(const std::string& path, const std::string& what) {
   constexpr int kWriterWaitMs = 5000;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (fs::is_fifo(st) ? O_NONBLOCK : 0));
   MRMF_CHECK_KIND(Config, fd >= 0, "cannot read ", what, " '", path, "': ", std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
   std::string text;
-  try {
-    if (fs::is_fifo(st)) {
-      pollfd p{fd, POLLIN, 0};
-      const int ready = ::poll(&p, 1, kWriterWaitMs);
-      MRMF_CHECK_KIND(Config, ready > 0, "cannot read ", what, " '", path, "': a FIFO that no process wrote to within ",
-                      kWriterWaitMs / 1000, " s");
-      ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-    }
-    char buf[65536];
-    for (;;) {
-      const ssize_t n = ::read(fd, buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      MRMF_CHECK_KIND(Config, n >= 0, "cannot read ", what, " '", path, "': ", std::strerror(errno));
-      if (n == 0) break;
-      text.append(buf, static_cast<size_t>(n));
-      MRMF_CHECK_KIND(Config, text.size() <= (size_t{64} << 20), "cannot read ", what, " '", path,
-                      "': more than 64 MiB, not a configuration");
-    }
-  } catch (...) {
-    ::close(fd);
-    throw;
+  if (fs::is_fifo(st)) {
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, kWriterWaitMs);
+    MRMF_CHECK_KIND(Config, ready > 0, "cannot read ", what, " '", path, "': a FIFO that no process wrote to within ",
+                    kWriterWaitMs / 1000, " s");
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   }
-  ::close(fd);
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    MRMF_CHECK_KIND(Config, n >= 0, "cannot read ", what, " '", path, "': ", std::strerror(errno));
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    MRMF_CHECK_KIND(Config, text.size() <= (size_t{64} << 20), "cannot read ", what, " '", path,
+                    "': more than 64 MiB, not a configuration");
+  }
   return text;
 }
 

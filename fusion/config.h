@@ -139,9 +139,9 @@ struct RunConfig {
 // ("train.epochs=5"), validates and returns the typed configuration.
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides);
 // The text of a configuration file; `what` names it in errors ("config file",
-// "the base run configuration of X"). Only regular files (or links to one):
-// reading a FIFO would block for ever, and a directory or a link loop has no
-// text to read.
+// "the base of X"). A regular file, a character device or a pipe with a
+// writer (`--config <(...)`); a FIFO no process writes to within 5 s is
+// refused (its open blocked for ever), as are folders and link loops.
 std::string read_config_file(const std::string& path, const std::string& what);
 // Rules for configurations a user gives (load_run_config, experiment
 // files), not for those stored in checkpoints by earlier versions.

@@ -390,15 +390,15 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::vec
                   "experiment key 'concurrent_times': expected [t_dense, t_coarse], both finite and positive");
   MRMF_CHECK_KIND(Config, c.probe_steps >= 1, "experiment key 'probe_steps': must be at least 1");
   validate_methods(c);
-  // Every run configuration the experiment will use must parse.
+  // Every run configuration the experiment will use must parse: the file's
+  // with --set (its errors named as theirs), then each rung's overrides.
+  parse_run_config(c.run_yaml, c.run_sets, origin + " (run configuration)");
   for (const auto& r : c.ladder) {
     std::vector<std::string> sets = c.run_sets;
-    const std::string at = origin + " (run configuration at resolution " + resolution_key(r) + ")";
-    parse_run_config(c.run_yaml, sets, at);  // the file's and --set's errors, named as theirs
     if (const auto* over = rung_overrides(c, r)) {
       sets.insert(sets.end(), over->begin(), over->end());
       try {  // an entry's error said "--set '...'"
-        parse_run_config(c.run_yaml, sets, at);
+        parse_run_config(c.run_yaml, sets, origin + " (run configuration at resolution " + resolution_key(r) + ")");
       } catch (const Error& e) {
         MRMF_THROW(Config, "experiment key 'resolution_overrides' (rung ", resolution_key(r), "): ", e.message());
       }
