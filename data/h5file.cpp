@@ -12,6 +12,7 @@
 
 #include "core/hash.h"
 #include "core/log.h"
+#include "data/h5_global_heap_check.h"
 #include "data/hdf5_crash_note.h"
 
 namespace fs = std::filesystem;
@@ -578,7 +579,9 @@ std::string H5File::read_string(const std::string& dataset) const {
   std::string text;
   {
     H5DatasetId d = open_dataset(dataset);
-    text = read_one_string(d.get(), false, path_ + ": dataset '" + dataset + "'");
+    const std::string where = path_ + ": dataset '" + dataset + "'";
+    check_vlen_string_heap(file_.get(), d.get(), path_, where);  // before libhdf5 walks the heap
+    text = read_one_string(d.get(), false, where);
   }
   // A long text's checksum (write_string), in its checksummed header.
   if (const auto sum = read_string_attribute(dataset, kTextChecksum)) {

@@ -3,7 +3,10 @@
 // `train` found them: an element type whose bit fields do not fit its
 // bytes made libhdf5's conversion smash its stack, and damaged metadata
 // addresses made libhdf5 read wild memory -- crashes that named no file.
+#include <hdf5.h>
+
 #include <catch2/catch.hpp>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -24,7 +27,97 @@ void poke(const fs::path& path, size_t offset, const std::string& bytes) {
   REQUIRE(f.good());
 }
 
+// Little-endian unsigned integer of `n` bytes at `at`.
+uint64_t read_le(const std::string& bytes, size_t at, int n) {
+  uint64_t v = 0;
+  for (int i = n - 1; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(bytes.at(at + i));
+  return v;
+}
+
+std::string le8(uint64_t v) {
+  std::string s(8, '\0');
+  for (int i = 0; i < 8; ++i) s[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  return s;
+}
+
+// Where a Neuron Inverter file's variable-length `meta.JSON` keeps its
+// text: the dataset's record (length, heap address, object index) and the
+// global heap collection it points to.
+struct MetaHeap {
+  size_t record = 0;      // file offset of the dataset's 16-byte value
+  size_t collection = 0;  // file offset of "GCOL"
+  uint64_t length = 0, index = 0;
+};
+
+MetaHeap find_meta_heap(const fs::path& path) {
+  MetaHeap m;
+  const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  REQUIRE(f >= 0);
+  const hid_t d = H5Dopen2(f, "meta.JSON", H5P_DEFAULT);
+  REQUIRE(d >= 0);
+  const haddr_t at = H5Dget_offset(d);
+  H5Dclose(d);
+  H5Fclose(f);
+  REQUIRE(at != HADDR_UNDEF);
+  const std::string bytes = slurp(path);
+  m.record = static_cast<size_t>(at);
+  m.length = read_le(bytes, m.record, 4);
+  m.collection = static_cast<size_t>(read_le(bytes, m.record + 4, 8));  // no userblock: addresses are offsets
+  m.index = read_le(bytes, m.record + 12, 4);
+  REQUIRE(bytes.compare(m.collection, 4, "GCOL") == 0);
+  REQUIRE(read_le(bytes, m.collection + 16, 2) == m.index);  // the text is the collection's first object
+  REQUIRE(read_le(bytes, m.collection + 24, 8) == m.length);
+  return m;
+}
+
 }  // namespace
+
+TEST_CASE("cli: a damaged global heap under a variable-length string is an error not a hang or a crash",
+          "[cli][data]") {
+  SKIP_WITHOUT_BINARY();
+  Scratch s;
+  const fs::path clean = s.dir / "clean.h5";
+  make_tiny_ni(clean.string(), " --train 64 --val 32 --test 32 --seed 1 --time-bins 128 --threads 1");
+  const MetaHeap m = find_meta_heap(clean);
+  const size_t first = m.collection + 16;                         // the text's object header
+  const size_t free_space = first + 16 + (m.length + 7) / 8 * 8;  // the next: the collection's free space
+  REQUIRE(read_le(slurp(clean), free_space, 2) == 0);
+  struct Damage {
+    const char* what;
+    size_t at;
+    std::string bytes;
+    const char* message;
+  };
+  const Damage cases[] = {
+      // libhdf5 1.10.8 loops forever walking a free-space object of size 0.
+      {"free space of 0 bytes", free_space + 8, le8(0), "claims 0 bytes"},
+      // It copied a text object's claimed size past the collection (abort).
+      {"an object past the collection", first + 8, le8(1u << 24), "claims 16777216 bytes"},
+      {"an index not in the collection", m.record + 12, std::string("\x07\x00\x00\x00", 4),
+       "the string's object 7 is not in the collection"},
+      {"another length", m.record, std::string("\x01\x00\x00\x00", 4), "the string is 1 bytes long, its heap object"},
+  };
+  for (const Damage& c : cases) {
+    const fs::path data = s.dir / "ni.h5";
+    fs::copy_file(clean, data, fs::copy_options::overwrite_existing);
+    poke(data, c.at, c.bytes);
+    const fs::path out = s.dir / "half.h5";
+    // The timeout turns a hang (the defect) into a failure, not a stuck CTest.
+    const Result r = run_prefixed(
+        "timeout 60 ", "downsample --in " + data.string() + " --out " + out.string() + " --factor 2 --axes t");
+    INFO(c.what << "\n" << r.out);
+    CHECK(r.code == 1);
+    CHECK_THAT(r.out, Catch::Contains(data.string() + ": dataset 'meta.JSON': the file's global heap, which holds "
+                                                      "the string's bytes, is damaged (") &&
+                          Catch::Contains(c.message));
+    CHECK_FALSE(fs::exists(out));
+  }
+  // The undamaged file passes the check.
+  const Result r =
+      run("downsample --in " + clean.string() + " --out " + (s.dir / "ok.h5").string() + " --factor 2 --axes t");
+  INFO(r.out);
+  CHECK(r.code == 0);
+}
 
 TEST_CASE("cli: a data set whose element type is damaged is an error naming the file and dataset", "[cli][data]") {
   SKIP_WITHOUT_BINARY();

@@ -1,0 +1,28 @@
+// A variable-length string's bytes lie in the file's global heap, in a
+// "collection" of objects that libhdf5 1.10 walks from header to header
+// before it reads one, trusting every size it finds: an object of size 0
+// marked free makes the walk stand still (the reading process loops
+// forever; session 59's fuzzing found one damaged byte of a Neuron
+// Inverter file's `meta.JSON` doing that), and a size past the collection's
+// end makes it copy from wild memory. The check below walks the collection
+// the way libhdf5 will, from the file's bytes, before libhdf5 does -- so a
+// damaged one is an error naming the file instead of a hang or a crash.
+#pragma once
+
+#include <hdf5.h>
+
+#include <string>
+
+namespace mrmf::data {
+
+// Checks the global heap collection holding the value of `dataset`, a
+// scalar or one-element variable-length string dataset of the file `file`
+// opened from `path`; throws a Data error starting with `where` when the
+// walk would not end exactly at the collection's end, or the string's
+// object is missing or of another length than the dataset says. Returns
+// without a verdict where the check does not apply (storage not contiguous
+// or not allocated, addresses or lengths other than 8 bytes, a null
+// string): libhdf5 reads those as before.
+void check_vlen_string_heap(hid_t file, hid_t dataset, const std::string& path, const std::string& where);
+
+}  // namespace mrmf::data
