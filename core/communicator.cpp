@@ -160,9 +160,22 @@ Communicator Communicator::split(int color, int key) const {
 
 void Communicator::ensure_nccl(Device device, Stream& stream) {
 #ifdef MRMF_HAVE_CUDA
-  if (nccl_ && nccl_->device == device.index) return;
-  ncclUniqueId id;
-  if (rank_ == 0) MRMF_NCCL_CHECK(ncclGetUniqueId(&id));
+  if (nccl_ && nccl_->device == device.index) {
+    // The watchdog aborts a stuck communicator (comm = nullptr): a later
+    // collective on it would fail with NCCL's bare "invalid argument".
+    MRMF_CHECK_KIND(Runtime, nccl_->comm, "NCCL: this communicator was aborted after an earlier failure (see the "
+                                          "first error); it cannot be used again");
+    return;
+  }
+  ncclUniqueId id{};
+  ncclResult_t got = ncclSuccess;
+  if (rank_ == 0) got = ncclGetUniqueId(&id);
+  // Every rank learns whether rank 0 has an id: rank 0 throwing alone left
+  // the others in the id's broadcast for ever.
+  int ok = got == ncclSuccess ? 1 : 0;
+  MRMF_MPI_CHECK(MPI_Bcast(&ok, 1, MPI_INT, 0, comm_));
+  if (rank_ == 0) MRMF_NCCL_CHECK(got);
+  MRMF_CHECK_KIND(Runtime, ok == 1, "NCCL: rank 0 could not make the communicator's unique id (its error says why)");
   MRMF_MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm_));
   set_current_device(device);
   // Installed only once initialised: after a failed init a later call must

@@ -429,6 +429,12 @@ std::unique_ptr<Model> exchange_and_fuse(Communicator& world, int coarse_root, s
   if (!md) md = skeleton(dense_spec);
   MRMF_CHECK_KIND(Shape, mc->params().layout_hash() == skeleton(coarse_spec)->params().layout_hash(),
                   "concurrent exchange: the coarse model does not match its spec ", coarse_spec.str());
+  // Each rank broadcasts as many bytes as its own copy holds: a trained
+  // model and the other group's skeleton of it that differ would make the
+  // broadcasts disagree (MPI: a truncation error; NCCL: a hang until the
+  // watchdog, or memory overrun). Compared first, on every rank.
+  world.check_same_on_all_ranks(mc->params().layout_hash(), "the coarse model's layout at the concurrent exchange");
+  world.check_same_on_all_ranks(md->params().layout_hash(), "the dense model's layout at the concurrent exchange");
   Stream& st = cpu_stream();
   world.broadcast(mc->params().values(), coarse_root, st);
   world.broadcast(mc->params().buffers(), coarse_root, st);

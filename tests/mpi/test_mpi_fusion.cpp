@@ -113,6 +113,24 @@ TEST_CASE("concurrent exchange: every rank holds bottom(M_c) + top(M_d)", "[mpi]
   }
 }
 
+TEST_CASE("concurrent exchange: a dense model unlike the other group's skeleton of it is an error on every rank",
+          "[mpi][fusion]") {
+  Communicator world = Communicator::world();
+  const int coarse_root = world.size() - 1;
+  const ModelSpec cs = ni_spec(800), ds = ni_spec(1600), other = ni_spec(1200);
+  const bool dense = world.rank() < coarse_root;
+  // The dense group trained a model of another size than the spec every
+  // rank was given: the broadcasts' byte counts would disagree.
+  auto mine = dense ? built(other, 22) : built(cs, 11);
+  try {
+    (void)exchange_and_fuse(world, coarse_root, std::move(mine), cs, ds, Device::cpu(), 5);
+    FAIL("no error on rank " << world.rank());
+  } catch (const Error& e) {
+    INFO(e.what());
+    CHECK_THAT(e.message(), Catch::Contains("ranks disagree on the dense model's layout at the concurrent exchange"));
+  }
+}
+
 TEST_CASE("experiment: a tiny end-to-end MRMF run with every method", "[mpi][experiment]") {
   Communicator world = Communicator::world();
   data::NeuronGenOptions g;
