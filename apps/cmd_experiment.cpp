@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "apps/cli_checks.h"
@@ -27,7 +28,7 @@ struct ExperimentFlags {
   std::string config, out;
   std::vector<std::string> sets;
   std::vector<std::string> methods;
-  bool force = false, resume = false;
+  bool force = false, resume = false, check = false;
   RuntimeFlags rt;
 };
 
@@ -142,8 +143,13 @@ int run_experiment(const ExperimentFlags& f) {
                           "its report (folders of methods this run does not run stay as they are), or choose another "
                           "--out",
                           world);
-  const RunFolderLock lock(f.out, world);  // one command a folder (core/run_lock.h)
-  lock.remove_partial_files();
+  // One command a folder (core/run_lock.h); --check writes nothing, so it
+  // neither takes the lock nor tidies the folder.
+  std::optional<RunFolderLock> lock;
+  if (!f.check) {
+    lock.emplace(f.out, world);
+    lock->remove_partial_files();
+  }
   // runtime.threads of the run configuration, unless --threads says otherwise
   // (as `mrmf train` does).
   // runtime.device likewise: a GPU experiment on a node whose GPU is gone
@@ -182,7 +188,15 @@ int run_experiment(const ExperimentFlags& f) {
     for (const auto& [m, seed] : state.plan) text += "\n" + m + " " + std::to_string(seed);
     world.check_same_on_all_ranks(fnv1a64(text), "the experiment (its configuration, data, methods and seeds)");
   }
-  Orchestrator orch(cfg, world, device, f.out);
+  Orchestrator orch(cfg, world, device, f.out);  // checks every planned stage (fusion/preflight.cpp)
+  if (f.check) {
+    if (world.is_root())
+      std::printf(
+          "%s\nchecked: the configuration, data, models, transfers and fusions of every stage (%zu run(s) "
+          "planned); nothing was trained or written\n",
+          orch.describe_plan().c_str(), state.plan.size());
+    return 0;
+  }
 
   ReportContext ctx;
   if (world.is_root()) {
@@ -272,6 +286,10 @@ void add_experiment_command(CLI::App& app, Action& action) {
                 "the configuration, data and launch (ranks, device kind, threads) must be the same; seeds and "
                 "methods may be added")
       ->excludes(force);
+  sub->add_flag("--check", flags->check,
+                "Check everything the experiment would check before training (configuration, data, every stage's "
+                "model, transfers and fusions, --out, --resume's record), print the plan stage by stage, and exit "
+                "without training or writing anything");
   sub->add_option("--methods", flags->methods, "Run only these methods (baseline, mrt, mrmf1, mrmf2, concurrent)");
   add_runtime_flags(*sub, flags->rt);
   sub->callback([flags, &action] { action = [flags] { return run_experiment(*flags); }; });

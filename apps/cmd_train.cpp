@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "apps/cli_checks.h"
 #include "apps/commands.h"
@@ -24,6 +25,7 @@ struct TrainFlags {
   std::vector<std::string> sets;
   bool resume = false;
   bool force = false;
+  bool check = false;
   std::string init, init_groups, freeze;
   RuntimeFlags rt;
 };
@@ -212,9 +214,14 @@ int run_train(const TrainFlags& f) {
         "--resume: {} has no checkpoint.h5 of its own, so this run starts over; the run an earlier --force set "
         "aside is in {}/previous_run",
         f.out, f.out);
-  const RunFolderLock lock(f.out, world);  // one command a folder (core/run_lock.h)
-  lock.remove_partial_files();
-  if (world.is_root()) EarlierRun::recover_interrupted_move(o, results);  // a --force killed while moving files
+  // One command a folder (core/run_lock.h); --check writes nothing, so it
+  // neither takes the lock nor tidies the folder.
+  std::optional<RunFolderLock> lock;
+  if (!f.check) {
+    lock.emplace(f.out, world);
+    lock->remove_partial_files();
+    if (world.is_root()) EarlierRun::recover_interrupted_move(o, results);  // a --force killed while moving files
+  }
   RuntimeFlags rt = f.rt;
   if (rt.device.empty()) rt.device = cfg.runtime.device;
   if (rt.threads == 0) rt.threads = static_cast<int>(cfg.runtime.threads);
@@ -222,6 +229,19 @@ int run_train(const TrainFlags& f) {
   RuntimeOptions ro;
   ro.device = rt.device;
   const Device device = select_device(ro);
+  if (f.check) {
+    // What an experiment checks of each stage before training (fusion/preflight.cpp).
+    ModelSpec spec;
+    auto model = check_run_before_training(cfg, world, world.size(), device, &spec, nullptr);
+    if (world.is_root())
+      std::printf(
+          "%s\n%s\nchecked: the configuration, the train and val data (%d rank(s), batch %lld per rank), "
+          "the model%s; nothing was trained or written%s\n",
+          spec.str().c_str(), describe(*model).c_str(), world.size(), static_cast<long long>(cfg.train.batch_size),
+          cfg.train.init.empty() ? "" : " and --init",
+          f.resume ? " (--resume compares its checkpoint with this configuration when the run starts)" : "");
+    return 0;
+  }
 
   TrainerOptions to;
   to.out_dir = f.out;
@@ -287,6 +307,9 @@ void add_train_command(CLI::App& app, Action& action) {
                   "the layers on the flattened features resampled")
       ->check(non_empty("GROUPS"));  // '' read as not given
   sub->add_option("--freeze", flags->freeze, "Freeze a parameter group: bottom or top")->check(non_empty("GROUP"));
+  sub->add_flag("--check", flags->check,
+                "Check the configuration, data, model, --init and --out as the run would, print the model, and "
+                "exit without training or writing anything");
   add_runtime_flags(*sub, flags->rt);
   sub->callback([flags, &action] { action = [flags] { return run_train(*flags); }; });
 }

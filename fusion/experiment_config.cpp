@@ -80,6 +80,11 @@ const std::set<std::string> kExperimentKeys = {
     "bn_recalibration_batches", "concurrent_times", "probe_steps", "shared_init", "stage_checkpoints",
     "concurrent_overtime"};
 // clang-format on
+}  // namespace
+
+const std::set<std::string>& experiment_keys() { return kExperimentKeys; }
+
+namespace {
 
 template <class T>
 struct Expected {

@@ -43,6 +43,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -111,6 +112,10 @@ bool names_rung(const std::string& key, const Resolution& r);
 // The resolution_overrides of rung r (nullptr: none); at most one key names
 // a rung (parse_experiment_config refuses two).
 const std::vector<std::string>* rung_overrides(const ExperimentConfig& c, const Resolution& r);
+
+// Every key of the `experiment:` section (docs/configuration.md describes
+// each; a unit test keeps the two in step).
+const std::set<std::string>& experiment_keys();
 
 // Parses an experiment file (plus `--set experiment.x=...` or run-key overrides:
 // keys starting with "experiment." go to this section, others to every run).

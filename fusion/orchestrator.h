@@ -95,6 +95,11 @@ class Orchestrator {
                          bool finetune = false) const;
   // Ranks for the dense group when splitting `world` ranks by epoch times.
   static int dense_group_size(int world, double t_dense, double t_coarse);
+  // What the experiment will train, stage by stage (as the log and the
+  // run folders name the stages): each stage's sample shape, batch, learning
+  // rate and stop rule, and what each transfer or fusion carries. For
+  // `mrmf experiment --check` (plan_description.cpp).
+  std::string describe_plan() const;
   // What a split means in time: each group's epoch (the probe's all-rank epoch
   // times scaled to the group's ranks) and its stage at the epoch guard. The
   // epoch-time rule balances epochs, not stages: the groups finish together

@@ -13,29 +13,13 @@
 #include "core/error.h"
 #include "fusion/config.h"
 #include "fusion/experiment_config.h"
+#include "support/source_tree.h"
 
 using namespace mrmf;
 namespace fs = std::filesystem;
 
-namespace {
-// The source tree: the first parent of the test binary (or of the working
-// directory) holding configs/ and scripts/slurm/.
-fs::path source_root() {
-  std::error_code ec;
-  for (fs::path start : {fs::read_symlink("/proc/self/exe", ec), fs::current_path()})
-    for (fs::path d = start; !d.empty() && d != d.root_path(); d = d.parent_path()) {
-      if (fs::is_directory(d / "configs") && fs::is_directory(d / "scripts" / "slurm")) return d;
-    }
-  return {};
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-}  // namespace
+using mrmf::testing::source_root;
+static std::string slurp(const fs::path& p) { return mrmf::testing::read_text(p); }
 
 // An experiment file (fusion/experiment_config.h) has a top-level `experiment:` section.
 static bool is_experiment(const fs::path& p) {
