@@ -163,8 +163,9 @@ void Communicator::ensure_nccl(Device device, Stream& stream) {
   if (nccl_ && nccl_->device == device.index) {
     // The watchdog aborts a stuck communicator (comm = nullptr): a later
     // collective on it would fail with NCCL's bare "invalid argument".
-    MRMF_CHECK_KIND(Runtime, nccl_->comm, "NCCL: this communicator was aborted after an earlier failure (see the "
-                                          "first error); it cannot be used again");
+    MRMF_CHECK_KIND(Runtime, nccl_->comm,
+                    "NCCL: this communicator was aborted after an earlier failure (see the "
+                    "first error); it cannot be used again");
     return;
   }
   ncclUniqueId id{};
