@@ -24,6 +24,12 @@ WORKLOADS="ni1600 ni800 cf32"
 OUT=""
 NOTE=""
 while [[ $# -gt 0 ]]; do
+  # Every option takes a value: a missing one is said by name (set -u's
+  # "$2: unbound variable" was all a user got).
+  case "$1" in
+    --build | --rounds | --steps | --warmup | --threads | --workloads | --out | --note)
+      [[ $# -ge 2 ]] || { echo "$1 needs a value" >&2; exit 2; } ;;
+  esac
   case "$1" in
     --build) BUILD=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
@@ -37,6 +43,14 @@ while [[ $# -gt 0 ]]; do
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
+
+# Counts checked before any work: 0 rounds ended in a Python traceback after
+# the runs, a non-number in "unbound variable".
+for v in ROUNDS STEPS THREADS; do
+  [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "--${v,,} must be a whole number >= 1, got '${!v}'" >&2; exit 2; }
+done
+[[ $WARMUP =~ ^[0-9]+$ ]] || { echo "--warmup must be a whole number >= 0, got '$WARMUP'" >&2; exit 2; }
+[[ -n ${WORKLOADS// /} ]] || { echo "--workloads is empty" >&2; exit 2; }
 
 if [[ -z "$BUILD" ]]; then
   for d in build/h-perf build/cpu build; do
@@ -63,7 +77,10 @@ for ((r = 1; r <= ROUNDS; ++r)); do
     for e in $order; do
       echo "round $r/$ROUNDS  $w  $e ..." >&2
       if [[ $e == mrmf ]]; then
-        "$MRMF_BIN" --workload "$w" --steps "$STEPS" --warmup "$WARMUP" --json 2>/dev/null > "$TMP/mrmf_${r}_${w}.json"
+        # Its stderr kept, and shown when it fails: with set -e a failing run
+        # (a mistyped workload) ended the script with no word of why.
+        "$MRMF_BIN" --workload "$w" --steps "$STEPS" --warmup "$WARMUP" --json 2>"$TMP/mrmf.err" > "$TMP/mrmf_${r}_${w}.json" ||
+          { cat "$TMP/mrmf.err" >&2; echo "bench_vs_torch: $MRMF_BIN failed on workload $w" >&2; exit 1; }
       else
         "$PY" "$ROOT/bench/torch_train_step.py" --workload "$w" --steps "$STEPS" --warmup "$WARMUP" \
           --threads "$THREADS" --json > "$TMP/torch_${r}_${w}.json"

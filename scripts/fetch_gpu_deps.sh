@@ -7,8 +7,13 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 mkdir -p "$ROOT/.gpudeps" && cd "$ROOT/.gpudeps"
-mkdir -p "$ROOT/.git/info"
-grep -qx '/.gpudeps/' "$ROOT/.git/info/exclude" 2>/dev/null || echo '/.gpudeps/' >> "$ROOT/.git/info/exclude"
+# The exclude file git itself reads: in a worktree (or submodule) .git is a
+# file, and `mkdir .git/info` stopped the script before any download.
+if EXCLUDE=$(git -C "$ROOT" rev-parse --git-path info/exclude 2>/dev/null); then
+  [[ $EXCLUDE == /* ]] || EXCLUDE="$ROOT/$EXCLUDE"  # relative to ROOT in a plain checkout
+  mkdir -p "$(dirname "$EXCLUDE")"
+  grep -qx '/.gpudeps/' "$EXCLUDE" 2>/dev/null || echo '/.gpudeps/' >> "$EXCLUDE"
+fi
 apt-get download libhdf5-dev libhdf5-103-1 libhdf5-cpp-103-1 libsz2 libaec0 zlib1g-dev libdeflate-dev libdeflate0 \
   libmpich-dev libmpich12 mpich hwloc-nox libhwloc15 \
   libyaml-cpp-dev libyaml-cpp0.7 libcli11-dev libspdlog-dev libspdlog1.10 libfmt-dev libfmt9 \

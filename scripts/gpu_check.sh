@@ -48,6 +48,9 @@
 set -uo pipefail
 export HDF5_USE_FILE_LOCKING=FALSE
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# A relative $OUT is the caller's, as in gpu_mrmf_experiment.sh (it landed
+# under the repository root, after the cd below).
+[[ -z ${OUT:-} ]] || OUT=$(realpath -m "$OUT")
 cd "$ROOT"
 MODES=("$@")
 ((${#MODES[@]})) || MODES=(all)
@@ -222,9 +225,18 @@ txt = open(sys.argv[1]).read()
 dec, runs, i = json.JSONDecoder(), [], 0
 while i < len(txt):
     if txt[i] in " \n\t": i += 1; continue
-    obj, i = dec.raw_decode(txt, i); runs.append(obj)
+    try:
+        obj, i = dec.raw_decode(txt, i); runs.append(obj)
+    except ValueError:  # a run cut off by its timeout: what came before still counts
+        print(f"(output cut short at character {i}: a run timed out or failed)"); break
+# Paired by engine and TF32 setting, not by position: a run that failed or
+# timed out (no torch on the machine) wrote nothing, and pairing by position
+# then set mrmf's TF32 run against mrmf's strict one under "torch".
+by = {(str(r.get("engine", "")).split()[0], bool(r.get("tf32"))): r for r in runs}
+missing = [f"{e} tf32={t}" for t in (True, False) for e in ("mrmf", "pytorch") if (e, t) not in by]
+if missing: print("no result from: " + ", ".join(missing))
 print(f"{'workload':<40} {'tf32':>5} {'mrmf samples/s':>15} {'torch samples/s':>16} {'ratio':>6} {'mrmf GB':>8} {'torch GB':>8}")
-for a, b in zip(runs[0::2], runs[1::2]):
+for a, b in ((by[("mrmf", t)], by[("pytorch", t)]) for t in (True, False) if ("mrmf", t) in by and ("pytorch", t) in by):
     tb = {r["workload"]: r for r in b["results"]}
     for r in a["results"]:
         t = tb.get(r["workload"])

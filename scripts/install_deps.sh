@@ -19,6 +19,14 @@ PKGS=(
 )
 if [[ "${MRMF_WITH_TORCH:-0}" == "1" ]]; then PKGS+=(python3-torch); fi
 
+# Not a Debian system (no dpkg-query): every package looked missing and the
+# script failed inside apt-get or sudo with no word of what to do.
+if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
+  echo "[mrmf] install_deps.sh needs dpkg and apt-get (Debian/Ubuntu). Elsewhere install the equivalents of:" >&2
+  echo "[mrmf]   ${PKGS[*]}" >&2
+  echo "[mrmf] and run with MRMF_SKIP_DEPS=1 (scripts/build.sh, test.sh and run_main.sh then skip this step)." >&2
+  exit 1
+fi
 missing=()
 for p in "${PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -29,7 +37,10 @@ if ((${#missing[@]} == 0)); then exit 0; fi
 
 echo "[mrmf] installing: ${missing[*]}"
 SUDO=""
-if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null 2>&1 || { echo "[mrmf] not root and no sudo: install ${missing[*]} as root, or set MRMF_SKIP_DEPS=1" >&2; exit 1; }
+  SUDO="sudo"
+fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq >/dev/null
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -19,8 +19,17 @@ from time_to_target import first_time, value_at
 def records(path):
     """A run folder's metrics.jsonl, one record per epoch (a resumed epoch's
     last record wins), in epoch order."""
-    with open(os.path.join(path, "metrics.jsonl")) as f:
-        recs = {r["epoch"]: r for r in map(json.loads, f)}
+    mp = os.path.join(path, "metrics.jsonl")
+    recs = {}
+    with open(mp) as f:
+        for i, line in enumerate(f, 1):
+            if not line.strip():  # blank lines skipped, as mrmf does
+                continue
+            try:
+                r = json.loads(line)
+            except ValueError as e:  # a run killed while writing: named, not a traceback
+                raise SystemExit("%s, line %d: not JSON (%s)" % (mp, i, e))
+            recs[r["epoch"]] = r
     return [recs[e] for e in sorted(recs)]
 
 
@@ -88,10 +97,15 @@ def seed_table(runs, methods, names, targets, seed):
 
 
 def best_lines(runs, methods, budget):
-    return ["%s seed %d: best %.4f within %g epoch equivalents (curve ends at %g)"
-            % (m, s, min((v for _, v in runs[(m, s)] if not math.isnan(v)), default=math.nan), budget,
-               runs[(m, s)][-1][0])
-            for (m, s) in sorted(runs, key=lambda k: (k[1], methods.index(k[0])))]
+    lines = []
+    for (m, s) in sorted(runs, key=lambda k: (k[1], methods.index(k[0]))):
+        c = runs[(m, s)]
+        if not c:  # a run still pretraining at the budget, or with no epoch yet: said, not an IndexError
+            lines.append("%s seed %d: no epoch within %g epoch equivalents" % (m, s, budget))
+            continue
+        lines.append("%s seed %d: best %.4f within %g epoch equivalents (curve ends at %g)"
+                     % (m, s, min((v for _, v in c if not math.isnan(v)), default=math.nan), budget, c[-1][0]))
+    return lines
 
 
 def fit_table(train, methods, names, xs):

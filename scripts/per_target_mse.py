@@ -16,6 +16,7 @@ the data the experiment trained on.
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 
@@ -25,15 +26,23 @@ def final_checkpoints(exp_dir):
     summary = os.path.join(exp_dir, "summary.json")
     if not os.path.isfile(summary):
         sys.exit(f"error: {summary} not found (an experiment folder has one after its first finished run)")
-    with open(summary) as f:
-        runs = json.load(f).get("runs", [])
+    try:
+        with open(summary) as f:
+            doc = json.load(f)
+    except ValueError as e:  # empty or cut short (a full disk, a killed process): said, not a traceback
+        sys.exit(f"error: {summary} is not valid JSON ({e})")
+    runs = doc.get("runs", []) if isinstance(doc, dict) else []
     if not runs:
         sys.exit(f"error: {summary} lists no runs")
     out = []
     for r in runs:
         method, seed = r["method"], r["seed"]
         stage = "baseline" if method == "baseline" else "finetune"
-        out.append((method, seed, os.path.join(exp_dir, method, f"seed{seed}", stage, "checkpoint.h5")))
+        # A final stage that diverged may have kept the checkpoint of an
+        # epoch before it: evaluated, but named below the table.
+        stages = r.get("stages") or []
+        diverged = bool(stages) and stages[-1].get("stop_reason") == "diverged"
+        out.append((method, seed, os.path.join(exp_dir, method, f"seed{seed}", stage, "checkpoint.h5"), diverged))
     return out
 
 
@@ -41,10 +50,17 @@ def evaluate(mrmf, ckpt, data, split, threads):
     cmd = [mrmf, "eval", "--checkpoint", ckpt, "--data", data, "--split", split, "--json"]
     if threads:
         cmd += ["--threads", str(threads)]
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:  # no such binary, or not executable
+        sys.exit(f"error: cannot run {mrmf}: {e.strerror or e} (give the mrmf binary with --mrmf)")
+    shown = " ".join(shlex.quote(c) for c in cmd)  # paths with spaces stay one argument
     if p.returncode != 0:
-        sys.exit(f"error: {' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}{p.stderr}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
+        sys.exit(f"error: {shown} failed ({p.returncode}):\n{p.stdout}{p.stderr}")
+    try:
+        return json.loads(p.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        sys.exit(f"error: {shown} printed no JSON result:\n{p.stdout}{p.stderr}")
 
 
 def main():
@@ -66,11 +82,13 @@ def main():
                 break
         mrmf = mrmf or "mrmf"
 
-    by_method, names, missing = {}, None, []
-    for method, seed, ckpt in final_checkpoints(args.experiment):
+    by_method, names, missing, diverged = {}, None, [], []
+    for method, seed, ckpt, div in final_checkpoints(args.experiment):
         if not os.path.isfile(ckpt):
             missing.append(f"{method} seed {seed}")  # diverged, or stage checkpoints off
             continue
+        if div:
+            diverged.append(f"{method} seed {seed}")
         r = evaluate(mrmf, ckpt, args.data, args.split, args.threads)
         names = names or r.get("target_names") or [f"y{i}" for i in range(len(r["mse_per_target"]))]
         by_method.setdefault(method, []).append((r["mse"], r["mse_per_target"]))
@@ -87,6 +105,8 @@ def main():
         print(f"| {method} | {n} | {mse:.4f} | " + " | ".join(f"{v:.4f}" for v in per) + " |")
     if missing:
         print("no final checkpoint (not evaluated): " + ", ".join(missing))
+    if diverged:
+        print("diverged in the final stage (its last checkpoint before that evaluated): " + ", ".join(diverged))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,9 @@ arch=${2:-90}
 [[ "$arch" =~ ^[0-9]+$ ]] || { echo "ptxas_report: ARCH must be a number like 90, got '$arch'" >&2; exit 2; }
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-objs=$(ninja -C "$build" -t targets all | grep -o 'CMakeFiles/mrmf.dir/kernels/[a-z_]*_cuda\.cu\.o' | sort -u)
+# grep finding nothing must not end the script here (set -e with pipefail
+# did, silently, before the message below could say why).
+objs=$(ninja -C "$build" -t targets all | { grep -o 'CMakeFiles/mrmf.dir/kernels/[a-z_]*_cuda\.cu\.o' || true; } | sort -u)
 [[ -n "$objs" ]] || { echo "ptxas_report: no kernels/*_cuda.cu objects in '$build' (a CPU-only build?)" >&2; exit 2; }
 printf '%5s %6s %6s %6s %5s  %-28s %s\n' regs spillS spillL stack blk/SM file kernel
 for o in $objs; do

@@ -42,13 +42,24 @@ def check_size(shape, limit, max_gb, what):
                  f"working copies); give --max-samples {max(1, int(max_gb * 1e9 / (3 * per)))} or raise --max-gb")
 
 
+def open_h5(path):
+    """An HDF5 file opened for reading, or an error naming it (not HDF5, cut short)."""
+    try:
+        return h5py.File(path, "r")
+    except OSError as e:
+        sys.exit(f"error: {path}: cannot read as HDF5 ({e})")
+
+
 def load_cosmoflow(folder, split, limit, max_gb):
     files = sorted(glob.glob(os.path.join(folder, split, "*.h5")))
     if not files:
         sys.exit(f"error: no HDF5 files under {os.path.join(folder, split)}")
     xs, ys, n = [], [], 0
     for f in files:
-        with h5py.File(f, "r") as h:
+        with open_h5(f) as h:
+            for key in ("3Dmap", "unitPar"):
+                if key not in h:
+                    sys.exit(f"error: {f} has no dataset '{key}' (not a CosmoFlow file)")
             if n == 0:
                 check_size(h["3Dmap"].shape[1:], limit, max_gb, f)
             take = min(limit - n, h["3Dmap"].shape[0])
@@ -63,7 +74,7 @@ def load_cosmoflow(folder, split, limit, max_gb):
 def load_neuron_inverter(path, split, limit, max_gb):
     if not os.path.isfile(path):
         sys.exit(f"error: {path}: no such file or folder")
-    with h5py.File(path, "r") as h:
+    with open_h5(path) as h:
         for key in (f"{split}_frames", f"{split}_unitStar_par"):
             if key not in h:
                 sys.exit(f"error: {path} has no dataset '{key}'")
@@ -154,6 +165,12 @@ def main():
     if len(xt) < 8 or len(xv) < 2:
         sys.exit(f"error: too few samples (train {len(xt)}, val {len(xv)})")
 
+    # Every factor checked before the table starts (a factor that does not
+    # divide the extent used to end it half printed).
+    for k in args.factors:
+        for ext in xt.shape[1:-1]:
+            if ext % k:
+                sys.exit(f"error: factor {k} does not divide the spatial extent {ext}")
     labels = ["Omega_m", "sigma_8", "n_s", "H0"] if cosmo and yt.shape[1] == 4 else \
         [f"y{i}" for i in range(yt.shape[1])]
     print(f"{args.data}: train {len(xt)}, val {len(xv)}, sample {xt.shape[1:]}, transform {transform}; "

@@ -48,6 +48,9 @@ baselines run with another experiment's settings. --final-epochs N keeps
 only the first N epochs of every run's final stage (curves of different
 lengths compared on one budget; a plateau schedule does not depend on the
 length).
+A run that diverged (summary.json: stop_reason "diverged") reaches no
+target after its divergence, and none at all when it diverged before its
+final stage; its final loss reads "diverged".
 Standard library only.
 """
 import argparse
@@ -67,9 +70,8 @@ def state_history(run_dir, method, seed):
     path = os.path.join(run_dir, "experiment_state.json")
     if not os.path.exists(path):
         return []
-    with open(path) as f:
-        state = json.load(f)
-    for run in state.get("runs", []):
+    state = read_json(path)
+    for run in state.get("runs", []) if isinstance(state, dict) else []:
         if run["method"] == method and run["seed"] == seed:
             return [r for st in run["stages"] for r in st.get("history", [])]
     return []
@@ -82,26 +84,34 @@ def load_curves(run_dir, cost=None, rename=None, final_epochs=None, run_key=None
     `final_epochs`: keep that many epochs of the final stage. `run_key`:
     seed -> the key a run is filed under (default: the seed). `fits`: a dict
     that receives the same keys with [(t_end_of_epoch, train_loss), ...]."""
-    with open(os.path.join(run_dir, "summary.json")) as f:
-        summary = json.load(f)
+    summary = read_summary(run_dir)
     rename = rename or {}
     curves, methods = {}, []
     for run in summary["runs"]:
-        method, seed, stages = run["method"], run["seed"], run["stages"]
+        method, seed, stages = run["method"], run["seed"], run.get("stages") or []
         name = rename.get(method, method)
         if name not in methods:
             methods.append(name)
-        final = stages[-1]["name"]
         run_dir_k = os.path.join(run_dir, method, "seed%d" % seed)
+        # A run that diverged before its final stage (a coarse or dense
+        # stage, or a concurrent run's split probe: no stage at all) has no
+        # final-resolution curve: it never reaches a target. Its last
+        # stage's curve is at another resolution and must not stand in for
+        # one (it did: a coarse stage diverged in epoch 3 made its method
+        # the fastest to every target its first epochs crossed).
+        diverged_early = not stages or (stages[-1].get("stop_reason") == "diverged" and
+                                        stages[-1].get("role", "finetune") not in ("baseline", "finetune"))
+        final = None if diverged_early else stages[-1]["name"]
         recs = []
-        for path in glob.glob(os.path.join(run_dir_k, "*", "metrics.jsonl")):
-            with open(path) as f:
-                recs += [r for r in map(json.loads, f) if r.get("tag") == final]
-        if not recs:  # a run finished in another checkout: its record in the state
-            recs = [r for r in state_history(run_dir, method, seed) if r.get("tag") == final]
-        if not recs:
-            sys.exit("time_to_target: no metrics.jsonl with tag '%s' under %s (nor a history in %s)"
-                     % (final, run_dir_k, os.path.join(run_dir, "experiment_state.json")))
+        if final is not None:
+            for path in glob.glob(os.path.join(run_dir_k, "*", "metrics.jsonl")):
+                recs += [r for r in read_jsonl(path) if r.get("tag") == final]
+            if not recs:  # a run finished in another checkout: its record in the state
+                recs = [r for r in state_history(run_dir, method, seed) if r.get("tag") == final]
+            # A final stage that diverged in its first epoch wrote no epoch: not an error.
+            if not recs and stages[-1].get("stop_reason") != "diverged":
+                sys.exit("time_to_target: no metrics.jsonl with tag '%s' under %s (nor a history in %s)"
+                         % (final, run_dir_k, os.path.join(run_dir, "experiment_state.json")))
 
         def epoch_cost(stage):
             res = str(stage.get("resolution", "1"))
@@ -115,19 +125,19 @@ def load_curves(run_dir, cost=None, rename=None, final_epochs=None, run_key=None
         # time counts (in epoch equivalents: an epoch on r of the R ranks the
         # final stage uses costs R / r of one on all of them; an extra epoch
         # cut short counts whole).
-        pre = stages[:-1]
+        pre = stages if diverged_early else stages[:-1]
         if cost is None:
             times = [s["time_s"] for s in pre]
             t = (max(times, default=0.0) if run.get("concurrent_groups") else sum(times)) + run.get("fusion_s", 0.0)
             t += run.get("split_probe_s", 0.0)  # concurrent training's probe that sized its groups
         elif run.get("concurrent_groups"):
-            ranks = stages[-1].get("ranks", 1)
+            ranks = stages[-1].get("ranks", 1) if stages else 1
             t = max((s["epochs"] * epoch_cost(s) * ranks / s.get("ranks", ranks) for s in pre), default=0.0)
         else:
             t = sum(s["epochs"] * epoch_cost(s) for s in pre)
         pts, fit = [], []
         recs = sorted(recs, key=lambda x: x["epoch"])
-        if cost is None and "time_s" in stages[-1]:
+        if cost is None and not diverged_early and "time_s" in stages[-1]:
             # The final stage's time outside its epochs (loader and model
             # set-up, BN re-estimation of a fused model, the checkpoints
             # between epochs), counted at its start as the earlier stages'
@@ -140,11 +150,63 @@ def load_curves(run_dir, cost=None, rename=None, final_epochs=None, run_key=None
             t += r["epoch_s"] + r.get("earlier_s", 0.0) if cost is None else epoch_cost(stages[-1])
             pts.append((t, loss(r, "val_loss")))
             fit.append((t, loss(r, "train_loss")))
+        if not pts or stages[-1].get("stop_reason") == "diverged":
+            # Diverged: a non-finite point where the run ended (its only one
+            # when no final-stage epoch finished), so that its final loss
+            # reads as diverged, not as its last finite epoch's.
+            pts.append((t, math.nan))
+            fit.append((t, math.nan))
         key = (name, run_key(seed) if run_key else seed)
         curves[key] = pts
         if fits is not None:
             fits[key] = fit
     return curves, methods
+
+
+def read_json(path):
+    """A JSON file, or an error naming it (a folder that is no experiment, or
+    a file cut short by a full disk or a killed process)."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except OSError as e:
+        sys.exit("time_to_target: cannot read %s: %s" % (path, e.strerror or e))
+    except ValueError as e:
+        sys.exit("time_to_target: %s is not valid JSON (%s): empty or cut short?" % (path, e))
+
+
+def read_summary(run_dir):
+    """An experiment folder's summary.json, checked to list runs."""
+    if not os.path.isdir(run_dir):
+        sys.exit("time_to_target: %s is not a folder (give `mrmf experiment --out` folders)" % run_dir)
+    path = os.path.join(run_dir, "summary.json")
+    if not os.path.isfile(path):
+        sys.exit("time_to_target: %s not found (an experiment folder has one after its first finished run)" % path)
+    summary = read_json(path)
+    if not isinstance(summary, dict) or not isinstance(summary.get("runs"), list):
+        sys.exit("time_to_target: %s has no list of runs (not an `mrmf experiment` summary)" % path)
+    if not summary["runs"]:
+        sys.exit("time_to_target: %s lists no runs" % path)
+    return summary
+
+
+def read_jsonl(path):
+    """The records of a metrics.jsonl; blank lines skipped (as mrmf does), a
+    line that is not JSON an error naming the file and line."""
+    recs = []
+    try:
+        with open(path) as f:
+            for i, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    recs.append(json.loads(line))
+                except ValueError as e:
+                    sys.exit("time_to_target: %s, line %d: not JSON (%s); a run killed while writing it? "
+                             "`mrmf experiment --resume` rewrites the file" % (path, i, e))
+    except OSError as e:
+        sys.exit("time_to_target: cannot read %s: %s" % (path, e.strerror or e))
+    return recs
 
 
 def parse_costs(items):
@@ -230,10 +292,17 @@ def main():
     curves, fits, methods = {}, {}, []  # methods in the order the experiments ran them
     pooled = lambda m: a.pool is not None and (not a.pool or m in a.pool)
     for i, d in enumerate(a.run_dirs):
-        with open(os.path.join(d, "summary.json")) as f:
-            names = [r["method"] for r in json.load(f)["runs"]]
+        names = [r["method"] for r in read_summary(d)["runs"]]
         label = os.path.basename(os.path.normpath(d))
-        rename = {m: "%s@%s" % (m, label) for m in names if m in methods and not pooled(m)}
+        # Unique names: a third folder with an earlier one's base name (runs/a/exp,
+        # runs/b/exp, runs/c/exp) silently replaced that folder's runs.
+        rename = {}
+        for m in names:
+            if m in methods and not pooled(m):
+                new = "%s@%s" % (m, label)
+                if new in methods:
+                    new = "%s@%s#%d" % (m, label, i + 1)
+                rename[m] = new
         key = (lambda seed, i=i: (i, seed)) if a.pool is not None else None
         c, ms = load_curves(d, cost, rename, a.final_epochs, key, fits)
         curves.update(c)
@@ -246,6 +315,9 @@ def main():
                 for s in seeds if ("baseline", s) in curves]
         best = [b for b in best if not math.isnan(b)]
         if not best:
+            if base:  # a baseline exists, but no epoch of it has a finite validation loss
+                sys.exit("time_to_target: --relative: the baseline has no finite validation loss "
+                         "(diverged?); give --targets instead")
             sys.exit("time_to_target: --relative needs a method named 'baseline' in the experiment folders")
         if any(f <= 0 for f in a.relative):
             sys.exit("time_to_target: --relative factors must be > 0")
@@ -287,7 +359,8 @@ def main():
             rel = "–" if m == "baseline" or not ref else "%s / %s" % (ratio(f, ref["f"]), ratio(k, ref["k"]))
             lines.append("| %s | %.3f | %s | %s | %s |" % (m, target, mean_sd(list(f.values())),
                                                          mean_sd(list(k.values())), rel))
-    lines += ["", "Best validation loss within the baseline's mean total time (%.1f %s):" % (budget, unit), "",
+    lines += ["", ("Best validation loss within the baseline's mean total time (%.1f %s):" % (budget, unit))
+              if base else "Best validation loss (no baseline: over each whole curve):", "",
               "| method | best val_loss | final val_loss (whole budget of epochs) |", "|---|---|---|"]
     for m in methods:
         b = [best_within(curves[(m, s)], budget) for s in seeds if (m, s) in curves]
@@ -297,8 +370,12 @@ def main():
         best = "–" if not b else "%.4f ± %.4f" % (statistics.mean(b), statistics.stdev(b) if len(b) > 1 else 0.0)
         if b and len(b) < n:
             best += " (%d of %d seeds with an epoch inside the budget)" % (len(b), n)
-        lines.append("| %s | %s | %.4f ± %.4f |" % (
-            m, best, statistics.mean(fin), statistics.stdev(fin) if len(fin) > 1 else 0.0))
+        # A diverged run's final loss is not finite: said, not averaged in as "nan".
+        ok = [x for x in fin if not math.isnan(x)]
+        final = "diverged" if not ok else "%.4f ± %.4f" % (statistics.mean(ok), statistics.stdev(ok) if len(ok) > 1 else 0.0)
+        if ok and len(ok) < len(fin):
+            final += " (%d of %d runs diverged)" % (len(fin) - len(ok), len(fin))
+        lines.append("| %s | %s | %s |" % (m, best, final))
     if a.fit_at:
         lines += ["", "Training loss of the final stage at time X (its last epoch ending by then; mean over runs, "
                   "'–' while some run is still pretraining):", "",
@@ -313,8 +390,11 @@ def main():
     text = "\n".join(lines) + "\n"
     sys.stdout.write(text)
     if a.out:
-        with open(a.out, "w") as f:
-            f.write(text)
+        try:
+            with open(a.out, "w") as f:
+                f.write(text)
+        except OSError as e:
+            sys.exit("time_to_target: cannot write --out %s: %s" % (a.out, e.strerror or e))
 
 
 if __name__ == "__main__":

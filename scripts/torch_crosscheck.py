@@ -256,11 +256,16 @@ def check(kind, mrmf, work, seed=0):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     # scripts/test.sh builds build/cuda wherever nvcc exists, build/cpu elsewhere.
-    ap.add_argument("--mrmf", default=next((p for p in ("build/cuda/bin/mrmf", "build/cpu/bin/mrmf")
-                                            if os.path.exists(p)), "build/cpu/bin/mrmf"))
+    # Looked for under this checkout, not the current folder (run from
+    # elsewhere, the default named a binary that did not exist there).
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    builds = [os.path.join(root, "build", b, "bin", "mrmf") for b in ("cuda", "cpu")]
+    ap.add_argument("--mrmf", default=next((p for p in builds if os.path.exists(p)), builds[1]))
     ap.add_argument("--model", choices=["ni", "cosmo", "both"], default="both")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
+    if not os.access(args.mrmf, os.X_OK):  # said before any work, not a traceback from subprocess
+        ap.error(f"--mrmf {args.mrmf}: no such executable (build first: bash scripts/build.sh)")
     torch.set_num_threads(args.threads)
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
     os.environ["MRMF_DEVICE"] = "cpu"

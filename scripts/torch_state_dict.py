@@ -30,6 +30,7 @@ Needs h5py and numpy; torch only for reading/writing the .pt file.
 """
 import argparse
 import collections
+import os
 import sys
 
 import h5py
@@ -90,7 +91,11 @@ def write_h5(state, path, model, variant, sample_shape, options, config=""):
 
 
 def read_h5(path):
-    with h5py.File(path, "r") as f:
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:  # missing, not HDF5, cut short: named, not a traceback
+        raise SystemExit(f"{path}: cannot read as HDF5 ({e})")
+    with f:
         fmt = f.attrs.get("format", "")
         if isinstance(fmt, bytes):
             fmt = fmt.decode()
@@ -119,6 +124,25 @@ def main(argv):
     b.add_argument("src")
     b.add_argument("dst")
     args = ap.parse_args(argv)
+    # The command line checked before torch is imported and the .pt read: a
+    # mistake here used to end in a traceback after the slow part (an option
+    # without '=' in a dict() ValueError), or in a checkpoint mrmf cannot load
+    # (a sample shape that is no list of sizes, written without complaint).
+    if not os.path.isfile(args.src):
+        ap.error(f"{args.src}: no such file")
+    if args.cmd == "to-h5":
+        bad = [o for o in args.option if "=" not in o or not o.split("=", 1)[0]]
+        if bad:
+            ap.error(f"--option expects KEY=VALUE, got {', '.join(repr(o) for o in bad)}")
+        dims = args.sample_shape.split(",")
+        if len(dims) < 2 or not all(d.strip().isdigit() and int(d) > 0 for d in dims):
+            ap.error(f"--sample-shape expects C,T or C,D,H,W (positive sizes), got '{args.sample_shape}'")
+        if args.config:
+            try:
+                with open(args.config) as f:
+                    args.config_text = f.read()
+            except OSError as e:
+                ap.error(f"--config {args.config}: {e.strerror or e}")
 
     import torch  # only needed here: the rest of the module works without it
 
@@ -128,7 +152,7 @@ def main(argv):
         state = collections.OrderedDict((k, v.detach().cpu().numpy()) for k, v in state.items())
         variant = args.variant or ("default" if args.model == "neuron_inverter" else "mrmf")
         options = dict(o.split("=", 1) for o in args.option)
-        config = open(args.config).read() if args.config else ""
+        config = getattr(args, "config_text", "")
         write_h5(state, args.dst, args.model, variant, args.sample_shape, options, config)
         print(f"{args.dst}: {len(state)} tensors, model {args.model}/{variant} ({args.sample_shape})")
     else:

@@ -23,6 +23,9 @@
 # which crashes TSan at thread exit -- UCX_MEM_EVENTS=no turns the hooks off.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# A relative TSAN_LOG is the caller's (it landed under the repository root,
+# after the cd below).
+[[ -z ${TSAN_LOG:-} ]] || TSAN_LOG=$(realpath -m "$TSAN_LOG")
 cd "$ROOT"
 [[ ${MRMF_SKIP_DEPS:-0} == 1 ]] || bash scripts/install_deps.sh  # as build.sh
 # Configured unless the build files exist (a failed configure leaves a
@@ -35,6 +38,7 @@ fi
 cmake --build build/tsan --target mrmf_unit_tests -j "${MRMF_JOBS:-$(nproc)}"
 
 LOG="${TSAN_LOG:-build/tsan/tsan_unit.log}"
+mkdir -p "$(dirname "$LOG")"
 set +e
 UCX_MEM_EVENTS=no OMP_NUM_THREADS=1 HDF5_USE_FILE_LOCKING=FALSE \
   TSAN_OPTIONS="halt_on_error=0 exitcode=0 second_deadlock_stack=1 history_size=4" \

@@ -82,6 +82,20 @@ with tempfile.TemporaryDirectory() as d:
     c = mt.curve(d, 0)
     check(math.isnan(c[1][1]) and c[2] == (3, 0.3), "null loss: %s" % c)
     check(mt.best_lines({("b", 1): c}, ["b"], 3)[0].startswith("b seed 1: best 0.3000"), "best skips NaN")
+    # A run with no epoch within the budget is said, not an IndexError.
+    check(mt.best_lines({("b", 1): mt.curve(d, 0, budget=0.5)}, ["b"], 0.5) == ["b seed 1: no epoch within 0.5 epoch "
+                                                                              "equivalents"], "empty curve")
+    # A blank line is skipped; a line cut short is an error naming the file.
+    with open(os.path.join(d, "metrics.jsonl"), "a") as f:
+        f.write("\n")
+    check(len(mt.records(d)) == 3, "blank line skipped")
+    with open(os.path.join(d, "metrics.jsonl"), "a") as f:
+        f.write('{"epoch": 3, "val_')
+    try:
+        mt.records(d)
+        check(False, "a cut-short line is refused")
+    except SystemExit as e:
+        check("metrics.jsonl, line 5: not JSON" in str(e), "cut-short line named: %s" % e)
 
 if failures:
     print("FAILED:\n  " + "\n  ".join(failures))

@@ -59,4 +59,10 @@ with tempfile.TemporaryDirectory() as d:
     check(mrt[0] == "1" and abs(float(mrt[1]) - one["mse"]) < 1e-4, "one seed left: mrmf eval's MSE", text)
     code, text = run([d, "--data", data, "--mrmf", MRMF])
     check(code != 0 and "summary.json not found" in text, "a folder that is no experiment", text)
+    code, text = run([out, "--data", data, "--mrmf", os.path.join(d, "no-mrmf")])
+    check(code == 1 and "cannot run" in text and "Traceback" not in text, "a missing mrmf binary is named", text)
+    with open(os.path.join(out, "summary.json"), "w") as f:
+        f.write('{"runs": [')  # cut short
+    code, text = run([out, "--data", data, "--mrmf", MRMF])
+    check(code == 1 and "not valid JSON" in text and "Traceback" not in text, "a damaged summary.json", text)
 print("ok")

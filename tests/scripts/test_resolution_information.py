@@ -35,6 +35,8 @@ with tempfile.TemporaryDirectory() as d:
     check("transform log1p" in out, "CosmoFlow takes log1p by default", out)
     code, out = run([cf, "--factors", "3"])
     check(code != 0 and "factor 3 does not divide the spatial extent 16" in out, "a factor that does not divide", out)
+    code, out = run([cf, "--factors", "1", "3"])
+    check(code != 0 and "| resolution" not in out, "a bad factor refused before the table starts", out)
 
     ni = os.path.join(d, "ni.h5")
     subprocess.run([MRMF, "datagen", "neuron-inverter", "--out", ni, "--train", "1024", "--val", "256", "--test", "16",
@@ -47,6 +49,11 @@ with tempfile.TemporaryDirectory() as d:
     check(rows["1/1 (ridge)"][-1] < 0.9 * rows["predict the mean"][-1], "statistics beat the mean", out)
     code, out = run([os.path.join(d, "missing")])
     check(code != 0 and "no such file" in out, "a missing input is an error", out)
+    notes = os.path.join(d, "not hdf5.h5")
+    with open(notes, "w") as f:
+        f.write("not HDF5")
+    code, out = run([notes])
+    check(code == 1 and "cannot read as HDF5" in out and "Traceback" not in out, "a file that is not HDF5", out)
     for bad, needle in ((["--factors", "0"], "--factors must be >= 1"), (["--max-samples", "-5"], "at least 8"),
                         (["--ridge", "0"], "--ridge must be > 0"), (["--max-gb", "0.001"], "give --max-samples")):
         code, out = run([ni] + bad)

@@ -222,6 +222,54 @@ def main():
         assert row(out, "baseline", 0.12)[2] == "22.0", out  # 2 + 10 + 10
         assert row(out, "mrmf1", 0.12)[2] == "28.0", out  # 5 + 3 + 10 + 10
         assert row(out, "mrmf1", 0.12)[4] == "1.27 / 1.27", out  # 28 / 22
+    # A run that diverged before its final stage (its coarse stage here, with
+    # two finite epochs first; or a concurrent run's split probe: no stage)
+    # never reaches a target: its coarse curve does not stand in for the
+    # final one. Its final loss reads "diverged", not "nan".
+    with tempfile.TemporaryDirectory() as d:
+        b = write_run(d, "baseline", 1, [("baseline/baseline@1", "baseline", [(10, 0.3), (10, 0.1)])], 0.0)
+        m = write_run(d, "mrt", 1, [("mrt/coarse@2", "coarse", [(5, 0.11), (5, 0.05)])], 0.0)
+        m["stages"][-1].update(stop_reason="diverged", role="coarse")
+        c = {"method": "concurrent", "seed": 1, "stages": [], "total_s": 2.0, "concurrent_groups": True}
+        with open(os.path.join(d, "summary.json"), "w") as f:
+            json.dump({"runs": [b, m, c]}, f)
+        code, out = run([d, "--targets", "0.12", "--consecutive", "1"])
+        assert code == 0, out
+        assert row(out, "mrt", 0.12)[2] == "not reached", out
+        assert row(out, "concurrent", 0.12)[2] == "not reached", out
+        assert "| mrt | – | diverged |" in out, out
+        code, out = run([d, "--targets", "0.12", "--epoch-cost", "1=1", "2=0.5"])
+        assert code == 0 and row(out, "mrt", 0.12)[2] == "not reached", out
+        # A metrics.jsonl cut short (a process killed while writing) is an
+        # error naming the file and line, not a traceback; a blank line is skipped.
+        p = os.path.join(d, "baseline", "seed1", "baseline", "metrics.jsonl")
+        with open(p, "a") as f:
+            f.write("\n")
+        code, out = run([d, "--targets", "0.12"])
+        assert code == 0, out
+        with open(p, "a") as f:
+            f.write('{"epoch": 2, "val_')
+        code, out = run([d, "--targets", "0.12"])
+        assert code == 1 and "metrics.jsonl, line 4: not JSON" in out and "Traceback" not in out, out
+        with open(os.path.join(d, "summary.json"), "w") as f:
+            f.write('{"runs": [')
+        code, out = run([d, "--targets", "0.12"])
+        assert code == 1 and "summary.json is not valid JSON" in out and "Traceback" not in out, out
+        code, out = run([os.path.join(d, "nope"), "--targets", "0.12"])
+        assert code == 1 and "is not a folder" in out and "Traceback" not in out, out
+
+    # Three folders with one base name (runs/a/exp, runs/b/exp, runs/c/exp):
+    # each keeps its own rows (the third replaced the second's).
+    with tempfile.TemporaryDirectory() as top:
+        for i, v in enumerate((0.3, 0.2, 0.1)):
+            d = os.path.join(top, str(i), "exp")
+            runs = [write_run(d, "baseline", 1, [("baseline/baseline@1", "baseline", [(10, v)])], 0.0)]
+            with open(os.path.join(d, "summary.json"), "w") as f:
+                json.dump({"runs": runs}, f)
+        code, out = run([os.path.join(top, str(i), "exp") for i in range(3)] + ["--targets", "0.15"])
+        assert code == 0, out
+        assert row(out, "baseline@exp", 0.15)[2] == "not reached", out  # the second folder's 0.2
+        assert row(out, "baseline@exp#3", 0.15)[2] == "10.0", out  # the third's 0.1
     print("time_to_target: ok")
 
 
