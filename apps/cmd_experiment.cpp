@@ -188,13 +188,22 @@ int run_experiment(const ExperimentFlags& f) {
     for (const auto& [m, seed] : state.plan) text += "\n" + m + " " + std::to_string(seed);
     world.check_same_on_all_ranks(fnv1a64(text), "the experiment (its configuration, data, methods and seeds)");
   }
+  // A resumed plan may hold methods and seeds this command does not name (an
+  // earlier command's): they run too, so they are checked before training.
+  for (const auto& [m, seed] : state.plan) {
+    if (std::find(cfg.methods.begin(), cfg.methods.end(), m) == cfg.methods.end()) cfg.methods.push_back(m);
+    if (std::find(cfg.seeds.begin(), cfg.seeds.end(), seed) == cfg.seeds.end()) cfg.seeds.push_back(seed);
+  }
   Orchestrator orch(cfg, world, device, f.out);  // checks every planned stage (fusion/preflight.cpp)
   if (f.check) {
-    if (world.is_root())
+    if (world.is_root()) {
+      std::vector<std::pair<std::string, uint64_t>> finished;
+      for (const auto& r : state.runs) finished.emplace_back(r.method, r.seed);
       std::printf(
           "%s\nchecked: the configuration, data, models, transfers and fusions of every stage (%zu run(s) "
           "planned); nothing was trained or written\n",
-          orch.describe_plan().c_str(), state.plan.size());
+          orch.describe_plan(state.plan, finished).c_str(), state.plan.size());
+    }
     return 0;
   }
 

@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "core/output_paths.h"
 #include "core/run_lock.h"
+#include "core/version.h"
 #include "data/h5file.h"
 #include "fusion/stop_rules.h"
 #include "fusion/trainer.h"
@@ -230,15 +231,22 @@ int run_train(const TrainFlags& f) {
   ro.device = rt.device;
   const Device device = select_device(ro);
   if (f.check) {
-    // What an experiment checks of each stage before training (fusion/preflight.cpp).
+    // Ranks given different configurations: the run refuses them (the
+    // trainer compares them), so the check must too.
+    world.check_same_on_all_ranks(cfg.hash(), "the configuration (its files and --set)");
+    // What an experiment checks of each stage before training
+    // (fusion/preflight.cpp). A run that resumes from its own checkpoint
+    // does not read --init (which may be gone): neither does its check.
+    RunConfig checked = cfg;
+    if (f.resume && has_checkpoint) checked.train.init.clear();
     ModelSpec spec;
-    auto model = check_run_before_training(cfg, world, world.size(), device, &spec, nullptr);
+    auto model = check_run_before_training(checked, world, world.size(), device, &spec, nullptr);
     if (world.is_root())
       std::printf(
           "%s\n%s\nchecked: the configuration, the train and val data (%d rank(s), batch %lld per rank), "
           "the model%s; nothing was trained or written%s\n",
           spec.str().c_str(), describe(*model).c_str(), world.size(), static_cast<long long>(cfg.train.batch_size),
-          cfg.train.init.empty() ? "" : " and --init",
+          checked.train.init.empty() ? "" : " and --init",
           f.resume ? " (--resume compares its checkpoint with this configuration when the run starts)" : "");
     return 0;
   }
@@ -269,6 +277,7 @@ int run_train(const TrainFlags& f) {
     s["model"] = trainer.spec().str();
     s["ranks"] = world.size();
     s["device"] = device.str();
+    s["mrmf"] = build_version();  // the build that trained it (the last one, for a resumed run)
     s["epochs"] = epochs;
     s["epochs_this_process"] = res.epochs();
     s["resumed"] = res.resumed_epochs > 0;

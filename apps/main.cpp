@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "core/memory.h"
 #include "core/stop_signal.h"
+#include "core/version.h"
 #include "data/h5file.h"
 #include "data/hdf5_crash_note.h"
 #include "kernels/rows_avx512.h"
@@ -38,7 +39,7 @@ void add_info_command(CLI::App& app, Action& action) {
   auto* sub = app.add_subcommand("info", "Show the backends this build has and the devices it sees");
   sub->callback([&action] {
     action = [] {
-      std::printf("mrmf %s\n", "0.1.0");
+      std::printf("mrmf %s\n", build_version().c_str());
       std::printf("  CPU backend : oneDNN, %d OpenMP threads\n", omp_get_max_threads());
       std::printf("  CPU data rows: %s\n", kernels::rows_avx512_description().c_str());
       if (built_with_cuda()) {
@@ -59,7 +60,7 @@ int main(int argc, char** argv) {
   using namespace mrmf;
   CLI::App app{"mrmf: multi-resolution model fusion for scientific CNNs"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "mrmf 0.1.0");
+  app.set_version_flag("--version", "mrmf " + build_version());
   cli::Action action;
   cli::add_info_command(app, action);
   cli::add_datagen_command(app, action);

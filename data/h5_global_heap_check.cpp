@@ -36,7 +36,7 @@ bool read_at(std::ifstream& in, uint64_t offset, unsigned char* out, uint64_t n)
 
 }  // namespace
 
-void check_vlen_string_heap(hid_t file, hid_t dataset, const std::string& path, const std::string& where) {
+void check_vlen_string_heap(hid_t dataset, const std::string& where) {
   {
     H5TypeId type(MRMF_H5_CHECK(H5Dget_type(dataset)));
     H5SpaceId space(MRMF_H5_CHECK(H5Dget_space(dataset)));
@@ -46,24 +46,38 @@ void check_vlen_string_heap(hid_t file, hid_t dataset, const std::string& path, 
   }
   H5PlistId dcpl(MRMF_H5_CHECK(H5Dget_create_plist(dataset)));
   if (H5Pget_layout(dcpl.get()) != H5D_CONTIGUOUS) return;
+  // Never written: no record to read. (libhdf5 1.10's H5Dget_offset then
+  // returns HADDR_UNDEF plus the userblock's size, which wraps round to a
+  // small number in a file with a userblock: not a test of allocation.)
+  H5D_space_status_t status = H5D_SPACE_STATUS_ERROR;
+  if (H5Dget_space_status(dataset, &status) < 0 || status != H5D_SPACE_STATUS_ALLOCATED) {
+    H5Eclear2(H5E_DEFAULT);
+    return;
+  }
   const haddr_t value_at = H5Dget_offset(dataset);  // a file offset (the userblock included)
   if (value_at == HADDR_UNDEF) {
     H5Eclear2(H5E_DEFAULT);
     return;
   }
-  H5PlistId fcpl(MRMF_H5_CHECK(H5Fget_create_plist(file)));
+  // The file the dataset lives in -- another than the one opened when it is
+  // reached through an external link -- for its layout and its bytes.
+  const H5FileId file(MRMF_H5_CHECK(H5Iget_file_id(dataset)));
+  const std::string path = h5_file_name(dataset);
+  if (path.empty()) return;
+  H5PlistId fcpl(MRMF_H5_CHECK(H5Fget_create_plist(file.get())));
   size_t sizeof_addr = 0, sizeof_size = 0;
   hsize_t base = 0;  // heap addresses count from the superblock, after a userblock
   MRMF_H5_CHECK(H5Pget_sizes(fcpl.get(), &sizeof_addr, &sizeof_size));
   MRMF_H5_CHECK(H5Pget_userblock(fcpl.get(), &base));
-  if (sizeof_addr != 8 || sizeof_size != 8) return;
+  if (sizeof_addr != 8 || sizeof_size != 8 || value_at < base) return;
 
   std::ifstream in(path, std::ios::binary);
   MRMF_CHECK_KIND(Data, in.good(), where, ": cannot open ", path, " to check its string's bytes");
+  const std::string in_file = path == where.substr(0, path.size()) ? "" : " (in " + path + ", where it lies)";
   in.seekg(0, std::ios::end);
   const uint64_t file_size = static_cast<uint64_t>(in.tellg());
   auto damaged = [&](const std::string& what) {
-    MRMF_THROW(Data, where, ": the file's global heap, which holds the string's bytes, is damaged (", what,
+    MRMF_THROW(Data, where, in_file, ": the file's global heap, which holds the string's bytes, is damaged (", what,
                "): is the file damaged?");
   };
 

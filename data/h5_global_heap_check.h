@@ -16,13 +16,14 @@
 namespace mrmf::data {
 
 // Checks the global heap collection holding the value of `dataset`, a
-// scalar or one-element variable-length string dataset of the file `file`
-// opened from `path`; throws a Data error starting with `where` when the
-// walk would not end exactly at the collection's end, or the string's
-// object is missing or of another length than the dataset says. Returns
+// scalar or one-element variable-length string dataset (in the file it
+// lies in: an external link's target); throws a Data error starting with
+// `where` when the walk would not end exactly at the collection's end, or
+// the string's object is missing or of another length than the dataset
+// says. Returns
 // without a verdict where the check does not apply (storage not contiguous
 // or not allocated, addresses or lengths other than 8 bytes, a null
 // string): libhdf5 reads those as before.
-void check_vlen_string_heap(hid_t file, hid_t dataset, const std::string& path, const std::string& where);
+void check_vlen_string_heap(hid_t dataset, const std::string& where);
 
 }  // namespace mrmf::data

@@ -580,7 +580,7 @@ std::string H5File::read_string(const std::string& dataset) const {
   {
     H5DatasetId d = open_dataset(dataset);
     const std::string where = path_ + ": dataset '" + dataset + "'";
-    check_vlen_string_heap(file_.get(), d.get(), path_, where);  // before libhdf5 walks the heap
+    check_vlen_string_heap(d.get(), where);  // before libhdf5 walks the heap
     text = read_one_string(d.get(), false, where);
   }
   // A long text's checksum (write_string), in its checksummed header.

@@ -1,9 +1,5 @@
 #include "fusion/checkpoint.h"
 
-#include <mutex>
-
-#include "data/prefetch.h"
-
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -13,10 +9,13 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <sstream>
 
 #include "core/log.h"
+#include "core/version.h"
 #include "data/h5file.h"
+#include "data/prefetch.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
 
@@ -357,6 +356,7 @@ void save_checkpoint(const std::string& path, const ModelSpec& spec_in, const Mo
 
   f.write_string_attribute("/", "format", kFormat);
   f.write_string_attribute("/", "format_version", kVersion);
+  f.write_string_attribute("/", "written_by", "mrmf " + build_version());  // provenance only: never compared
   f.write_string_attribute("/", "model", spec.name);
   f.write_string_attribute("/", "variant", spec.variant);
   f.write_string_attribute("/", "sample_shape", shape_to_list(spec.sample_shape));

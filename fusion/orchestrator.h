@@ -96,10 +96,12 @@ class Orchestrator {
   // Ranks for the dense group when splitting `world` ranks by epoch times.
   static int dense_group_size(int world, double t_dense, double t_coarse);
   // What the experiment will train, stage by stage (as the log and the
-  // run folders name the stages): each stage's sample shape, batch, learning
-  // rate and stop rule, and what each transfer or fusion carries. For
-  // `mrmf experiment --check` (plan_description.cpp).
-  std::string describe_plan() const;
+  // run folders name the stages): the runs (method, seed) in order, those
+  // `finished` marked kept, then each method's stages with their sample
+  // shape, batch, learning rate and stop rule, and what each transfer or
+  // fusion carries. For `mrmf experiment --check` (plan_description.cpp).
+  std::string describe_plan(const std::vector<std::pair<std::string, uint64_t>>& runs,
+                            const std::vector<std::pair<std::string, uint64_t>>& finished) const;
   // What a split means in time: each group's epoch (the probe's all-rank epoch
   // times scaled to the group's ranks) and its stage at the epoch guard. The
   // epoch-time rule balances epochs, not stages: the groups finish together

@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 
+#include "core/version.h"
 #include "data/h5file.h"
 #include "fusion/experiment_state.h"
 
@@ -388,8 +389,8 @@ std::string write_report(const std::string& dir, const std::vector<MethodRun>& r
     seeds = std::to_string(of(runs, order[0]).size());
   else
     seeds += " (improvements compare the seeds both methods have)";
-  md += fmt::format("{} — {} rank(s) on {}; target validation loss {}; seeds: {}.\n\n", date, ctx.ranks, ctx.device,
-                    ctx.target_val_loss, seeds);
+  md += fmt::format("{} — {} rank(s) on {}; target validation loss {}; seeds: {}; mrmf {}.\n\n", date, ctx.ranks,
+                    ctx.device, ctx.target_val_loss, seeds, build_version());
   if (runs.size() < ctx.planned_runs)
     md += fmt::format("**Partial: {} of {} runs finished.** The experiment is still running, or it was stopped; "
                       "`mrmf experiment --resume` with the same configuration and --out runs the rest.\n\n",
@@ -442,6 +443,7 @@ std::string write_report(const std::string& dir, const std::vector<MethodRun>& r
   j["date"] = date;
   j["ranks"] = ctx.ranks;
   j["device"] = ctx.device;
+  j["mrmf"] = build_version();
   j["target_val_loss"] = ctx.target_val_loss;
   for (const auto& r : runs) j["runs"].push_back(method_run_to_json(r, /*with_history=*/false));
   for (const auto& m : order) {

@@ -9,7 +9,8 @@
 # different data files (a relative --data from different folders); (4) train
 # where the ranks' data sets have the same size but different contents; and
 # (5), not an error, a mid-epoch checkpoint of 2 ranks resumed on 1; (6) a
-# stop signal (SIGTERM) that reaches one rank only.
+# stop signal (SIGTERM) that reaches one rank only; (7) train --check with
+# different configurations.
 #   multirank_consistency.sh MPIEXEC MRMF_BINARY
 set -uo pipefail
 MPIEXEC=$1 MRMF=$(realpath "$2")  # absolute: the predict ranks run in other folders
@@ -132,6 +133,22 @@ if [[ $sig_rc -ne 0 && $sig_rc -ne 124 ]] && grep -q "stopped by SIGTERM" "$DIR/
   echo "ok (a stop signal on one rank): both ranks stopped at one step, resumed to the uninterrupted result"
 else
   tail -5 "$DIR/sig.log" "$DIR/sig_resume.log" 2>/dev/null; echo "FAIL (a stop signal on one rank)"; fail=1
+fi
+# (7) train --check with ranks given different configurations: refused as
+# the run itself refuses them (the check said "checked" on rank 0).
+TC=("$MRMF" train --config "$DIR/run.yaml" --out "$DIR/run_check" --check)
+expect train_check "ranks disagree on the configuration" -- \
+  "$MPIEXEC" -n 1 "${TC[@]}" --set train.batch_size=32 : -n 1 "${TC[@]}" --set train.batch_size=16
+[[ -e $DIR/run_check ]] && { echo "FAIL (train_check): --check made its --out"; fail=1; }
+# Not an error: experiment --check on 2 ranks describes the concurrent run as
+# it will run there (its two groups, the exchange with fresh optimizer state).
+if timeout 90 "$MPIEXEC" -n 2 "$MRMF" experiment --config "$DIR/exp.yaml" --out "$DIR/exp_check" --methods concurrent \
+     --set experiment.optimizer_at_fusion=keep --check >"$DIR/exp_check.log" 2>&1 &&
+   grep -q "concurrent/split probe" "$DIR/exp_check.log" && grep -q "concurrent/dense@1 .*on the other group" "$DIR/exp_check.log" &&
+   grep -q "concurrent/exchange .*optimizer state fresh" "$DIR/exp_check.log" && [[ ! -e $DIR/exp_check ]]; then
+  echo "ok (experiment --check on 2 ranks): the concurrent plan"
+else
+  tail -12 "$DIR/exp_check.log"; echo "FAIL (experiment --check on 2 ranks)"; fail=1
 fi
 [[ $fail -eq 0 ]] && echo "PASS: every disagreement ended its job at once, named; the rank-count change and the stop signal were handled"
 exit $fail

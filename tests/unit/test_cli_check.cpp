@@ -2,8 +2,13 @@
 // checks before training, the model or the plan printed, and nothing
 // trained or written -- what a researcher runs on a login node before
 // queueing hours of work.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 
@@ -46,10 +51,19 @@ TEST_CASE("cli: train --check checks the run and prints its model without traini
   CHECK_FALSE(fs::exists(out));
 
   // A folder holding a run: refused as the run would be; with --force the
-  // check passes and the run's files stay as they were.
+  // check passes and the run's files stay as they were -- also what a real
+  // command tidies (an interrupted command's partial file, a --force's
+  // half-moved run), and it takes no lock (it passes while another
+  // process holds the folder's).
   r = run("train --config " + cfg + " --out " + out.string() + " --set stop.max_epochs=1");
   REQUIRE(r.code == 0);
   const std::string metrics = slurp(out / "metrics.jsonl"), checkpoint = slurp(out / "checkpoint.h5");
+  std::ofstream(out / "summary.json.tmp.1.2") << "partial";
+  fs::create_directories(out / ".previous_run.new");
+  std::ofstream(out / ".previous_run.new" / "metrics.jsonl") << "{}\n";
+  const int lock = ::open((out / ".mrmf.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  REQUIRE(lock >= 0);
+  REQUIRE(::flock(lock, LOCK_EX | LOCK_NB) == 0);
   r = run("train --config " + cfg + " --out " + out.string() + " --check");
   INFO(r.out);
   CHECK(r.code == 2);
@@ -60,6 +74,23 @@ TEST_CASE("cli: train --check checks the run and prints its model without traini
   CHECK(slurp(out / "metrics.jsonl") == metrics);
   CHECK(slurp(out / "checkpoint.h5") == checkpoint);
   CHECK_FALSE(fs::exists(out / "previous_run"));
+  CHECK(fs::exists(out / "summary.json.tmp.1.2"));
+  CHECK(fs::exists(out / ".previous_run.new" / "metrics.jsonl"));
+  ::close(lock);
+
+  // A run that resumes from its own checkpoint reads --init no more (it may
+  // be gone): neither does its check.
+  const fs::path second = s.dir / "second", init = out / "checkpoint.h5", moved = s.dir / "moved.h5";
+  r = run("train --config " + cfg + " --out " + second.string() + " --set stop.max_epochs=1 --init " + init.string());
+  REQUIRE(r.code == 0);
+  fs::rename(init, moved);
+  r = run("train --config " + cfg + " --out " + second.string() + " --init " + init.string() + " --resume --check");
+  INFO(r.out);
+  CHECK(r.code == 0);
+  r = run("train --config " + cfg + " --out " + (s.dir / "third").string() + " --init " + init.string() + " --check");
+  INFO(r.out);
+  CHECK(r.code == 2);  // a new run needs it
+  CHECK_THAT(r.out, Catch::Contains("no such file"));
 }
 
 TEST_CASE("cli: experiment --check prints every stage of the plan without training or writing", "[cli][check]") {
@@ -74,7 +105,7 @@ TEST_CASE("cli: experiment --check prints every stage of the plan without traini
   INFO(r.out);
   CHECK(r.code == 0);
   CHECK_FALSE(fs::exists(out));
-  CHECK_THAT(r.out, Catch::Contains("plan: methods baseline, mrt, mrmf1 x seeds 1 on 1 rank(s)") &&
+  CHECK_THAT(r.out, Catch::Contains("plan on 1 rank(s): baseline seed 1, mrt seed 1, mrmf1 seed 1\n") &&
                         Catch::Contains("checked: the configuration, data, models, transfers and fusions of every "
                                         "stage (3 run(s) planned); nothing was trained or written"));
   // Each stage as the run will set it up: the rung's override (batch 16
@@ -89,6 +120,24 @@ TEST_CASE("cli: experiment --check prints every stage of the plan without traini
              Catch::Contains("bottom from coarse@2, top from dense@1; optimizer state reset"));
   CHECK_THAT(line_starting(r.out, "mrt/transfer"), Catch::Contains("top fresh"));
   CHECK(!line_starting(r.out, "mrmf1/finetune@1").empty());
+
+  // --resume: the runs finished earlier are kept, the methods this command
+  // adds are checked and described; nothing in the folder changes.
+  r = run("experiment --config " + exp.string() + " --out " + out.string() + " --methods baseline");
+  REQUIRE(r.code == 0);
+  const std::string state = slurp(out / "experiment_state.json"), report = slurp(out / "report.md");
+  r = run("experiment --config " + exp.string() + " --out " + out.string() +
+          " --resume --check --set experiment.methods=[baseline,mrmf1]");
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("plan on 1 rank(s): baseline seed 1 (finished: kept), mrmf1 seed 1\n") &&
+                        Catch::Contains("(2 run(s) planned)"));
+  CHECK(!line_starting(r.out, "mrmf1/stage1/dense@1").empty());
+  CHECK(line_starting(r.out, "mrt/").empty());
+  CHECK(slurp(out / "experiment_state.json") == state);
+  CHECK(slurp(out / "report.md") == report);
+  CHECK_FALSE(fs::exists(out / "mrmf1"));
+  fs::remove_all(out);
 
   // A stage whose shard is smaller than a batch: the error the experiment
   // gives before training, naming the stage.

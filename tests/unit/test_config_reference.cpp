@@ -57,11 +57,16 @@ std::map<std::string, std::map<std::string, Row>> table_rows(const std::string& 
   return out;
 }
 
+// The reference's text; empty (the case skipped, with a warning) for a test
+// binary outside the source tree, as the Slurm checks do.
 std::string reference_doc() {
   const auto root = testing::source_root();
-  REQUIRE(!root.empty());
+  if (root.empty()) {
+    WARN("the source tree (configs/, docs/) was not found from the test binary or the working directory");
+    return "";
+  }
   const std::string doc = testing::read_text(root / "docs" / "configuration.md");
-  REQUIRE(!doc.empty());
+  REQUIRE(!doc.empty());  // in the tree, the reference must be there
   return doc;
 }
 
@@ -120,7 +125,9 @@ std::set<std::string> model_options(const std::string& name, const Shape& sample
 }  // namespace
 
 TEST_CASE("config reference: every run key has a row with the program's default", "[config][docs]") {
-  const auto rows = table_rows(reference_doc());
+  const std::string doc = reference_doc();
+  if (doc.empty()) return;
+  const auto rows = table_rows(doc);
   const YAML::Node defaults = YAML::Load(parse_run_config("", {}).text);
   std::set<std::string> documented;
   for (const std::string& key : run_config_keys()) {
@@ -147,7 +154,9 @@ TEST_CASE("config reference: every run key has a row with the program's default"
 }
 
 TEST_CASE("config reference: every experiment key and no other has a row", "[config][docs]") {
-  const auto rows = table_rows(reference_doc());
+  const std::string doc = reference_doc();
+  if (doc.empty()) return;
+  const auto rows = table_rows(doc);
   std::set<std::string> in_doc;
   for (const auto& [heading, table] : rows)
     for (const auto& [key, row] : table)
@@ -156,7 +165,9 @@ TEST_CASE("config reference: every experiment key and no other has a row", "[con
 }
 
 TEST_CASE("config reference: every model option and no other has a row under its model", "[config][docs]") {
-  const auto rows = table_rows(reference_doc());
+  const std::string doc = reference_doc();
+  if (doc.empty()) return;
+  const auto rows = table_rows(doc);
   for (const auto& [model, sample] : std::vector<std::pair<std::string, Shape>>{{"neuron_inverter", Shape{3, 1600}},
                                                                                 {"cosmoflow", Shape{4, 32, 32, 32}}}) {
     INFO("model " << model);

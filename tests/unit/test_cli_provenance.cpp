@@ -1,0 +1,47 @@
+// Which build made a result: `mrmf --version` names the version and the git
+// commit (core/version.h), and a run's summary.json and checkpoint, and an
+// experiment's summary.json and report.md, record the same text.
+#include <hdf5.h>
+
+#include <catch2/catch.hpp>
+#include <regex>
+#include <string>
+
+#include "data/h5file.h"
+#include "support/cli_runner.h"
+
+using namespace mrmf::clitest;
+
+TEST_CASE("cli: the version and commit of the build are in --version and in what a run writes", "[cli][provenance]") {
+  SKIP_WITHOUT_BINARY();
+  Result r = run("--version");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  std::smatch m;
+  const std::string first = r.out.substr(0, r.out.find('\n'));
+  // "unknown" outside a git checkout, "-dirty" with changed tracked files.
+  REQUIRE(std::regex_match(first, m,
+                           std::regex(R"(mrmf ([0-9]+\.[0-9]+\.[0-9]+ \(git ([0-9a-f]{7,40}(-dirty)?|unknown)\)))")));
+  const std::string version = m[1];
+  CHECK_THAT(run("info").out, Catch::StartsWith("mrmf " + version + "\n"));
+
+  Scratch s;
+  const fs::path exp = tiny_experiment(s, 128, "  methods: [baseline]\n");
+  const fs::path out = s.dir / "exp";
+  r = run("experiment --config " + exp.string() + " --out " + out.string());
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(slurp(out / "summary.json"), Catch::Contains("\"mrmf\": \"" + version + "\""));
+  CHECK_THAT(slurp(out / "report.md"), Catch::Contains("; mrmf " + version + "."));
+
+  const fs::path run_dir = s.dir / "run";
+  r = run("train --config " + (s.dir / "tiny.yaml").string() + " --out " + run_dir.string() +
+          " --set stop.max_epochs=1");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(slurp(run_dir / "summary.json"), Catch::Contains("\"mrmf\": \"" + version + "\""));
+  const auto written_by =
+      mrmf::data::H5File::open_read((run_dir / "checkpoint.h5").string()).read_string_attribute("/", "written_by");
+  REQUIRE(written_by.has_value());
+  CHECK(*written_by == "mrmf " + version);
+}
