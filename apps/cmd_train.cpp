@@ -277,7 +277,8 @@ int run_train(const TrainFlags& f) {
     s["model"] = trainer.spec().str();
     s["ranks"] = world.size();
     s["device"] = device.str();
-    s["mrmf"] = build_version();  // the build that trained it (the last one, for a resumed run)
+    s["mrmf"] = build_version();             // the build that wrote this summary
+    s["trained_by"] = trainer.trained_by();  // the builds that trained the run, oldest first
     s["epochs"] = epochs;
     s["epochs_this_process"] = res.epochs();
     s["resumed"] = res.resumed_epochs > 0;

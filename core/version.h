@@ -1,7 +1,8 @@
 // Which build this is: the version and the git commit it was built from
 // ("unknown" outside a git checkout; "-dirty" when tracked files differed
-// from that commit). Recorded in summaries, reports and checkpoints so that
-// a result can be traced to the code that made it.
+// from that commit or new source files were there, "-dirty?" when git could
+// not tell). Recorded in summaries, reports and checkpoints so that a
+// result can be traced to the code that made it.
 #pragma once
 
 #include <string>

@@ -257,6 +257,11 @@ CheckpointHeader read_header(const H5File& f) {
   MRMF_CHECK_KIND(Data, h.training.epoch >= 0 && h.training.step >= 0, f.path(), ": epoch ", h.training.epoch,
                   " and step ", h.training.step, " must not be negative: is the checkpoint damaged?");
   if (f.exists("config")) h.training.config = f.read_string("config");
+  if (const auto by = f.read_string_attribute("/", "trained_by")) {  // absent in older checkpoints
+    std::istringstream lines(*by);
+    for (std::string b; std::getline(lines, b);)
+      if (!b.empty()) h.training.trained_by.push_back(b);
+  }
   if (f.exists("state")) {
     for (const auto& k : link_names(f, "state")) {
       const std::string ds = "state/" + k;
@@ -356,7 +361,14 @@ void save_checkpoint(const std::string& path, const ModelSpec& spec_in, const Mo
 
   f.write_string_attribute("/", "format", kFormat);
   f.write_string_attribute("/", "format_version", kVersion);
-  f.write_string_attribute("/", "written_by", "mrmf " + build_version());  // provenance only: never compared
+  // Provenance only, never compared: the build writing this file, and those
+  // that trained the run (a resumed run's earlier ones first).
+  f.write_string_attribute("/", "written_by", "mrmf " + build_version());
+  if (!ts.trained_by.empty()) {
+    std::string list;
+    for (const auto& b : ts.trained_by) list += (list.empty() ? "" : "\n") + b;
+    f.write_string_attribute("/", "trained_by", list);
+  }
   f.write_string_attribute("/", "model", spec.name);
   f.write_string_attribute("/", "variant", spec.variant);
   f.write_string_attribute("/", "sample_shape", shape_to_list(spec.sample_shape));

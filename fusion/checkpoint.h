@@ -68,6 +68,9 @@ struct TrainingState {
   int64_t step = 0;   // optimizer steps completed
   StateMap state;     // keys without '/'
   std::string config;  // the run's config text
+  // The builds (core/version.h) that trained this run, oldest first, each
+  // once in a row; provenance only, never compared (attribute "trained_by").
+  std::vector<std::string> trained_by;
 };
 
 struct SaveOptions {

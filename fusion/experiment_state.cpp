@@ -167,6 +167,7 @@ nlohmann::json method_run_to_json(const MethodRun& r, bool with_history) {
                    {"epochs_before_fusion", r.epochs_before_fusion},
                    {"epochs_after_fusion", r.epochs_after_fusion},
                    {"concurrent_groups", r.concurrent_groups},
+                   {"mrmf", r.mrmf},
                    {"stages", nlohmann::json::array()}};
   for (const auto& s : r.stages) j["stages"].push_back(stage_to_json(s, with_history));
   return j;
@@ -184,6 +185,7 @@ MethodRun method_run_from_json(const nlohmann::json& j) {
   r.fusion_s = j.at("fusion_s");
   r.split_probe_s = j.value("split_probe_s", 0.0);  // absent in the states of older versions
   r.concurrent_groups = j.at("concurrent_groups");
+  r.mrmf = j.value("mrmf", "");  // absent in the states of older versions
   for (const auto& s : j.at("stages")) r.stages.push_back(stage_from_json(s));
   return r;
 }

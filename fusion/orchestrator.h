@@ -62,6 +62,9 @@ struct MethodRun {
   // True when the pre-fusion stages ran at the same time on two rank groups
   // (their wall time is the slower one's, not the sum).
   bool concurrent_groups = false;
+  // The build that finished the run (core/version.h; "" in the states of
+  // older versions). Provenance only: never compared.
+  std::string mrmf;
 };
 
 // Concurrent training's parameter exchange: ranks [0, coarse_root) trained

@@ -20,6 +20,27 @@ namespace mrmf {
 namespace fs = std::filesystem;
 
 namespace {
+// Which builds finished the runs: "mrmf X" when one did them all, else each
+// with its count ("runs by mrmf A (2), mrmf B (1)"), a run from an older
+// state as "an earlier build".
+std::string builds_text(const std::vector<MethodRun>& runs) {
+  std::vector<std::pair<std::string, int>> builds;
+  for (const auto& r : runs) {
+    const std::string b = r.mrmf.empty() ? "an earlier build" : "mrmf " + r.mrmf;
+    auto it = std::find_if(builds.begin(), builds.end(), [&](const auto& e) { return e.first == b; });
+    if (it == builds.end())
+      builds.emplace_back(b, 1);
+    else
+      ++it->second;
+  }
+  if (builds.empty()) return "mrmf " + build_version();
+  if (builds.size() == 1) return builds[0].first;
+  std::string s = "runs by ";
+  for (size_t i = 0; i < builds.size(); ++i)
+    s += fmt::format("{}{} ({})", i ? ", " : "", builds[i].first, builds[i].second);
+  return s;
+}
+
 struct Stat {
   double mean = 0, sd = 0;
   int n = 0;
@@ -389,8 +410,8 @@ std::string write_report(const std::string& dir, const std::vector<MethodRun>& r
     seeds = std::to_string(of(runs, order[0]).size());
   else
     seeds += " (improvements compare the seeds both methods have)";
-  md += fmt::format("{} — {} rank(s) on {}; target validation loss {}; seeds: {}; mrmf {}.\n\n", date, ctx.ranks,
-                    ctx.device, ctx.target_val_loss, seeds, build_version());
+  md += fmt::format("{} — {} rank(s) on {}; target validation loss {}; seeds: {}; {}.\n\n", date, ctx.ranks, ctx.device,
+                    ctx.target_val_loss, seeds, builds_text(runs));
   if (runs.size() < ctx.planned_runs)
     md += fmt::format("**Partial: {} of {} runs finished.** The experiment is still running, or it was stopped; "
                       "`mrmf experiment --resume` with the same configuration and --out runs the rest.\n\n",
@@ -443,7 +464,7 @@ std::string write_report(const std::string& dir, const std::vector<MethodRun>& r
   j["date"] = date;
   j["ranks"] = ctx.ranks;
   j["device"] = ctx.device;
-  j["mrmf"] = build_version();
+  j["mrmf"] = build_version();  // the build writing the report; each run says which finished it
   j["target_val_loss"] = ctx.target_val_loss;
   for (const auto& r : runs) j["runs"].push_back(method_run_to_json(r, /*with_history=*/false));
   for (const auto& m : order) {

@@ -151,6 +151,9 @@ class Trainer {
   std::unique_ptr<Model> release_model();
   Model& model() { return *model_; }
   const ModelSpec& spec() const { return spec_; }
+  // The builds (core/version.h) that trained this run, oldest first: the
+  // resumed checkpoint's, then this one if this process took a step.
+  std::vector<std::string> trained_by() const;
   Optimizer& optimizer() { return *opt_; }
   Context& context() { return *ctx_; }
   // Frees the loaders (and their in-memory caches, back to the process's
@@ -222,6 +225,10 @@ class Trainer {
   double resumed_val_loss_ = 0;  // the last resumed epoch's (rank 0 only, as the two above)
   double last_val_loss_ = 0;     // of the last finished epoch; in checkpoints, so that every rank has it
   bool resumed_val_known_ = false;  // the checkpoint carried last_val_loss
+  // Provenance (never compared): the builds that trained the run before this
+  // process, from the resumed checkpoint, and the step it resumed at.
+  std::vector<std::string> trained_before_;
+  int64_t resumed_step_ = 0;
 };
 
 // The model spec a run configuration describes for data of `sample_shape`.

@@ -14,11 +14,18 @@
 #include "core/check_mpi.h"
 #include "core/log.h"
 #include "core/nvtx.h"
+#include "core/version.h"
 #include "data/h5file.h"
 #include "fusion/checkpoint.h"
 #include "fusion/trainer.h"
 
 namespace mrmf {
+
+std::vector<std::string> Trainer::trained_by() const {
+  std::vector<std::string> builds = trained_before_;
+  if (step_ > resumed_step_ && (builds.empty() || builds.back() != build_version())) builds.push_back(build_version());
+  return builds;
+}
 namespace fs = std::filesystem;
 
 void Trainer::write_metrics(const EpochRecord& r) {
@@ -61,6 +68,7 @@ void Trainer::save(int64_t epochs_done, int64_t batch, double loss_sum) {
   ts.epoch = epochs_done;
   ts.step = step_;
   ts.config = cfg_.text;
+  ts.trained_by = trained_by();
   ts.state["loader_epoch"] = epochs_done;
   ts.state["loader_batch"] = batch;
   ts.state["world"] = static_cast<int64_t>(comm_.size());  // the order of a mid-epoch resume depends on it
@@ -149,6 +157,9 @@ bool Trainer::try_resume() {
   load_scheduler_state(ck.string(), *sched_);
   start_epoch_ = h.training.epoch;
   step_ = h.training.step;
+  resumed_step_ = h.training.step;
+  trained_before_ = h.training.trained_by;
+  if (trained_before_.empty() && resumed_step_ > 0) trained_before_.push_back("an earlier build (not recorded)");
   ctx_->set_step(static_cast<uint64_t>(step_));
   plateau_.restore(static_cast<int64_t>(num("plateau_count")), num("plateau_has_prev") != 0, num("plateau_prev"),
                    h.training.epoch);

@@ -276,7 +276,7 @@ TEST_CASE("checkpoint: cosmoflow with SGD round trip", "[checkpoint]") {
   SGD opt(model->params(), so);
   train(*model, opt, 1);
   const std::string path = tmp.file("cf.h5");
-  save_checkpoint(path, spec, *model, &opt, nullptr, TrainingState{1, 1, {}, ""});
+  save_checkpoint(path, spec, *model, &opt, nullptr, TrainingState{1, 1, {}, "", {}});
   LoadedModel lm = load_model_from_checkpoint(path, Device::cpu());
   REQUIRE(lm.header.spec.variant == "mlperf");
   REQUIRE(lm.header.spec.options.at("dropout") == "0.25");

@@ -353,3 +353,36 @@ TEST_CASE("report: a first seed that diverged in its first stage hides neither t
   CHECK(k["stages"][0]["val_loss"]["mean"].is_null());
   CHECK(k["diverged"] == 3);
 }
+
+TEST_CASE("report: the builds that finished the runs are named and round-trip through the state", "[fusion][report]") {
+  StageResult s;
+  s.name = "baseline/baseline@1";
+  s.role = "baseline";
+  s.resolution = "1";
+  s.epochs = 1;
+  s.time_s = 2;
+  MethodRun a;
+  a.method = "baseline";
+  a.seed = 1;
+  a.stages = {s};
+  a.total_s = 2;
+  a.mrmf = "0.1.0 (git 0123456789ab)";
+  MethodRun b = a, c = a;
+  b.seed = 2;
+  c.seed = 3;
+  c.mrmf = "";  // a run from the state of an older version
+  CHECK(method_run_from_json(method_run_to_json(a)).mrmf == a.mrmf);
+  nlohmann::json old = method_run_to_json(a);
+  old.erase("mrmf");
+  CHECK(method_run_from_json(old).mrmf.empty());
+  test::TempDir tmp("mrmf_report_builds");
+  ReportContext ctx;
+  ctx.planned_runs = 3;
+  std::string md = write_report(tmp.dir.string(), {a, b}, ctx);
+  CHECK_THAT(md, Catch::Contains("; mrmf 0.1.0 (git 0123456789ab).\n"));
+  md = write_report(tmp.dir.string(), {a, b, c}, ctx);
+  CHECK_THAT(md, Catch::Contains("; runs by mrmf 0.1.0 (git 0123456789ab) (2), an earlier build (1).\n"));
+  const auto j = nlohmann::json::parse(std::ifstream(tmp / "summary.json"));
+  CHECK(j["runs"][0]["mrmf"] == a.mrmf);
+  CHECK(j["runs"][2]["mrmf"] == "");
+}
