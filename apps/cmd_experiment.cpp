@@ -18,7 +18,6 @@
 #include "core/hash.h"
 #include "core/log.h"
 #include "core/run_lock.h"
-#include "core/version.h"
 #include "fusion/experiment_state.h"
 #include "fusion/orchestrator.h"
 #include "fusion/report.h"
@@ -253,7 +252,6 @@ int run_experiment(const ExperimentFlags& f) {
       if (world.is_root()) save_experiment_state(f.out, state);
     }
     runs.push_back(orch.run(m, seed, resume_stages));  // an interrupted run continues in its stages
-    runs.back().mrmf = build_version();
     const auto& r = runs.back();
     log::info("=== {} seed {}: {:.1f} s, final val loss {:.5f}{}, epochs {} before / {} after fusion", m, seed,
               r.total_s, r.final_val_loss, r.reached_target ? "" : " (target NOT reached)", r.epochs_before_fusion,

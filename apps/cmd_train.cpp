@@ -231,9 +231,8 @@ int run_train(const TrainFlags& f) {
   ro.device = rt.device;
   const Device device = select_device(ro);
   if (f.check) {
-    // Ranks given different configurations: the run refuses them (the
-    // trainer compares them), so the check must too.
-    world.check_same_on_all_ranks(cfg.hash(), "the configuration (its files and --set)");
+    // Ranks given different configurations: the run refuses them, so the check must too.
+    check_same_config(world, cfg);
     // What an experiment checks of each stage before training
     // (fusion/preflight.cpp). A run that resumes from its own checkpoint
     // does not read --init (which may be gone): neither does its check.

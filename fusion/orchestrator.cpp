@@ -14,6 +14,7 @@
 
 #include "core/log.h"
 #include "core/stop_signal.h"
+#include "core/version.h"
 #include "fusion/bn_recalibrate.h"
 #include "fusion/experiment_state.h"
 #include "fusion/fuse.h"
@@ -215,7 +216,9 @@ MethodRun Orchestrator::run(const std::string& method, uint64_t seed, bool resum
   // A new run starts clean: stage folders of an earlier, interrupted attempt
   // must not mix with this one's.
   if (!resume_) clear_run(method, seed);
-  return method == "concurrent" ? run_concurrent(seed) : run_sequential(method, seed);
+  MethodRun r = method == "concurrent" ? run_concurrent(seed) : run_sequential(method, seed);
+  r.mrmf = build_version();  // the build that finished it
+  return r;
 }
 
 void Orchestrator::clear_run(const std::string& method, uint64_t seed) const {

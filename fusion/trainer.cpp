@@ -105,10 +105,6 @@ size_t init_from_checkpoint(const RunConfig& cfg, Model& model, const ModelSpec&
   return load_params(cfg.train.init, model, lo).loaded.size();
 }
 
-namespace {
-// Every rank's effective configuration must be rank 0's. Where one is not
-// (a launch that gave ranks different flags), the keys it differs in are
-// named: rank 0's value -> that rank's.
 void check_same_config(const Communicator& comm, const RunConfig& cfg) {
   if (comm.size() == 1) return;
   const std::string root_text = comm.broadcast_string(cfg.text, 0);
@@ -123,7 +119,6 @@ void check_same_config(const Communicator& comm, const RunConfig& cfg) {
              "ranks disagree on the configuration (is every rank given the same command line?): rank 0 -> rank ", first,
              ":", diff);
 }
-}  // namespace
 
 Trainer::Trainer(const RunConfig& cfg, Communicator& comm, Device device, TrainerOptions opts)
     : cfg_(cfg), comm_(comm), device_(device), opts_(std::move(opts)),

@@ -258,6 +258,11 @@ std::string init_input_differences(const RunConfig& cfg, const std::string& chec
 // of another resolution, through MRT's resampled transfer
 // (fusion/resample_top.h). Returns the number of tensors set.
 size_t init_from_checkpoint(const RunConfig& cfg, Model& model, const ModelSpec& spec, Stream* stream = nullptr);
+// Every rank's effective configuration must be rank 0's; where one is not
+// (a launch that gave ranks different flags), a Config error names the keys
+// it differs in: rank 0's value -> that rank's. The trainer calls it first.
+void check_same_config(const Communicator& comm, const RunConfig& cfg);
+
 // What a Trainer checks before it reads data, for a run on `ranks` ranks that
 // has not started: the data's metadata and shards, the model, the --init
 // checkpoint (loaded into a CPU copy). Returns that model (and its spec).

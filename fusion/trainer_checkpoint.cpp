@@ -20,13 +20,13 @@
 #include "fusion/trainer.h"
 
 namespace mrmf {
+namespace fs = std::filesystem;
 
 std::vector<std::string> Trainer::trained_by() const {
   std::vector<std::string> builds = trained_before_;
   if (step_ > resumed_step_ && (builds.empty() || builds.back() != build_version())) builds.push_back(build_version());
   return builds;
 }
-namespace fs = std::filesystem;
 
 void Trainer::write_metrics(const EpochRecord& r) {
   if (opts_.out_dir.empty() || !comm_.is_root()) return;
