@@ -2,12 +2,12 @@
 
 #include <cstdint>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "core/check_hdf5.h"
 #include "core/error.h"
+#include "data/h5_raw_bytes.h"
 #include "data/h5file.h"
 
 namespace mrmf::data {
@@ -20,21 +20,26 @@ namespace {
 // is free space, whose size counts its header.
 constexpr uint64_t kHeapHeader = 16, kObjectHeader = 16;
 
-uint64_t little_endian(const unsigned char* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-
-// Reads `n` bytes at `offset`; false when the file ends before them.
-bool read_at(std::ifstream& in, uint64_t offset, unsigned char* out, uint64_t n) {
-  in.clear();
-  in.seekg(static_cast<std::streamoff>(offset));
-  in.read(reinterpret_cast<char*>(out), static_cast<std::streamsize>(n));
-  return in.good() && static_cast<uint64_t>(in.gcount()) == n;
-}
-
 }  // namespace
+
+void check_vlen_string_type(hid_t type, const std::string& where) {
+  if (H5Tget_class(type) != H5T_STRING || H5Tis_variable_str(type) <= 0) return;
+  // H5Tencode writes the datatype message (after a 2-byte prefix) with its
+  // base type, which the API does not show for strings: the string's class
+  // and version byte, 3 class-bit bytes, its 4-byte size; then the base
+  // type's class byte, class bits and size.
+  size_t n = 0;
+  MRMF_H5_CHECK(H5Tencode(type, nullptr, &n));
+  std::vector<unsigned char> code(n);
+  MRMF_H5_CHECK(H5Tencode(type, code.data(), &n));
+  constexpr size_t kBase = 2 + 8;
+  if (n < kBase + 8 || (code[2] & 0x0f) != H5T_VLEN) return;  // not the layout this check knows
+  const unsigned base_class = code[kBase] & 0x0f;
+  const uint64_t base_size = little_endian(code.data() + kBase + 4, 4);
+  MRMF_CHECK_KIND(Data, base_class == H5T_INTEGER && base_size == 1, where,
+                  ": the string's character type is damaged (", base_size, "-byte characters of type class ",
+                  base_class, " where libhdf5 writes 1-byte integers): is the file damaged?");
+}
 
 void check_vlen_string_heap(hid_t dataset, const std::string& where) {
   {
@@ -71,11 +76,9 @@ void check_vlen_string_heap(hid_t dataset, const std::string& where) {
   MRMF_H5_CHECK(H5Pget_userblock(fcpl.get(), &base));
   if (sizeof_addr != 8 || sizeof_size != 8 || value_at < base) return;
 
-  std::ifstream in(path, std::ios::binary);
-  MRMF_CHECK_KIND(Data, in.good(), where, ": cannot open ", path, " to check its string's bytes");
+  const RawFileBytes in(path, where);
   const std::string in_file = path == where.substr(0, path.size()) ? "" : " (in " + path + ", where it lies)";
-  in.seekg(0, std::ios::end);
-  const uint64_t file_size = static_cast<uint64_t>(in.tellg());
+  const uint64_t file_size = in.size();
   auto damaged = [&](const std::string& what) {
     MRMF_THROW(Data, where, in_file, ": the file's global heap, which holds the string's bytes, is damaged (", what,
                "): is the file damaged?");
@@ -84,7 +87,7 @@ void check_vlen_string_heap(hid_t dataset, const std::string& where) {
   // The dataset's value: the string's length, then the heap object's id
   // (the collection's address and the object's index).
   unsigned char id[16];
-  if (!read_at(in, value_at, id, sizeof id)) damaged("the string's record lies past the end of the file");
+  if (!in.read(value_at, id, sizeof id)) damaged("the string's record lies past the end of the file");
   const uint64_t length = little_endian(id, 4), heap_addr = little_endian(id + 4, 8), index = little_endian(id + 12, 4);
   if (heap_addr == 0) return;  // a null string: libhdf5 reads no heap
   if (heap_addr > file_size || base > file_size - heap_addr)
@@ -92,7 +95,7 @@ void check_vlen_string_heap(hid_t dataset, const std::string& where) {
   const uint64_t heap_at = base + heap_addr;
 
   unsigned char header[kHeapHeader];
-  if (!read_at(in, heap_at, header, kHeapHeader) || std::memcmp(header, "GCOL", 4) != 0 || header[4] != 1)
+  if (!in.read(heap_at, header, kHeapHeader) || std::memcmp(header, "GCOL", 4) != 0 || header[4] != 1)
     damaged("no version-1 collection at file offset " + std::to_string(heap_at));
   const uint64_t heap_size = little_endian(header + 8, 8);
   if (heap_size < kHeapHeader || heap_size > file_size - heap_at)
@@ -103,7 +106,7 @@ void check_vlen_string_heap(hid_t dataset, const std::string& where) {
   // errors: an object that would not move the walk on, or would reach past
   // the collection.
   std::vector<unsigned char> heap(heap_size);
-  if (!read_at(in, heap_at, heap.data(), heap_size)) damaged("the collection ends past the end of the file");
+  if (!in.read(heap_at, heap.data(), heap_size)) damaged("the collection ends past the end of the file");
   uint64_t p = kHeapHeader, found_size = 0;
   bool found = false;
   while (p < heap_size) {

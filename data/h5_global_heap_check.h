@@ -26,4 +26,13 @@ namespace mrmf::data {
 // string): libhdf5 reads those as before.
 void check_vlen_string_heap(hid_t dataset, const std::string& where);
 
+// Checks the character type under the variable-length string type `type`
+// (a dataset's or attribute's): libhdf5 stores one-byte characters and, on
+// reading, multiplies the string's length by the size it finds there -- a
+// damaged size byte (16.7 million-byte characters, from session 61's
+// fuzzing) made `mrmf downsample` run for ever on a 16-byte `meta.JSON`.
+// Throws a Data error starting with `where` unless the characters are
+// one-byte integers; returns at once for any other type.
+void check_vlen_string_type(hid_t type, const std::string& where);
+
 }  // namespace mrmf::data

@@ -13,6 +13,7 @@
 #include "core/hash.h"
 #include "core/log.h"
 #include "data/h5_global_heap_check.h"
+#include "data/h5_symbol_table_check.h"
 #include "data/hdf5_crash_note.h"
 
 namespace fs = std::filesystem;
@@ -102,6 +103,37 @@ void require_intact_number_type(hid_t type, const std::string& path, const std::
                   "): is the file damaged?");
 }
 
+// A compact dataset keeps its values in its object header, and libhdf5
+// 1.10 copies as many bytes as the shape and type need from a buffer of the
+// size its layout message records, without comparing the two: a layout
+// message damaged into "compact, 0 bytes" (session 61's fuzzing: eight zero
+// bytes over a contiguous dataset's layout class and address) made every
+// read die of SIGSEGV (the numbers' and `meta.JSON`'s alike).
+void require_consistent_compact(hid_t d, const std::string& path, const std::string& dataset) {
+  H5PlistId dcpl(MRMF_H5_CHECK(H5Dget_create_plist(d)));
+  if (H5Pget_layout(dcpl.get()) != H5D_COMPACT) return;
+  H5TypeId type(MRMF_H5_CHECK(H5Dget_type(d)));
+  H5SpaceId space(MRMF_H5_CHECK(H5Dget_space(d)));
+  const H5T_class_t cls = H5Tget_class(type.get());
+  const hssize_t n = H5Sget_simple_extent_npoints(space.get());
+  size_t element = 0;  // bytes per element in the file
+  if (cls == H5T_INTEGER || cls == H5T_FLOAT || (cls == H5T_STRING && H5Tis_variable_str(type.get()) == 0)) {
+    element = H5Tget_size(type.get());
+  } else if (cls == H5T_STRING) {
+    // In the file: the length (4 bytes), the global heap collection's
+    // address and the object's index (4) -- not the memory size H5Tget_size gives.
+    const H5FileId file(MRMF_H5_CHECK(H5Iget_file_id(d)));
+    H5PlistId fcpl(MRMF_H5_CHECK(H5Fget_create_plist(file.get())));
+    size_t sizeof_addr = 0, sizeof_size = 0;
+    MRMF_H5_CHECK(H5Pget_sizes(fcpl.get(), &sizeof_addr, &sizeof_size));
+    element = 4 + sizeof_addr + 4;
+  }
+  if (element == 0 || n < 0) return;  // other types: not read by mrmf
+  const hsize_t need = static_cast<hsize_t>(n) * element, stored = H5Dget_storage_size(d);
+  MRMF_CHECK_KIND(Data, stored == need, path, ": dataset '", dataset, "' is stored compact in ", stored,
+                  " bytes where its shape and element type need ", need, ": is the file damaged?");
+}
+
 // The DType of an HDF5 type, or nullopt when mrmf has no equivalent.
 std::optional<DType> dtype_of_h5(hid_t type) {
   const H5T_class_t cls = H5Tget_class(type);
@@ -178,6 +210,7 @@ std::string read_one_string(hid_t obj, bool is_attr, const std::string& where) {
   H5TypeId mem(MRMF_H5_CHECK(H5Tcopy(H5T_C_S1)));
   MRMF_H5_CHECK(H5Tset_cset(mem.get(), H5Tget_cset(type.get())));
   if (H5Tis_variable_str(type.get()) > 0) {
+    check_vlen_string_type(type.get(), where);
     MRMF_H5_CHECK(H5Tset_size(mem.get(), H5T_VARIABLE));
     char* buf = nullptr;
     const herr_t read =
@@ -259,6 +292,7 @@ H5File H5File::open_read(const std::string& path) {
   note_hdf5_file_opened(path);  // before libhdf5 reads it: a damaged superblock can crash it already
   const htri_t is_h5 = H5Fis_hdf5(path.c_str());
   MRMF_CHECK_KIND(Data, is_h5 != 0, path, ": not an HDF5 file (no HDF5 signature: corrupt, truncated or another format)");
+  check_symbol_table_structure(path);  // before libhdf5 follows addresses it does not check
   H5PlistId fapl(MRMF_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)));
 #if H5_VERSION_GE(1, 12, 1) || (H5_VERSION_GE(1, 10, 7) && !H5_VERSION_GE(1, 11, 0))
   // Readers never need the lock, and it fails on file systems without flock.
@@ -359,7 +393,9 @@ H5DatasetId H5File::open_dataset(const std::string& dataset) const {
     const std::string why = innermost_error();
     MRMF_THROW(Data, path_, ": cannot open dataset '", dataset, "' (", why, ")");
   }
-  return H5DatasetId(id);
+  H5DatasetId d(id);
+  require_consistent_compact(d.get(), path_, dataset);
+  return d;
 }
 
 std::vector<int64_t> H5File::shape(const std::string& dataset) const {

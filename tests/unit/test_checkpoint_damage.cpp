@@ -16,17 +16,13 @@
 #include "data/h5file.h"
 #include "fusion/checkpoint.h"
 #include "optim/adam.h"
+#include "support/file_bytes.h"
 #include "support/format_fixtures.h"
 #include "support/temp_dir.h"
 
 using namespace mrmf;
 
 namespace {
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 // Adds 1 to the byte at `offset` of `path`.
 void bump_byte(const std::string& path, uint64_t offset) {
@@ -43,7 +39,7 @@ void bump_byte(const std::string& path, uint64_t offset) {
 
 // The file offset of `bytes`, which must occur exactly once in `path`.
 uint64_t unique_offset(const std::string& path, const std::string& bytes) {
-  const std::string all = slurp(path);
+  const std::string all = testing::file_bytes(path);
   const size_t at = all.find(bytes);
   REQUIRE(at != std::string::npos);
   REQUIRE(all.find(bytes, at + 1) == std::string::npos);
@@ -145,7 +141,7 @@ TEST_CASE("checkpoint damage: a changed counter or config byte fails by the head
     REQUIRE(H5Fget_info2(f.id(), &info) >= 0);
     CHECK(info.super.version >= 3);
   }
-  const std::string saved = slurp(path);
+  const std::string saved = testing::file_bytes(path);
   const auto restore = [&] {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out << saved;
@@ -203,7 +199,7 @@ TEST_CASE("checkpoint damage: no single changed byte of a checksummed file reads
     }
     return out;
   };
-  const std::string saved = slurp(path);
+  const std::string saved = testing::file_bytes(path);
   int errors = 0, same = 0;
   std::vector<size_t> different;
   for (size_t at = 0; at < saved.size(); ++at) {

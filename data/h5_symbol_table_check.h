@@ -1,0 +1,31 @@
+// Files in HDF5's original format -- superblock version 0 or 1, what h5py
+// and libhdf5 write by default and what the applications' published data
+// sets use -- keep their groups in "symbol tables": a version-1 B-tree of
+// symbol-table nodes whose names lie in a local heap. None of it carries a
+// checksum, and libhdf5 1.10 follows the addresses it finds there without
+// checking them: session 61's fuzzing of a Neuron Inverter file made
+// `mrmf downsample` die of SIGSEGV inside libhdf5 when the root group's
+// B-tree or local-heap address, a B-tree child's address or the local
+// heap's data address was damaged (session 59 found 21 such crashes). The
+// check below walks the groups from the superblock, from the file's bytes,
+// before libhdf5 opens the file, so that such damage is an error naming
+// the file and the structure instead of a crash.
+#pragma once
+
+#include <string>
+
+namespace mrmf::data {
+
+// Walks every group reachable from the root of the HDF5 file at `path`
+// (the superblock, the object headers of groups and of what they hold
+// with their continuation blocks, each group's B-tree, symbol-table nodes
+// and local heap), checking that each address and count stays inside the
+// file and its structure, as the format requires. Throws a Data error
+// naming the file, the structure and its file offset when one does not.
+// Returns without a verdict for what it does not know: a superblock of
+// version 2 or later (its metadata carries checksums libhdf5 verifies),
+// addresses or lengths other than 8 bytes, version-2 object headers,
+// groups kept as links in their object header.
+void check_symbol_table_structure(const std::string& path);
+
+}  // namespace mrmf::data
