@@ -1,8 +1,10 @@
 #include "data/h5_symbol_table_check.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -27,7 +29,17 @@ constexpr uint16_t kContinuationMessage = 0x10, kSymbolTableMessage = 0x11;
 // Bounds on the walk, far past what the applications' files hold (a few
 // objects each), so that the check never costs more than a few reads.
 constexpr size_t kMaxObjects = 4096, kMaxChunks = 16384, kMaxLevels = 64;
-constexpr uint64_t kMaxHeapRead = uint64_t{64} << 20;
+constexpr uint64_t kMaxBlockRead = uint64_t{64} << 20, kMaxNameBytes = uint64_t{256} << 20;
+constexpr uint32_t kSoftLinkCache = 2;  // a symbol-table entry of a soft link: no object, its value in the heap
+
+// A group's local heap: its size and, when read, the offset of its last
+// NUL -- a name at an offset up to it ends inside the heap.
+struct LocalHeap {
+  uint64_t size = 0;
+  bool read = false;
+  uint64_t last_nul = 0;
+  bool has_nul = false;
+};
 
 class Walk {
  public:
@@ -54,8 +66,8 @@ class Walk {
     // A file shorter than the superblock or than it records: libhdf5 says
     // it is truncated, which tells more.
     if (!file_.read(at + addresses, sb + addresses, 32 + kSymbolEntry)) return;
-    const uint64_t end = little_endian(sb + addresses + 16, 8);
-    if (end == kUndefined || !file_.holds(at, end)) return;
+    const uint64_t end = little_endian(sb + addresses + 16, 8);  // absolute: a userblock included
+    if (end == kUndefined || end > file_.size()) return;
     // The root group's symbol-table entry: its object header address.
     objects_.emplace_back(little_endian(sb + addresses + 32 + 8, 8), at);
     for (size_t i = 0; i < objects_.size() && i < kMaxObjects; ++i) object(objects_[i].first, objects_[i].second);
@@ -96,6 +108,7 @@ class Walk {
               at);
     for (size_t c = 0; c < chunks.size() && c < kMaxChunks; ++c) {
       const auto [chunk_at, length] = chunks[c];
+      if (length > kMaxBlockRead) continue;  // not read whole: no verdict on its messages
       const auto chunk = bytes(chunk_at, length);
       for (uint64_t p = 0; p + kMessageHeader <= length;) {
         const auto type = static_cast<uint16_t>(little_endian(&chunk[p], 2));
@@ -123,22 +136,45 @@ class Walk {
     if (std::memcmp(h.data(), "HEAP", 4) != 0 || h[4] != 0) damaged("no version-0 local heap", heap_at);
     const uint64_t heap_size = little_endian(&h[8], 8), data_rel = little_endian(&h[24], 8);
     const uint64_t data_at = locate(data_rel, heap_size, "a local heap's data", heap_at);
-    std::vector<unsigned char> names;
-    if (heap_size <= kMaxHeapRead) names = bytes(data_at, heap_size);
-    tree(tree_rel, -1, heap_size, names, message_at);
+    tree(tree_rel, -1, local_heap(data_at, heap_size), message_at);
+  }
+
+  // The heap at `data_at`, its last NUL found once (several groups may
+  // share one in a damaged file), reading backwards from its end; within
+  // a bound on all names read, past which names are only checked to lie
+  // inside their heap.
+  const LocalHeap& local_heap(uint64_t data_at, uint64_t size) {
+    auto [it, fresh] = heaps_.try_emplace(data_at);
+    LocalHeap& heap = it->second;
+    if (!fresh && heap.size == size) return heap;
+    heap = LocalHeap{size};
+    if (size > kMaxNameBytes - std::min(name_bytes_, kMaxNameBytes)) return heap;
+    name_bytes_ += size;
+    heap.read = true;
+    std::vector<unsigned char> block;
+    for (uint64_t end = size; end > 0 && !heap.has_nul;) {
+      const uint64_t n = std::min<uint64_t>(end, 65536);
+      block = bytes(data_at + end - n, n);
+      if (const void* nul = memrchr(block.data(), 0, n)) {
+        heap.has_nul = true;
+        heap.last_nul = end - n + static_cast<uint64_t>(static_cast<const unsigned char*>(nul) - block.data());
+      }
+      end -= n;
+    }
+    return heap;
   }
 
   // libhdf5 compares names it looks up with the heap's strings at the
   // offsets it finds (keys and entries), reading up to their NUL.
-  void name_at(uint64_t offset, uint64_t heap_size, const std::vector<unsigned char>& names, uint64_t where) const {
-    if (offset >= heap_size)
-      damaged("a name at offset " + std::to_string(offset) + " of a " + std::to_string(heap_size) + "-byte local heap",
+  void name_at(uint64_t offset, const LocalHeap& heap, uint64_t where) const {
+    if (offset >= heap.size)
+      damaged("a name at offset " + std::to_string(offset) + " of a " + std::to_string(heap.size) + "-byte local heap",
               where);
-    if (!names.empty() && std::memchr(&names[offset], 0, heap_size - offset) == nullptr)
+    if (heap.read && (!heap.has_nul || offset > heap.last_nul))
       damaged("a name at offset " + std::to_string(offset) + " runs to the end of its local heap", where);
   }
 
-  void tree(uint64_t rel, int level, uint64_t heap_size, const std::vector<unsigned char>& names, uint64_t from) {
+  void tree(uint64_t rel, int level, const LocalHeap& heap, uint64_t from) {
     const uint64_t children = 2 * internal_k_;
     const uint64_t node_size = kTreeHeader + children * 8 + (children + 1) * 8;
     const uint64_t at = locate(rel, node_size, "a group's B-tree node", from);
@@ -154,21 +190,23 @@ class Walk {
     if (used > children)
       damaged("a B-tree node with " + std::to_string(used) + " children, at most " + std::to_string(children), at);
     if (used > 0)  // keys (heap offsets of names) round the children
-      for (uint64_t i = 0; i <= used; ++i) name_at(little_endian(&node[kTreeHeader + i * 16], 8), heap_size, names, at);
+      for (uint64_t i = 0; i <= used; ++i) name_at(little_endian(&node[kTreeHeader + i * 16], 8), heap, at);
     for (uint64_t i = 0; i < used; ++i) {
       const uint64_t child = little_endian(&node[kTreeHeader + i * 16 + 8], 8);
       if (node_level > 0)
-        tree(child, node_level - 1, heap_size, names, at);
+        tree(child, node_level - 1, heap, at);
       else
-        symbols(child, heap_size, names, at);
+        symbols(child, heap, at);
     }
   }
 
   // A symbol-table node: up to 2 * (leaf K) entries, each a name in the
-  // heap and the address of the named object's header.
-  void symbols(uint64_t rel, uint64_t heap_size, const std::vector<unsigned char>& names, uint64_t from) {
+  // heap and the address of the named object's header (a soft link: its
+  // value's offset in the heap instead).
+  void symbols(uint64_t rel, const LocalHeap& heap, uint64_t from) {
     const uint64_t node_size = kNodeHeader + 2 * leaf_k_ * kSymbolEntry;
     const uint64_t at = locate(rel, node_size, "a symbol-table node", from);
+    if (!seen_nodes_.insert(at).second) damaged("a symbol-table node reached twice", from);
     const auto node = bytes(at, node_size);
     if (std::memcmp(node.data(), "SNOD", 4) != 0 || node[4] != 1) damaged("no version-1 symbol-table node", at);
     const uint64_t count = little_endian(&node[6], 2);
@@ -177,8 +215,12 @@ class Walk {
               at);
     for (uint64_t i = 0; i < count; ++i) {
       const unsigned char* e = &node[kNodeHeader + i * kSymbolEntry];
-      name_at(little_endian(e, 8), heap_size, names, at + kNodeHeader + i * kSymbolEntry);
-      objects_.emplace_back(little_endian(e + 8, 8), at + kNodeHeader + i * kSymbolEntry);
+      const uint64_t entry_at = at + kNodeHeader + i * kSymbolEntry;
+      name_at(little_endian(e, 8), heap, entry_at);
+      if (little_endian(e + 16, 4) == kSoftLinkCache)
+        name_at(little_endian(e + 24, 4), heap, entry_at);  // its object header address is undefined
+      else if (objects_.size() < kMaxObjects)
+        objects_.emplace_back(little_endian(e + 8, 8), entry_at);
     }
   }
 
@@ -186,7 +228,9 @@ class Walk {
   RawFileBytes file_;
   uint64_t base_ = 0, leaf_k_ = 0, internal_k_ = 0;
   std::vector<std::pair<uint64_t, uint64_t>> objects_;  // object headers to visit and where each is named
-  std::unordered_set<uint64_t> seen_objects_, seen_chunks_, seen_nodes_;
+  std::unordered_set<uint64_t> seen_objects_, seen_chunks_, seen_nodes_;  // nodes: B-tree and symbol-table
+  std::unordered_map<uint64_t, LocalHeap> heaps_;                         // by their data's file offset
+  uint64_t name_bytes_ = 0;                                               // of heaps read
 };
 
 }  // namespace

@@ -100,6 +100,10 @@ TEST_CASE("group structure check: valid files of the original format pass", "[h5
     add_floats(f, "a/b/c/x", 10);
     REQUIRE(H5Lcreate_hard(f, "a/b/c/x", f, "x", H5P_DEFAULT, H5P_DEFAULT) >= 0);
     REQUIRE(H5Lcreate_hard(f, "a/b", f, "a/b/c/up", H5P_DEFAULT, H5P_DEFAULT) >= 0);  // a cycle of groups
+    // Soft links: symbol-table entries with no object header (the review
+    // found the first version refusing every file that had one).
+    REQUIRE(H5Lcreate_soft("/a/b/c/x", f, "a/soft", H5P_DEFAULT, H5P_DEFAULT) >= 0);
+    REQUIRE(H5Lcreate_soft("/nowhere", f, "dangling", H5P_DEFAULT, H5P_DEFAULT) >= 0);
     H5Fclose(f);
     // The root's B-tree has an internal node (the walk goes down a level).
     const std::string bytes = testing::file_bytes(path);
@@ -109,6 +113,7 @@ TEST_CASE("group structure check: valid files of the original format pass", "[h5
     REQUIRE(internal);
     CHECK_NOTHROW(data::check_symbol_table_structure(path));
     CHECK(data::H5File::open_read(path).read("a/b/c/up/c/x", DType::F32).numel() == 10);
+    CHECK(data::H5File::open_read(path).read("a/soft", DType::F32).numel() == 10);
   }
   SECTION("a userblock superblock version 1 and an object header continued in another block") {
     const std::string path = dir.file("userblock.h5");
@@ -139,9 +144,21 @@ TEST_CASE("group structure check: valid files of the original format pass", "[h5
     REQUIRE(bytes.compare(1024, 4, "\x89HDF") == 0);
     REQUIRE(bytes[1024 + 8] == 1);
     CHECK_NOTHROW(data::check_symbol_table_structure(path));
-    const data::H5File h = data::H5File::open_read(path);
-    CHECK(h.read("x", DType::F32).numel() == 4);
-    CHECK(h.exists("g/later"));
+    {
+      const data::H5File h = data::H5File::open_read(path);
+      CHECK(h.read("x", DType::F32).numel() == 4);
+      CHECK(h.exists("g/later"));
+    }
+    // The walk reads this file (addresses count from the userblock's end):
+    // the root's B-tree address damaged is refused, as without a userblock.
+    // (The first version gave no verdict on any file with a userblock.)
+    const size_t tree = bytes.find("TREE"), heap = bytes.find("HEAP");
+    REQUIRE(tree != std::string::npos);
+    REQUIRE(heap != std::string::npos);
+    const size_t message = bytes.find(testing::le8(tree - 1024) + testing::le8(heap - 1024), 1024 + 100);
+    REQUIRE(message != std::string::npos);
+    testing::poke(path, message, std::string(8, '\xff'));
+    require_damage_named(path, "a group's B-tree node at address undefined");
   }
 }
 
