@@ -29,14 +29,17 @@ constexpr uint16_t kContinuationMessage = 0x10, kSymbolTableMessage = 0x11;
 // Bounds on the walk, far past what the applications' files hold (a few
 // objects each), so that the check never costs more than a few reads.
 constexpr size_t kMaxObjects = 4096, kMaxChunks = 16384, kMaxLevels = 64;
-constexpr uint64_t kMaxBlockRead = uint64_t{64} << 20, kMaxNameBytes = uint64_t{256} << 20;
+// And on all bytes read: structures that overlap at distinct addresses (a
+// crafted file) would otherwise each be read in full (the review's files
+// took minutes). Past it the walk ends without a verdict.
+constexpr uint64_t kMaxBytesRead = uint64_t{256} << 20;
+struct ReadBudgetSpent {};
 constexpr uint32_t kSoftLinkCache = 2;  // a symbol-table entry of a soft link: no object, its value in the heap
 
-// A group's local heap: its size and, when read, the offset of its last
-// NUL -- a name at an offset up to it ends inside the heap.
+// A group's local heap: its size and the offset of its last NUL -- a name
+// at an offset up to it ends inside the heap.
 struct LocalHeap {
   uint64_t size = 0;
-  bool read = false;
   uint64_t last_nul = 0;
   bool has_nul = false;
 };
@@ -66,11 +69,29 @@ class Walk {
     // A file shorter than the superblock or than it records: libhdf5 says
     // it is truncated, which tells more.
     if (!file_.read(at + addresses, sb + addresses, 32 + kSymbolEntry)) return;
-    const uint64_t end = little_endian(sb + addresses + 16, 8);  // absolute: a userblock included
-    if (end == kUndefined || end > file_.size()) return;
+    // The end of file it records counts from the base address it records
+    // (0, or the userblock's size); libhdf5 moves both by the difference
+    // when the superblock lies elsewhere (bytes added or cut before it:
+    // `cat`, h5jam, h5unjam).
+    const uint64_t stored_base = little_endian(sb + addresses, 8), stored_end = little_endian(sb + addresses + 16, 8);
+    if (stored_end == kUndefined || stored_base == kUndefined) return;
+    uint64_t end = stored_end;
+    if (stored_base > at) {
+      if (stored_end < stored_base - at) return;
+      end -= stored_base - at;
+    } else if (at - stored_base > kUndefined - stored_end) {
+      return;
+    } else {
+      end += at - stored_base;
+    }
+    if (end > file_.size()) return;
     // The root group's symbol-table entry: its object header address.
     objects_.emplace_back(little_endian(sb + addresses + 32 + 8, 8), at);
-    for (size_t i = 0; i < objects_.size() && i < kMaxObjects; ++i) object(objects_[i].first, objects_[i].second);
+    try {
+      for (size_t i = 0; i < objects_.size() && i < kMaxObjects; ++i) object(objects_[i].first, objects_[i].second);
+    } catch (const ReadBudgetSpent&) {
+      return;  // no verdict on what is left
+    }
   }
 
  private:
@@ -89,7 +110,9 @@ class Walk {
     return base_ + rel;
   }
 
-  std::vector<unsigned char> bytes(uint64_t offset, uint64_t n) const {
+  std::vector<unsigned char> bytes(uint64_t offset, uint64_t n) {
+    if (n > budget_) throw ReadBudgetSpent{};
+    budget_ -= n;
     std::vector<unsigned char> b(n);
     if (!file_.read(offset, b.data(), n)) damaged("a read failed", offset);
     return b;
@@ -108,7 +131,6 @@ class Walk {
               at);
     for (size_t c = 0; c < chunks.size() && c < kMaxChunks; ++c) {
       const auto [chunk_at, length] = chunks[c];
-      if (length > kMaxBlockRead) continue;  // not read whole: no verdict on its messages
       const auto chunk = bytes(chunk_at, length);
       for (uint64_t p = 0; p + kMessageHeader <= length;) {
         const auto type = static_cast<uint16_t>(little_endian(&chunk[p], 2));
@@ -140,17 +162,12 @@ class Walk {
   }
 
   // The heap at `data_at`, its last NUL found once (several groups may
-  // share one in a damaged file), reading backwards from its end; within
-  // a bound on all names read, past which names are only checked to lie
-  // inside their heap.
+  // share one in a damaged file), reading backwards from its end.
   const LocalHeap& local_heap(uint64_t data_at, uint64_t size) {
     auto [it, fresh] = heaps_.try_emplace(data_at);
     LocalHeap& heap = it->second;
     if (!fresh && heap.size == size) return heap;
     heap = LocalHeap{size};
-    if (size > kMaxNameBytes - std::min(name_bytes_, kMaxNameBytes)) return heap;
-    name_bytes_ += size;
-    heap.read = true;
     std::vector<unsigned char> block;
     for (uint64_t end = size; end > 0 && !heap.has_nul;) {
       const uint64_t n = std::min<uint64_t>(end, 65536);
@@ -170,7 +187,7 @@ class Walk {
     if (offset >= heap.size)
       damaged("a name at offset " + std::to_string(offset) + " of a " + std::to_string(heap.size) + "-byte local heap",
               where);
-    if (heap.read && (!heap.has_nul || offset > heap.last_nul))
+    if (!heap.has_nul || offset > heap.last_nul)
       damaged("a name at offset " + std::to_string(offset) + " runs to the end of its local heap", where);
   }
 
@@ -230,7 +247,7 @@ class Walk {
   std::vector<std::pair<uint64_t, uint64_t>> objects_;  // object headers to visit and where each is named
   std::unordered_set<uint64_t> seen_objects_, seen_chunks_, seen_nodes_;  // nodes: B-tree and symbol-table
   std::unordered_map<uint64_t, LocalHeap> heaps_;                         // by their data's file offset
-  uint64_t name_bytes_ = 0;                                               // of heaps read
+  uint64_t budget_ = kMaxBytesRead;                                       // bytes left to read
 };
 
 }  // namespace

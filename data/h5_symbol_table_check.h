@@ -25,7 +25,9 @@ namespace mrmf::data {
 // Returns without a verdict for what it does not know: a superblock of
 // version 2 or later (its metadata carries checksums libhdf5 verifies),
 // addresses or lengths other than 8 bytes, version-2 object headers,
-// groups kept as links in their object header.
+// groups kept as links in their object header (new-style groups; also
+// what libhdf5 makes of a group given an external link or a UTF-8 name),
+// and what lies past a bound on the work (4096 objects, 256 MiB read).
 void check_symbol_table_structure(const std::string& path);
 
 }  // namespace mrmf::data
