@@ -80,10 +80,12 @@ void copy_runs(char* dst, const char* src, int64_t n, int64_t dstep, int64_t sst
 bool was_shuffled(uint32_t skipped, bool shuffle) { return shuffle && !(skipped & 1u); }
 bool was_deflated(uint32_t skipped, bool shuffle) { return !(skipped & (shuffle ? 2u : 1u)); }
 
+constexpr const char* kStoredUnfiltered = ": its chunk is stored unfiltered in ";
+
 // A chunk stored unfiltered must hold exactly the bytes it stands for.
 void check_unfiltered(int64_t src_bytes, int64_t out_bytes, const std::string& what) {
-  MRMF_CHECK_KIND(Data, src_bytes == out_bytes, what, ": its chunk is stored unfiltered in ", src_bytes,
-                  " bytes, expected ", out_bytes, "; the file may be corrupt");
+  MRMF_CHECK_KIND(Data, src_bytes == out_bytes, what, kStoredUnfiltered, src_bytes, " bytes, expected ", out_bytes,
+                  "; the file may be corrupt");
 }
 
 }  // namespace
@@ -102,6 +104,10 @@ void decode_chunk(const char* src, int64_t src_bytes, uint32_t skipped, bool shu
   const std::unique_ptr<char[]> staged(new char[static_cast<size_t>(out_bytes)]);
   undeflate(staged.get());
   unshuffle(staged.get(), out_bytes, elem_size, out);
+}
+
+bool is_unfiltered_size_error(const Error& e) {
+  return e.kind() == ErrorKind::Data && e.message().find(kStoredUnfiltered) != std::string::npos;
 }
 
 ChunkRows chunk_rows(int64_t rows, int64_t unit_rows, int64_t chunk0) {

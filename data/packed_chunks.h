@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+
 namespace mrmf::data {
 
 // The filter mask packed_units() records for the chunks of an unfiltered
@@ -39,6 +41,13 @@ constexpr uint32_t kNoFilterApplied = ~0u;
 // truncated data).
 void decode_chunk(const char* src, int64_t src_bytes, uint32_t skipped, bool shuffle, int64_t elem_size, char* out,
                   int64_t out_bytes, const std::string& what);
+
+// Whether `e` is decode_chunk's error for a chunk whose filter mask says
+// "stored unfiltered" in fewer or more bytes than it stands for: damage on
+// which libhdf5 1.10 copies past its buffer (SIGSEGV in H5Dread; session
+// 61's fuzzing of a chunk index's filter-mask byte), so no reader may fall
+// back to libhdf5 for it.
+bool is_unfiltered_size_error(const Error& e);
 
 // A unit (a sample) stored in chunks other than itself: the
 // unit's shape, the chunk shape (chunks at the far edges are stored whole,
