@@ -516,6 +516,7 @@ void H5File::read_rows_into(const std::string& dataset, int64_t start, int64_t c
   off[0] = static_cast<hsize_t>(start);
   cnt[0] = static_cast<hsize_t>(count);
   MRMF_H5_CHECK(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, off.data(), nullptr, cnt.data(), nullptr));
+  check_skipped_filters(d.get(), dataset, dims, start, count);
   H5SpaceId mspace(MRMF_H5_CHECK(H5Screate_simple(static_cast<int>(cnt.size()), cnt.data(), nullptr)));
   if (H5Dread(d.get(), h5_native_type(dt), mspace.get(), fspace.get(), H5P_DEFAULT, dst) < 0) {
     const std::string why = innermost_error();

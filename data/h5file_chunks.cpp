@@ -34,6 +34,41 @@ std::vector<int64_t> H5File::unit_dims(const std::string& dataset, int64_t rows_
   return dims;
 }
 
+void H5File::check_skipped_filters(hid_t d, const std::string& dataset, const std::vector<int64_t>& dims, int64_t start,
+                                   int64_t count) const {
+  H5PlistId dcpl(MRMF_H5_CHECK(H5Dget_create_plist(d)));
+  const int nf = H5Pget_nfilters(dcpl.get());
+  if (dims.empty() || count <= 0 || H5Pget_layout(dcpl.get()) != H5D_CHUNKED || nf <= 0 || nf > 32) return;
+  const int rank = static_cast<int>(dims.size());
+  std::vector<hsize_t> chunk(dims.size());
+  if (H5Pget_chunk(dcpl.get(), rank, chunk.data()) != rank || chunk[0] == 0) return;
+  const H5TypeId type(MRMF_H5_CHECK(H5Dget_type(d)));
+  int64_t row_bytes = static_cast<int64_t>(H5Tget_size(type.get()));
+  for (int i = 1; i < rank; ++i) {
+    if (static_cast<int64_t>(chunk[static_cast<size_t>(i)]) != dims[static_cast<size_t>(i)]) return;
+    row_bytes *= dims[static_cast<size_t>(i)];
+  }
+  // Filters that keep a chunk's size (shuffle): skipping all the others
+  // leaves it stored whole.
+  uint32_t resizing = 0;
+  for (int i = 0; i < nf; ++i) {
+    unsigned flags = 0;
+    size_t nvalues = 0;
+    if (H5Pget_filter2(dcpl.get(), static_cast<unsigned>(i), &flags, &nvalues, nullptr, 0, nullptr, nullptr) !=
+        H5Z_FILTER_SHUFFLE)
+      resizing |= 1u << i;
+  }
+  const int64_t k = static_cast<int64_t>(chunk[0]), whole = k * row_bytes;
+  std::vector<hsize_t> coord(dims.size(), 0);
+  for (int64_t c = start / k; c <= (start + count - 1) / k; ++c) {
+    coord[0] = static_cast<hsize_t>(c * k);
+    const std::optional<PackedUnit> at = chunk_at(d, coord.data());
+    if (at && (at->skipped & resizing) == resizing && at->bytes != whole)
+      MRMF_THROW(Data, path_, ": dataset '", dataset, "'", stored_unfiltered_phrase(), at->bytes, " bytes, expected ",
+                 whole, "; the file may be corrupt");
+  }
+}
+
 std::vector<PackedUnit> H5File::row_chunks(hid_t d, hid_t dcpl, const std::vector<int64_t>& dims, int64_t row_bytes,
                                            int64_t* rows_per_chunk) const {
   if (dims.empty() || H5Pget_layout(dcpl) != H5D_CHUNKED) return {};

@@ -80,12 +80,10 @@ void copy_runs(char* dst, const char* src, int64_t n, int64_t dstep, int64_t sst
 bool was_shuffled(uint32_t skipped, bool shuffle) { return shuffle && !(skipped & 1u); }
 bool was_deflated(uint32_t skipped, bool shuffle) { return !(skipped & (shuffle ? 2u : 1u)); }
 
-constexpr const char* kStoredUnfiltered = ": its chunk is stored unfiltered in ";
-
 // A chunk stored unfiltered must hold exactly the bytes it stands for.
 void check_unfiltered(int64_t src_bytes, int64_t out_bytes, const std::string& what) {
-  MRMF_CHECK_KIND(Data, src_bytes == out_bytes, what, kStoredUnfiltered, src_bytes, " bytes, expected ", out_bytes,
-                  "; the file may be corrupt");
+  MRMF_CHECK_KIND(Data, src_bytes == out_bytes, what, stored_unfiltered_phrase(), src_bytes, " bytes, expected ",
+                  out_bytes, "; the file may be corrupt");
 }
 
 }  // namespace
@@ -106,8 +104,10 @@ void decode_chunk(const char* src, int64_t src_bytes, uint32_t skipped, bool shu
   unshuffle(staged.get(), out_bytes, elem_size, out);
 }
 
+const char* stored_unfiltered_phrase() { return ": its chunk is stored unfiltered in "; }
+
 bool is_unfiltered_size_error(const Error& e) {
-  return e.kind() == ErrorKind::Data && e.message().find(kStoredUnfiltered) != std::string::npos;
+  return e.kind() == ErrorKind::Data && e.message().find(stored_unfiltered_phrase()) != std::string::npos;
 }
 
 ChunkRows chunk_rows(int64_t rows, int64_t unit_rows, int64_t chunk0) {

@@ -48,6 +48,8 @@ void decode_chunk(const char* src, int64_t src_bytes, uint32_t skipped, bool shu
 // 61's fuzzing of a chunk index's filter-mask byte), so no reader may fall
 // back to libhdf5 for it.
 bool is_unfiltered_size_error(const Error& e);
+// The words of that error, for the readers that raise it.
+const char* stored_unfiltered_phrase();
 
 // A unit (a sample) stored in chunks other than itself: the
 // unit's shape, the chunk shape (chunks at the far edges are stored whole,
