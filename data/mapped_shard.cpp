@@ -234,7 +234,8 @@ void read_mapped(const MappedShard& m, size_t file, int64_t row, int64_t bytes, 
 bool mapping_agrees(const std::string& path, const std::string& dataset, const MappedShard& m, size_t file,
                     int64_t sample, int64_t rows, DType dt, int64_t bytes) {
   std::vector<char> via_hdf5(static_cast<size_t>(bytes)), via_map(static_cast<size_t>(bytes));
-  // The mapped read first: it finds damage libhdf5 crashes on.
+  // The mapped read first: it finds damage libhdf5 crashes on, also in
+  // chunks that split samples, which read_rows_into does not check.
   try {
     read_mapped(m, file, sample, bytes, dt, via_map.data(), path + ": dataset '" + dataset + "'");
   } catch (const Error& e) {

@@ -53,6 +53,17 @@ MetaHeap find_meta_heap(const fs::path& path) {
   return m;
 }
 
+// A small CosmoFlow folder at `cf` (16^3 cubes, one file a split); its training file.
+fs::path make_tiny_cosmoflow(const fs::path& cf) {
+  const Result r = run("datagen cosmoflow --out " + cf.string() + " --size 16 --train 4 --val 4 --test 4 --per-file 4");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  fs::path file;
+  for (const auto& e : fs::directory_iterator(cf / "train")) file = e.path();
+  REQUIRE(!file.empty());
+  return file;
+}
+
 }  // namespace
 
 TEST_CASE("cli: a damaged global heap under a variable-length string is an error not a hang or a crash",
@@ -106,12 +117,8 @@ TEST_CASE("cli: a data set whose element type is damaged is an error naming the 
   SKIP_WITHOUT_BINARY();
   Scratch s;
   const fs::path cf = s.dir / "cf";
-  Result r = run("datagen cosmoflow --out " + cf.string() + " --size 16 --train 4 --val 4 --test 4 --per-file 4");
-  INFO(r.out);
-  REQUIRE(r.code == 0);
-  fs::path file;
-  for (const auto& e : fs::directory_iterator(cf / "train")) file = e.path();
-  REQUIRE(!file.empty());
+  const fs::path file = make_tiny_cosmoflow(cf);
+  Result r;
   // 3Dmap's datatype message: version 1 fixed-point, little-endian
   // unsigned, 2 bytes, bit offset 0, precision 16. Its precision byte
   // becomes 239 (a single byte inverted, as the fuzzing found it).
@@ -163,12 +170,8 @@ TEST_CASE("cli: a compressed chunk whose filter mask says unfiltered is an error
   SKIP_WITHOUT_BINARY();
   Scratch s;
   const fs::path cf = s.dir / "cf";
-  Result r = run("datagen cosmoflow --out " + cf.string() + " --size 16 --train 4 --val 4 --test 4 --per-file 4");
-  INFO(r.out);
-  REQUIRE(r.code == 0);
-  fs::path file;
-  for (const auto& e : fs::directory_iterator(cf / "train")) file = e.path();
-  REQUIRE(!file.empty());
+  const fs::path file = make_tiny_cosmoflow(cf);
+  Result r;
   {  // the file again, gzip-compressed a sample per chunk
     const data::H5File in = data::H5File::open_read(file.string());
     const Tensor x = in.read("3Dmap"), y = in.read("unitPar");
