@@ -226,7 +226,17 @@ bool LoaderImpl::next(LoaderBatch& out) {
       fill();
       throw;
     }
-    fill();  // keep the I/O thread busy while this batch is finished and used
+    try {
+      fill();  // keep the I/O thread busy while this batch is finished and used
+    } catch (...) {
+      // The next batches could not be queued (out of memory): this batch is
+      // lost like a failed one, and its pinned slot comes back -- only
+      // depth + 1 exist.
+      release_slot(p.slot);
+      wait_ += std::chrono::duration<double>(Clock::now() - t0).count();
+      ++next_batch_;
+      throw;
+    }
   }
   if (o_.device.is_cuda() && !p.x.device().is_cuda()) {  // not copied by the I/O thread (overlap_h2d)
     Tensor x, y;
@@ -323,24 +333,33 @@ void LoaderImpl::fill() {
       sched_ = {e, key_of(e), 0, order_of(e)};
       continue;
     }
-    Job j;
-    j.key = sched_.key;
-    j.batch = sched_.batch++;
-    j.cancel = std::make_shared<std::atomic<bool>>(false);
-    j.offer = std::make_shared<WorkOffer>();
-    auto cancel = j.cancel;
-    auto offer = j.offer;
-    Order order = sched_.order;
-    const int64_t b = j.batch;
-    j.result = IoThread::instance().submit([this, b, cancel, offer, order]() -> Produced {
-      struct Finish {  // next() may be waiting for an offer: every way out says there is none (more)
-        WorkOffer& o;
-        ~Finish() { o.finish(); }
-      } finish{*offer};
-      if (cancel->load()) return Produced{};
-      return produce(*order, b, offer.get());
-    });
-    inflight_.push_back(std::move(j));
+    // The job is queued before it is submitted and the schedule moves on
+    // after: a throw on the way (out of memory) leaves neither a gap in the
+    // queue (every later next() out of step) nor a running job that no
+    // future waits for (it uses this loader: drop() must see it).
+    Job& j = inflight_.emplace_back();
+    try {
+      j.key = sched_.key;
+      j.batch = sched_.batch;
+      j.cancel = std::make_shared<std::atomic<bool>>(false);
+      j.offer = std::make_shared<WorkOffer>();
+      auto cancel = j.cancel;
+      auto offer = j.offer;
+      Order order = sched_.order;
+      const int64_t b = j.batch;
+      j.result = IoThread::instance().submit([this, b, cancel, offer, order]() -> Produced {
+        struct Finish {  // next() may be waiting for an offer: every way out says there is none (more)
+          WorkOffer& o;
+          ~Finish() { o.finish(); }
+        } finish{*offer};
+        if (cancel->load()) return Produced{};
+        return produce(*order, b, offer.get());
+      });
+    } catch (...) {
+      inflight_.pop_back();
+      throw;
+    }
+    ++sched_.batch;
   }
 }
 
