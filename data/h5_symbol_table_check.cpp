@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "data/h5_chunk_index_check.h"
 #include "data/h5_raw_bytes.h"
 
 namespace mrmf::data {
@@ -25,7 +26,8 @@ constexpr uint64_t kLocalHeapHeader = 32;     // "HEAP", version, reserved (3), 
 constexpr uint64_t kTreeHeader = 24;          // "TREE", type, level, entries (2), left and right siblings
 constexpr uint64_t kNodeHeader = 8;           // "SNOD", version, reserved, symbol count (2)
 constexpr uint64_t kSymbolEntry = 40;         // name offset, object header, cache type (4), reserved (4), scratch (16)
-constexpr uint16_t kContinuationMessage = 0x10, kSymbolTableMessage = 0x11;
+constexpr uint16_t kLayoutMessage = 0x08, kFilterMessage = 0x0B, kContinuationMessage = 0x10,
+                   kSymbolTableMessage = 0x11;
 // Bounds on the walk, far past what the applications' files hold (a few
 // objects each), so that the check never costs more than a few reads.
 constexpr size_t kMaxObjects = 4096, kMaxChunks = 16384, kMaxLevels = 64;
@@ -34,11 +36,18 @@ constexpr size_t kMaxObjects = 4096, kMaxChunks = 16384, kMaxLevels = 64;
 // took minutes). Past it the walk ends without a verdict.
 constexpr uint64_t kMaxBytesRead = uint64_t{256} << 20;
 struct ReadBudgetSpent {};
+// Chunk indexes have a budget of their own (a dataset of h5py's automatic
+// chunks has tens of thousands; ~60 bytes each), so that one past it
+// leaves the groups checked.
+constexpr uint64_t kMaxChunkIndexBytesRead = uint64_t{64} << 20;
+constexpr uint64_t kDefaultIndexedStorageK = 32;  // libhdf5's; superblock version 0 has no field for it
+constexpr uint64_t kMaxNameRead = 256;            // of an object's name, for messages
 constexpr uint32_t kSoftLinkCache = 2;  // a symbol-table entry of a soft link: no object, its value in the heap
 
 // A group's local heap: its size and the offset of its last NUL -- a name
 // at an offset up to it ends inside the heap.
 struct LocalHeap {
+  uint64_t data_at = 0;  // file offset of its data
   uint64_t size = 0;
   uint64_t last_nul = 0;
   bool has_nul = false;
@@ -48,7 +57,13 @@ class Walk {
  public:
   explicit Walk(const std::string& path) : path_(path), file_(path, path) {}
 
-  void run() {
+  std::unordered_set<std::string> run() {
+    walk();
+    return std::move(checked_);
+  }
+
+ private:
+  void walk() {
     // libhdf5 looks for the signature at 0 and at every power of two from
     // 512 (a userblock before it); addresses then count from there.
     unsigned char sb[24 + 4 + 32 + kSymbolEntry];
@@ -66,6 +81,9 @@ class Walk {
     internal_k_ = little_endian(sb + 18, 2);
     if (leaf_k_ == 0 || internal_k_ == 0) return;  // libhdf5 refuses these itself
     const uint64_t addresses = version == 0 ? 24 : 28;
+    if (version == 1 && !file_.read(at + 24, sb + 24, 4)) return;
+    chunks_.two_k = 2 * (version == 1 ? little_endian(sb + 24, 2) : kDefaultIndexedStorageK);
+    if (chunks_.two_k == 0) return;
     // A file shorter than the superblock or than it records: libhdf5 says
     // it is truncated, which tells more.
     if (!file_.read(at + addresses, sb + addresses, 32 + kSymbolEntry)) return;
@@ -86,15 +104,15 @@ class Walk {
     }
     if (end > file_.size()) return;
     // The root group's symbol-table entry: its object header address.
-    objects_.emplace_back(little_endian(sb + addresses + 32 + 8, 8), at);
+    chunks_.base = base_;
+    objects_.push_back({little_endian(sb + addresses + 32 + 8, 8), at, ""});
     try {
-      for (size_t i = 0; i < objects_.size() && i < kMaxObjects; ++i) object(objects_[i].first, objects_[i].second);
+      for (size_t i = 0; i < objects_.size() && i < kMaxObjects; ++i) object(i);
     } catch (const ReadBudgetSpent&) {
       return;  // no verdict on what is left
     }
   }
 
- private:
   [[noreturn]] void damaged(const std::string& what, uint64_t offset) const {
     MRMF_THROW(Data, path_, ": the file's group structure is damaged (", what, ", at file offset ", offset,
                "), which libhdf5 follows unchecked and can crash on: is the file damaged?");
@@ -119,8 +137,11 @@ class Walk {
   }
 
   // An object's header (version 1), its messages and continuation blocks;
-  // a group's symbol-table message leads to its B-tree and local heap.
-  void object(uint64_t rel, uint64_t named_at) {
+  // a group's symbol-table message leads to its B-tree and local heap, a
+  // chunked dataset's layout message to its chunk index.
+  void object(size_t index) {
+    const uint64_t rel = objects_[index].rel, named_at = objects_[index].named_at;
+    const std::string name = objects_[index].name;  // a copy: the walk below adds objects
     if (!seen_objects_.insert(rel).second) return;  // hard links: one object, several names
     const uint64_t at = locate(rel, kObjectHeaderPrefix, "an object header", named_at);
     const auto prefix = bytes(at, kObjectHeaderPrefix);
@@ -129,6 +150,8 @@ class Walk {
     if (!file_.holds(chunks[0].first, chunks[0].second))
       damaged("an object header of " + std::to_string(chunks[0].second) + " bytes reaches past the end of the file",
               at);
+    std::optional<ChunkedLayout> layout;
+    std::optional<uint32_t> resizing;
     for (size_t c = 0; c < chunks.size() && c < kMaxChunks; ++c) {
       const auto [chunk_at, length] = chunks[c];
       const auto chunk = bytes(chunk_at, length);
@@ -144,21 +167,36 @@ class Walk {
           const uint64_t block = locate(block_rel, block_length, "an object header continuation", chunk_at + p);
           if (seen_chunks_.insert(block).second) chunks.emplace_back(block, block_length);
         } else if (type == kSymbolTableMessage && size >= 16) {
-          group(little_endian(m, 8), little_endian(m + 8, 8), chunk_at + p);
+          group(little_endian(m, 8), little_endian(m + 8, 8), chunk_at + p, name);
+        } else if (type == kLayoutMessage && !layout) {
+          if ((layout = parse_chunked_layout(m, size))) layout->message_at = chunk_at + p;
+        } else if (type == kFilterMessage && !resizing) {
+          resizing = parse_resizing_filters(m, size);
         }
         p += kMessageHeader + size;
+      }
+    }
+    if (layout && !chunks_spent_) {
+      layout->dataset = name;
+      layout->filtered = resizing.has_value();
+      layout->resizing = resizing.value_or(0);
+      try {
+        check_chunk_index(chunks_, *layout);
+        checked_.insert(name);
+      } catch (const ChunkBudgetSpent&) {
+        chunks_spent_ = true;  // no verdict on this and later chunk indexes
       }
     }
   }
 
   // A group: its local heap (the names), then its B-tree from the root.
-  void group(uint64_t tree_rel, uint64_t heap_rel, uint64_t message_at) {
+  void group(uint64_t tree_rel, uint64_t heap_rel, uint64_t message_at, const std::string& name) {
     const uint64_t heap_at = locate(heap_rel, kLocalHeapHeader, "a group's local heap", message_at);
     const auto h = bytes(heap_at, kLocalHeapHeader);
     if (std::memcmp(h.data(), "HEAP", 4) != 0 || h[4] != 0) damaged("no version-0 local heap", heap_at);
     const uint64_t heap_size = little_endian(&h[8], 8), data_rel = little_endian(&h[24], 8);
     const uint64_t data_at = locate(data_rel, heap_size, "a local heap's data", heap_at);
-    tree(tree_rel, -1, local_heap(data_at, heap_size), message_at);
+    tree(tree_rel, -1, local_heap(data_at, heap_size), message_at, name);
   }
 
   // The heap at `data_at`, its last NUL found once (several groups may
@@ -167,7 +205,7 @@ class Walk {
     auto [it, fresh] = heaps_.try_emplace(data_at);
     LocalHeap& heap = it->second;
     if (!fresh && heap.size == size) return heap;
-    heap = LocalHeap{size};
+    heap = LocalHeap{data_at, size};
     std::vector<unsigned char> block;
     for (uint64_t end = size; end > 0 && !heap.has_nul;) {
       const uint64_t n = std::min<uint64_t>(end, 65536);
@@ -191,7 +229,7 @@ class Walk {
       damaged("a name at offset " + std::to_string(offset) + " runs to the end of its local heap", where);
   }
 
-  void tree(uint64_t rel, int level, const LocalHeap& heap, uint64_t from) {
+  void tree(uint64_t rel, int level, const LocalHeap& heap, uint64_t from, const std::string& group) {
     const uint64_t children = 2 * internal_k_;
     const uint64_t node_size = kTreeHeader + children * 8 + (children + 1) * 8;
     const uint64_t at = locate(rel, node_size, "a group's B-tree node", from);
@@ -211,16 +249,16 @@ class Walk {
     for (uint64_t i = 0; i < used; ++i) {
       const uint64_t child = little_endian(&node[kTreeHeader + i * 16 + 8], 8);
       if (node_level > 0)
-        tree(child, node_level - 1, heap, at);
+        tree(child, node_level - 1, heap, at, group);
       else
-        symbols(child, heap, at);
+        symbols(child, heap, at, group);
     }
   }
 
   // A symbol-table node: up to 2 * (leaf K) entries, each a name in the
   // heap and the address of the named object's header (a soft link: its
   // value's offset in the heap instead).
-  void symbols(uint64_t rel, const LocalHeap& heap, uint64_t from) {
+  void symbols(uint64_t rel, const LocalHeap& heap, uint64_t from, const std::string& group) {
     const uint64_t node_size = kNodeHeader + 2 * leaf_k_ * kSymbolEntry;
     const uint64_t at = locate(rel, node_size, "a symbol-table node", from);
     if (!seen_nodes_.insert(at).second) damaged("a symbol-table node reached twice", from);
@@ -237,21 +275,37 @@ class Walk {
       if (little_endian(e + 16, 4) == kSoftLinkCache)
         name_at(little_endian(e + 24, 4), heap, entry_at);  // its object header address is undefined
       else if (objects_.size() < kMaxObjects)
-        objects_.emplace_back(little_endian(e + 8, 8), entry_at);
+        objects_.push_back(
+            {little_endian(e + 8, 8), entry_at, group + (group.empty() ? "" : "/") + name(little_endian(e, 8), heap)});
     }
+  }
+
+  // The name at `offset` in `heap` (name_at found its NUL), its first
+  // kMaxNameRead bytes.
+  std::string name(uint64_t offset, const LocalHeap& heap) {
+    const auto b = bytes(heap.data_at + offset, std::min(kMaxNameRead, heap.last_nul - offset + 1));
+    return std::string(reinterpret_cast<const char*>(b.data()),
+                       strnlen(reinterpret_cast<const char*>(b.data()), b.size()));
   }
 
   std::string path_;
   RawFileBytes file_;
   uint64_t base_ = 0, leaf_k_ = 0, internal_k_ = 0;
-  std::vector<std::pair<uint64_t, uint64_t>> objects_;  // object headers to visit and where each is named
+  struct Named {
+    uint64_t rel = 0, named_at = 0;  // its object header's address, the file offset of its name's entry
+    std::string name;                // its path from the root, for messages
+  };
+  std::vector<Named> objects_;                                            // object headers to visit
   std::unordered_set<uint64_t> seen_objects_, seen_chunks_, seen_nodes_;  // nodes: B-tree and symbol-table
   std::unordered_map<uint64_t, LocalHeap> heaps_;                         // by their data's file offset
   uint64_t budget_ = kMaxBytesRead;                                       // bytes left to read
+  ChunkIndexWalk chunks_{file_, path_, 0, 0, kMaxChunkIndexBytesRead};
+  bool chunks_spent_ = false;
+  std::unordered_set<std::string> checked_;  // datasets whose chunk index was walked and found sound
 };
 
 }  // namespace
 
-void check_symbol_table_structure(const std::string& path) { Walk(path).run(); }
+std::unordered_set<std::string> check_symbol_table_structure(const std::string& path) { return Walk(path).run(); }
 
 }  // namespace mrmf::data

@@ -292,7 +292,8 @@ H5File H5File::open_read(const std::string& path) {
   note_hdf5_file_opened(path);  // before libhdf5 reads it: a damaged superblock can crash it already
   const htri_t is_h5 = H5Fis_hdf5(path.c_str());
   MRMF_CHECK_KIND(Data, is_h5 != 0, path, ": not an HDF5 file (no HDF5 signature: corrupt, truncated or another format)");
-  check_symbol_table_structure(path);  // before libhdf5 follows addresses it does not check
+  // Before libhdf5 follows addresses it does not check.
+  std::unordered_set<std::string> sound_chunk_indexes = check_symbol_table_structure(path);
   H5PlistId fapl(MRMF_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)));
 #if H5_VERSION_GE(1, 12, 1) || (H5_VERSION_GE(1, 10, 7) && !H5_VERSION_GE(1, 11, 0))
   // Readers never need the lock, and it fails on file systems without flock.
@@ -306,6 +307,7 @@ H5File H5File::open_read(const std::string& path) {
   H5File f;
   f.path_ = path;
   f.file_ = H5FileId(id);
+  f.sound_chunk_indexes_ = std::move(sound_chunk_indexes);
   return f;
 }
 

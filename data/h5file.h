@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -312,20 +313,26 @@ class H5File {
   // `dataset`'s dimensions when its first is a multiple of rows_per_unit
   // (> 0, else an error naming `who`); empty otherwise.
   std::vector<int64_t> unit_dims(const std::string& dataset, int64_t rows_per_unit, const char* who) const;
-  // The file addresses of a chunked dataset's chunks, when every chunk spans
-  // all but the first axis and is allocated: chunk c holds rows [c k, c k + k)
-  // (k = *rows_per_chunk); empty otherwise (data/h5file_chunks.cpp).
   // Refuses a chunk of rows [start, start + count) of dataset `d` whose
   // filter mask says it went through no size-changing filter while it is
   // stored in another size than it stands for: libhdf5 1.10 copies it
   // whole out of its stored bytes, past their end (session 61's fuzzing:
-  // garbage read, or SIGSEGV). Only where chunks hold whole rows.
+  // garbage read, or SIGSEGV). Not needed where open_read walked the
+  // dataset's chunk index (sound_chunk_indexes_); else a lookup per chunk
+  // the rows lie in, each ~8 ns x the dataset's chunks in HDF5 1.10, up to
+  // a bound on that work (data/h5file_chunks.cpp).
   void check_skipped_filters(hid_t d, const std::string& dataset, const std::vector<int64_t>& dims, int64_t start,
                              int64_t count) const;
+  // The file addresses of a chunked dataset's chunks, when every chunk spans
+  // all but the first axis and is allocated: chunk c holds rows [c k, c k + k)
+  // (k = *rows_per_chunk); empty otherwise (data/h5file_chunks.cpp).
   std::vector<PackedUnit> row_chunks(hid_t d, hid_t dcpl, const std::vector<int64_t>& dims, int64_t row_bytes,
                                      int64_t* rows_per_chunk) const;
   std::string path_;
   H5FileId file_;
+  // Chunked datasets whose chunk index open_read's walk found sound
+  // (data/h5_symbol_table_check.h): their filter masks are checked.
+  std::unordered_set<std::string> sound_chunk_indexes_;
   bool checksummed_ = false;  // create(path, true): groups keep their links and attributes compact
   static void keep_links_and_attributes_compact(hid_t ocpl);
 };

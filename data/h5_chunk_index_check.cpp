@@ -1,0 +1,146 @@
+#include "data/h5_chunk_index_check.h"
+
+#include <cstring>
+#include <unordered_set>
+
+#include "core/error.h"
+#include "data/packed_chunks.h"
+
+namespace mrmf::data {
+namespace {
+
+// The HDF5 file format specification: layout message version 3, filter
+// pipeline message versions 1 and 2, version-1 B-tree nodes of type 1
+// (raw data chunks), 8-byte addresses (the only size the group walk takes).
+constexpr unsigned kLayoutVersion = 3, kChunkedClass = 2;
+constexpr uint64_t kUndefined = ~uint64_t{0};
+constexpr uint64_t kTreeHeader = 24;  // "TREE", type, level, entries (2), left and right siblings
+constexpr unsigned kChunkTreeType = 1;
+constexpr int kMaxLevels = 64;
+constexpr unsigned kMaxFilters = 32;    // H5Z_MAX_NFILTERS: a mask has a bit for each
+constexpr uint16_t kShuffleFilter = 2;  // keeps a chunk's size; every other filter may change it
+
+class TreeWalk {
+ public:
+  TreeWalk(ChunkIndexWalk& w, const ChunkedLayout& l) : w_(w), l_(l) {
+    whole_ = 1;
+    for (const uint64_t d : l.chunk) whole_ = d != 0 && whole_ > kUndefined / d ? kUndefined : whole_ * d;
+    key_ = 8 + 8 * l.chunk.size();  // stored size (4), filter mask (4), an offset per dimension (8 each)
+  }
+
+  void node(uint64_t rel, int level, uint64_t from) {
+    const auto header = bytes(locate(rel, kTreeHeader, "a chunk B-tree node", from), kTreeHeader);
+    const uint64_t at = w_.base + rel;
+    if (std::memcmp(header.data(), "TREE", 4) != 0 || header[4] != kChunkTreeType) damaged("no chunk B-tree node", at);
+    if (!seen_.insert(at).second) damaged("a chunk B-tree node reached twice (a cycle)", from);
+    const int node_level = header[5];
+    const uint64_t used = little_endian(&header[6], 2);
+    if ((level >= 0 && node_level != level) || node_level >= kMaxLevels)
+      damaged("a chunk B-tree node of level " + std::to_string(node_level) + " where " +
+                  (level >= 0 ? std::to_string(level) : std::string("fewer than 64")) + " belongs",
+              at);
+    if (used > w_.two_k)
+      damaged("a chunk B-tree node with " + std::to_string(used) + " children, at most " + std::to_string(w_.two_k),
+              at);
+    if (used == 0) return;
+    // Keys and children alternate: key 0, child 0, ..., child used - 1, key used.
+    const uint64_t n = (used + 1) * key_ + used * 8;
+    const auto body = bytes(locate(rel + kTreeHeader, n, "a chunk B-tree node's entries", at), n);
+    for (uint64_t i = 0; i < used; ++i) {
+      const unsigned char* key = &body[i * (key_ + 8)];
+      const uint64_t child = little_endian(key + key_, 8);
+      if (node_level > 0) {
+        node(child, node_level - 1, at);
+        continue;
+      }
+      const uint64_t stored = little_endian(key, 4);
+      const uint32_t mask = static_cast<uint32_t>(little_endian(key + 4, 4));
+      const uint64_t key_at = at + kTreeHeader + i * (key_ + 8);
+      locate(child, stored, "a chunk", key_at);
+      // libhdf5 1.10 copies a chunk that skipped its filters as a whole
+      // chunk out of its stored bytes.
+      if (l_.filtered && l_.resizing != 0 && (mask & l_.resizing) == l_.resizing && stored != whole_)
+        MRMF_THROW(Data, w_.path, ": dataset '", l_.dataset, "'", stored_unfiltered_phrase(), stored,
+                   " bytes, expected ", whole_, " (the chunk at ", offsets(key),
+                   "; its filter mask in the chunk index at file offset ", key_at, "); the file may be corrupt");
+    }
+  }
+
+ private:
+  [[noreturn]] void damaged(const std::string& what, uint64_t offset) const {
+    MRMF_THROW(Data, w_.path, ": dataset '", l_.dataset, "': its chunk index is damaged (", what, ", at file offset ",
+               offset, "), which libhdf5 follows unchecked and can crash on: is the file damaged?");
+  }
+
+  uint64_t locate(uint64_t rel, uint64_t n, const std::string& what, uint64_t referred_from) const {
+    if (rel == kUndefined || rel > w_.file.size() || !w_.file.holds(w_.base + rel, n))
+      damaged(what + " at address " + (rel == kUndefined ? std::string("undefined") : std::to_string(rel)) + " (" +
+                  std::to_string(n) + " bytes) lies outside the " + std::to_string(w_.file.size()) + "-byte file",
+              referred_from);
+    return w_.base + rel;
+  }
+
+  std::vector<unsigned char> bytes(uint64_t offset, uint64_t n) {
+    if (n > w_.budget) throw ChunkBudgetSpent{};
+    w_.budget -= n;
+    std::vector<unsigned char> b(n);
+    if (!w_.file.read(offset, b.data(), n)) damaged("a read failed", offset);
+    return b;
+  }
+
+  // A chunk's first element, as "[0, 8, 0]" (the element-size axis left out).
+  std::string offsets(const unsigned char* key) const {
+    std::string s = "[";
+    for (size_t d = 0; d + 1 < l_.chunk.size(); ++d)
+      s += (d ? ", " : "") + std::to_string(little_endian(key + 8 + 8 * d, 8));
+    return s + "]";
+  }
+
+  ChunkIndexWalk& w_;
+  const ChunkedLayout& l_;
+  uint64_t whole_ = 0, key_ = 0;
+  std::unordered_set<uint64_t> seen_;
+};
+
+}  // namespace
+
+std::optional<ChunkedLayout> parse_chunked_layout(const unsigned char* m, uint64_t size) {
+  if (size < 3 || m[0] != kLayoutVersion || m[1] != kChunkedClass) return std::nullopt;
+  const unsigned dims = m[2];
+  if (dims < 2 || size < 3 + 8 + 4 * uint64_t{dims}) return std::nullopt;  // libhdf5 refuses these itself
+  ChunkedLayout l;
+  l.tree = little_endian(m + 3, 8);
+  for (unsigned d = 0; d < dims; ++d) l.chunk.push_back(little_endian(m + 11 + 4 * d, 4));
+  return l;
+}
+
+std::optional<uint32_t> parse_resizing_filters(const unsigned char* m, uint64_t size) {
+  if (size < 2 || (m[0] != 1 && m[0] != 2) || m[1] > kMaxFilters) return std::nullopt;
+  const bool v1 = m[0] == 1;
+  uint64_t p = v1 ? 8 : 2;
+  uint32_t resizing = 0;
+  for (unsigned i = 0; i < m[1]; ++i) {
+    if (p + 2 > size) return std::nullopt;
+    const auto id = static_cast<uint16_t>(little_endian(m + p, 2));
+    p += 2;
+    uint64_t name = 0;
+    if (v1 || id >= 256) {  // version 2 names only filters outside the library's range
+      if (p + 2 > size) return std::nullopt;
+      name = little_endian(m + p, 2);
+      p += 2;
+    }
+    if (p + 4 > size) return std::nullopt;
+    const uint64_t values = little_endian(m + p + 2, 2);  // after the flags
+    p += 4 + name + 4 * values + (v1 && values % 2 ? 4 : 0);
+    if (p > size) return std::nullopt;
+    if (id != kShuffleFilter) resizing |= 1u << i;
+  }
+  return resizing;
+}
+
+void check_chunk_index(ChunkIndexWalk& walk, const ChunkedLayout& layout) {
+  if (layout.tree == kUndefined) return;  // no chunk written yet
+  TreeWalk(walk, layout).node(layout.tree, -1, layout.message_at);
+}
+
+}  // namespace mrmf::data

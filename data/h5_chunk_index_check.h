@@ -1,0 +1,61 @@
+// A chunked dataset in HDF5's original format (layout message version 3,
+// what h5py and libhdf5 write by default) finds its chunks through a
+// version-1 B-tree whose keys hold each chunk's stored size and filter
+// mask. None of it carries a checksum, and libhdf5 1.10 trusts it: a mask
+// damaged to say that a compressed chunk skipped its filters makes
+// libhdf5 copy a whole chunk out of the few stored bytes -- past the end
+// of its buffer (session 61's fuzzing: garbage written by `downsample`,
+// or SIGSEGV), whether the chunks hold whole samples or parts of them.
+// The check below walks such a B-tree from the file's bytes, before
+// libhdf5 opens the file (called by the group walk of
+// h5_symbol_table_check.h for each chunked dataset it meets).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/h5_raw_bytes.h"
+
+namespace mrmf::data {
+
+// What the walk needs of one chunked dataset's object header.
+struct ChunkedLayout {
+  std::string dataset;          // its path in the file, for messages
+  uint64_t message_at = 0;      // the layout message's file offset, for messages
+  uint64_t tree = 0;            // the B-tree's address (from the base address)
+  std::vector<uint64_t> chunk;  // the chunk's dimensions, the element size in bytes last
+  uint32_t resizing = 0;        // mask bits of the filters that change a chunk's size (all but shuffle)
+  bool filtered = false;        // a filter pipeline message was found
+};
+
+// The chunked layout in a layout message's `size` bytes at `m`; none for
+// other layouts or versions (contiguous, compact; version 4's indexes are
+// checksummed) or a message too short for what it says.
+std::optional<ChunkedLayout> parse_chunked_layout(const unsigned char* m, uint64_t size);
+// The size-changing filters of a filter pipeline message (versions 1 and
+// 2) as mask bits; none when the message is too short for what it says.
+std::optional<uint32_t> parse_resizing_filters(const unsigned char* m, uint64_t size);
+
+// The bounds the walk keeps and where it reads. `budget` (bytes left to
+// read for all chunk indexes of the file) is spent by the walk; past it,
+// check_chunk_index throws ChunkBudgetSpent (no verdict on the rest).
+struct ChunkIndexWalk {
+  const RawFileBytes& file;
+  const std::string& path;  // for messages
+  uint64_t base = 0;        // file offset of address 0
+  uint64_t two_k = 64;      // entries per node at most: twice the superblock's indexed-storage K
+  uint64_t budget = 0;
+};
+struct ChunkBudgetSpent {};
+
+// Walks the dataset's B-tree: each node inside the file, a chunk B-tree
+// node of the level its parent says, no more entries than the file allows
+// and none reached twice; each chunk's stored bytes inside the file; and
+// no chunk whose mask says it skipped every size-changing filter stored in
+// another size than a whole chunk. Throws a Data error naming the file,
+// the dataset and the structure's file offset otherwise.
+void check_chunk_index(ChunkIndexWalk& walk, const ChunkedLayout& layout);
+
+}  // namespace mrmf::data

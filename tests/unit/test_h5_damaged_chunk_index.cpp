@@ -1,0 +1,221 @@
+// The chunk-index check (data/h5_chunk_index_check.h): valid chunked files
+// of the original format pass and read their values -- filters of every
+// kind, chunks that split rows, B-trees of several levels, a chunk that
+// legitimately skipped its filter, superblock version 1 with its own
+// B-tree K -- and damage to the chunk B-tree, which libhdf5 1.10 follows
+// without checking (a filter mask saying "unfiltered" made it copy past a
+// chunk's stored bytes: session 61's fuzzing), is a Data error naming the
+// file, the dataset and the structure.
+#include <hdf5.h>
+
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "data/h5file.h"
+#include "support/file_bytes.h"
+#include "support/temp_dir.h"
+
+using namespace mrmf;
+using mrmf::testing::file_bytes;
+using mrmf::testing::le8;
+using mrmf::testing::poke;
+using mrmf::testing::read_le;
+
+namespace {
+
+constexpr size_t kTreeHeader = 24;
+
+struct Chunked {
+  hsize_t rows = 8, cols = 64;
+  std::vector<hsize_t> chunk = {1, 64};
+  bool shuffle = false, deflate = true, fletcher32 = false;
+  unsigned istore_k = 0;  // > 0: superblock version 1 with this K for chunk B-trees
+};
+
+float value(hsize_t i) { return 0.25f * static_cast<float>(i % 1000) - 3.0f; }
+
+// A file with one chunked float32 dataset "x" (rows x cols) written as `c` says.
+std::string make_chunked(const test::TempDir& dir, const std::string& name, const Chunked& c) {
+  const std::string path = dir.file(name);
+  const hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
+  if (c.istore_k > 0) REQUIRE(H5Pset_istore_k(fcpl, c.istore_k) >= 0);
+  const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+  REQUIRE(f >= 0);
+  const hsize_t dims[2] = {c.rows, c.cols};
+  const hid_t space = H5Screate_simple(2, dims, nullptr);
+  const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  REQUIRE(H5Pset_chunk(dcpl, 2, c.chunk.data()) >= 0);
+  if (c.shuffle) REQUIRE(H5Pset_shuffle(dcpl) >= 0);
+  if (c.deflate) REQUIRE(H5Pset_deflate(dcpl, 1) >= 0);
+  if (c.fletcher32) REQUIRE(H5Pset_fletcher32(dcpl) >= 0);
+  const hid_t d = H5Dcreate2(f, "x", H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  REQUIRE(d >= 0);
+  std::vector<float> v(c.rows * c.cols);
+  for (hsize_t i = 0; i < v.size(); ++i) v[i] = value(i);
+  REQUIRE(H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) >= 0);
+  H5Dclose(d);
+  H5Pclose(dcpl);
+  H5Sclose(space);
+  H5Fclose(f);
+  H5Pclose(fcpl);
+  return path;
+}
+
+void require_reads_back(const std::string& path, const Chunked& c) {
+  const Tensor x = data::H5File::open_read(path).read("x", DType::F32);
+  REQUIRE(x.numel() == static_cast<int64_t>(c.rows * c.cols));
+  const float* p = x.data<float>();
+  for (hsize_t i = 0; i < c.rows * c.cols; ++i) REQUIRE(p[i] == value(i));
+}
+
+// The file offsets of the chunk B-tree's nodes (type 1), with their levels.
+struct Node {
+  size_t at = 0;
+  int level = 0;
+  uint64_t used = 0;
+};
+std::vector<Node> chunk_nodes(const std::string& bytes) {
+  std::vector<Node> nodes;
+  for (size_t t = bytes.find("TREE"); t != std::string::npos; t = bytes.find("TREE", t + 1))
+    if (bytes[t + 4] == 1) nodes.push_back({t, static_cast<unsigned char>(bytes[t + 5]), read_le(bytes, t + 6, 2)});
+  return nodes;
+}
+// A node's i-th child address, keys of a 2-D dataset's chunks being 8 + 8 x 3 bytes.
+constexpr size_t kKey = 8 + 8 * 3;
+size_t child_at(const Node& n, size_t i) { return n.at + kTreeHeader + kKey + i * (kKey + 8); }
+size_t key_at(const Node& n, size_t i) { return n.at + kTreeHeader + i * (kKey + 8); }
+
+void require_damage_named(const std::string& path, const std::string& what) {
+  try {
+    data::H5File::open_read(path).read("x", DType::F32);
+    FAIL("the damaged file was read: " << what);
+  } catch (const Error& e) {
+    INFO(e.what());
+    CHECK(e.kind() == ErrorKind::Data);
+    CHECK_THAT(e.what(), Catch::Contains(path + ": dataset 'x': its chunk index is damaged (") &&
+                             Catch::Contains(what) && Catch::Contains("is the file damaged?"));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("chunk index check: valid chunked files of the original format pass and read back", "[h5][data]") {
+  test::TempDir dir;
+  Chunked c;
+  SECTION("deflate a row per chunk") {}
+  SECTION("shuffle and deflate chunks that split rows") {
+    c.shuffle = true;
+    c.chunk = {2, 16};
+  }
+  SECTION("Fletcher-32 alone and edge chunks") {
+    c.deflate = false;
+    c.fletcher32 = true;
+    c.rows = 9;
+    c.cols = 60;
+    c.chunk = {2, 16};
+  }
+  SECTION("no filter") { c.deflate = false; }
+  SECTION("a B-tree of several levels") {
+    c.rows = 5000;
+    c.cols = 8;
+    c.chunk = {1, 8};
+  }
+  SECTION("superblock version 1 with a small K for chunk B-trees") {
+    c.rows = 300;
+    c.cols = 8;
+    c.chunk = {1, 8};
+    c.istore_k = 2;
+  }
+  const std::string path = make_chunked(dir, "x.h5", c);
+  const auto nodes = chunk_nodes(file_bytes(path));
+  REQUIRE(!nodes.empty());
+  if (c.rows >= 300) {  // the walk goes down levels
+    int top = 0;
+    for (const Node& n : nodes) top = std::max(top, n.level);
+    CHECK(top >= 2);
+  }
+  require_reads_back(path, c);
+}
+
+TEST_CASE("chunk index check: a chunk that skipped its filter stored whole reads back", "[h5][data]") {
+  // libhdf5 leaves a chunk unfiltered where an optional filter fails; here
+  // written raw with its mask saying deflate was skipped.
+  test::TempDir dir;
+  Chunked c;
+  const std::string path = make_chunked(dir, "x.h5", c);
+  const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  const hid_t d = H5Dopen2(f, "x", H5P_DEFAULT);
+  std::vector<float> row(c.cols);
+  for (hsize_t j = 0; j < c.cols; ++j) row[j] = value(3 * c.cols + j);
+  const hsize_t offset[2] = {3, 0};
+  REQUIRE(H5Dwrite_chunk(d, H5P_DEFAULT, 1u, offset, row.size() * sizeof(float), row.data()) >= 0);
+  H5Dclose(d);
+  H5Fclose(f);
+  require_reads_back(path, c);
+}
+
+TEST_CASE("chunk index check: damage libhdf5 does not check is an error naming the file and dataset", "[h5][data]") {
+  test::TempDir dir;
+  Chunked deep;  // a root over internal nodes over leaves
+  deep.rows = 5000;
+  deep.cols = 8;
+  deep.chunk = {1, 8};
+  SECTION("a node that is not a chunk B-tree node") {
+    const std::string path = make_chunked(dir, "x.h5", Chunked{});
+    const auto nodes = chunk_nodes(file_bytes(path));
+    REQUIRE(nodes.size() == 1);
+    poke(path, nodes[0].at + 4, std::string(1, '\0'));  // a group's B-tree type
+    require_damage_named(path, "no chunk B-tree node");
+  }
+  SECTION("a chunk's address past the end of the file") {
+    const std::string path = make_chunked(dir, "x.h5", Chunked{});
+    const auto nodes = chunk_nodes(file_bytes(path));
+    poke(path, child_at(nodes[0], 5), le8(uint64_t{1} << 40));
+    require_damage_named(path, "a chunk at address 1099511627776");
+  }
+  SECTION("more entries than the file's K allows") {
+    const std::string path = make_chunked(dir, "x.h5", Chunked{});
+    const auto nodes = chunk_nodes(file_bytes(path));
+    poke(path, nodes[0].at + 6, std::string("\x41\x00", 2));  // 65 > 2 x 32
+    require_damage_named(path, "with 65 children, at most 64");
+  }
+  SECTION("a node of the wrong level") {
+    const std::string path = make_chunked(dir, "x.h5", deep);
+    const auto nodes = chunk_nodes(file_bytes(path));
+    size_t leaf = 0;
+    while (leaf < nodes.size() && nodes[leaf].level != 0) ++leaf;
+    REQUIRE(leaf < nodes.size());
+    poke(path, nodes[leaf].at + 5, std::string(1, '\3'));
+    require_damage_named(path, "a chunk B-tree node of level 3 where 0 belongs");
+  }
+  SECTION("a node reached twice") {
+    const std::string path = make_chunked(dir, "x.h5", deep);
+    const std::string bytes = file_bytes(path);
+    const auto nodes = chunk_nodes(bytes);
+    size_t inner = 0;
+    while (inner < nodes.size() && !(nodes[inner].level == 1 && nodes[inner].used >= 2)) ++inner;
+    REQUIRE(inner < nodes.size());
+    poke(path, child_at(nodes[inner], 1), bytes.substr(child_at(nodes[inner], 0), 8));
+    require_damage_named(path, "a chunk B-tree node reached twice");
+  }
+  SECTION("a filter mask saying a compressed chunk skipped deflate") {
+    Chunked c;
+    c.shuffle = true;  // shuffle keeps the size: the mask must skip deflate (bit 1) for the chunk to be raw
+    c.chunk = {2, 16};
+    const std::string path = make_chunked(dir, "x.h5", c);
+    const auto nodes = chunk_nodes(file_bytes(path));
+    poke(path, key_at(nodes[0], 2) + 4, std::string("\x02", 1));
+    try {
+      data::H5File::open_read(path).read("x", DType::F32);
+      FAIL("the damaged file was read");
+    } catch (const Error& e) {
+      INFO(e.what());
+      CHECK(e.kind() == ErrorKind::Data);
+      CHECK_THAT(e.what(), Catch::Contains(path + ": dataset 'x': its chunk is stored unfiltered in ") &&
+                               Catch::Contains("bytes, expected 128 (the chunk at [0, 32]; its filter mask"));
+    }
+  }
+}
