@@ -56,6 +56,11 @@ class TreeWalk {
       const uint64_t stored = little_endian(key, 4);
       const uint32_t mask = static_cast<uint32_t>(little_endian(key + 4, 4));
       const uint64_t key_at = at + kTreeHeader + i * (key_ + 8);
+      for (size_t d = 0; d < l_.chunk.size(); ++d) {
+        const uint64_t o = little_endian(key + 8 + 8 * d, 8);
+        if (d + 1 == l_.chunk.size() ? o != 0 : o % l_.chunk[d] != 0)
+          damaged("a chunk at " + offsets(key) + " off the grid of chunks of " + shape(), key_at);
+      }
       locate(child, stored, "a chunk", key_at);
       // libhdf5 1.10 copies a chunk that skipped its filters as a whole
       // chunk out of its stored bytes.
@@ -86,6 +91,12 @@ class TreeWalk {
     std::vector<unsigned char> b(n);
     if (!w_.file.read(offset, b.data(), n)) damaged("a read failed", offset);
     return b;
+  }
+
+  std::string shape() const {
+    std::string s;
+    for (size_t d = 0; d + 1 < l_.chunk.size(); ++d) s += (d ? "x" : "") + std::to_string(l_.chunk[d]);
+    return s;
   }
 
   // A chunk's first element, as "[0, 8, 0]" (the element-size axis left out).
@@ -138,7 +149,46 @@ std::optional<uint32_t> parse_resizing_filters(const unsigned char* m, uint64_t 
   return resizing;
 }
 
+void parse_dataspace(const unsigned char* m, uint64_t size, ChunkedLayout& layout) {
+  if (size < 4 || (m[0] != 1 && m[0] != 2) || (m[0] == 2 && m[3] != 1)) return;  // version 2: a simple one only
+  const unsigned rank = m[1];
+  const bool has_max = (m[2] & 1) != 0;
+  const uint64_t p = m[0] == 1 ? 8 : 4;
+  if (size < p + 8 * uint64_t{rank} * (has_max ? 2 : 1)) return;
+  std::vector<uint64_t> dims, max_dims;
+  for (unsigned d = 0; d < rank; ++d) dims.push_back(little_endian(m + p + 8 * d, 8));
+  for (unsigned d = 0; d < rank; ++d) max_dims.push_back(has_max ? little_endian(m + p + 8 * (rank + d), 8) : dims[d]);
+  layout.dims = std::move(dims);
+  layout.max_dims = std::move(max_dims);
+}
+
+void parse_element_size(const unsigned char* m, uint64_t size, ChunkedLayout& layout) {
+  if (size >= 8) layout.element = little_endian(m + 4, 4);  // class and version, class bits (3), size (4)
+}
+
 void check_chunk_index(ChunkIndexWalk& walk, const ChunkedLayout& layout) {
+  const auto& c = layout.chunk;
+  const auto misfit = [&](const std::string& what) {
+    MRMF_THROW(Data, walk.path, ": dataset '", layout.dataset, "': its chunked layout is damaged (", what,
+               ", at file offset ", layout.message_at,
+               "), which libhdf5 follows unchecked and can crash on: is the file damaged?");
+  };
+  if (layout.dims) {
+    const auto& dims = *layout.dims;
+    const auto& max_dims = *layout.max_dims;
+    if (c.size() != dims.size() + 1)
+      misfit("chunks of " + std::to_string(c.size() - 1) + " dimensions in a dataset of " +
+             std::to_string(dims.size()));
+    for (size_t d = 0; d < dims.size(); ++d) {
+      if (c[d] == 0) misfit("a chunk dimension of 0 along axis " + std::to_string(d));
+      if (dims[d] != 0 && max_dims[d] != kUnlimited && max_dims[d] < c[d])
+        misfit("chunks of " + std::to_string(c[d]) + " along axis " + std::to_string(d) + ", where the dataset has " +
+               std::to_string(max_dims[d]) + " at most");
+    }
+  }
+  if (layout.element && c.back() != *layout.element)
+    misfit("chunks of " + std::to_string(c.back()) + "-byte elements, where the datatype's have " +
+           std::to_string(*layout.element));
   if (layout.tree == kUndefined) return;  // no chunk written yet
   TreeWalk(walk, layout).node(layout.tree, -1, layout.message_at);
 }

@@ -28,7 +28,12 @@ struct ChunkedLayout {
   std::vector<uint64_t> chunk;  // the chunk's dimensions, the element size in bytes last
   uint32_t resizing = 0;        // mask bits of the filters that change a chunk's size (all but shuffle)
   bool filtered = false;        // a filter pipeline message was found
+  // From the dataspace and datatype messages, where found: the dataset's
+  // dimensions, its maximum ones (kUnlimited: none), its element's bytes.
+  std::optional<std::vector<uint64_t>> dims, max_dims;
+  std::optional<uint64_t> element;
 };
+constexpr uint64_t kUnlimited = ~uint64_t{0};
 
 // The chunked layout in a layout message's `size` bytes at `m`; none for
 // other layouts or versions (contiguous, compact; version 4's indexes are
@@ -37,6 +42,11 @@ std::optional<ChunkedLayout> parse_chunked_layout(const unsigned char* m, uint64
 // The size-changing filters of a filter pipeline message (versions 1 and
 // 2) as mask bits; none when the message is too short for what it says.
 std::optional<uint32_t> parse_resizing_filters(const unsigned char* m, uint64_t size);
+// Fills layout.dims and layout.max_dims from a dataspace message (versions
+// 1 and 2; a simple dataspace), layout.element from a datatype message;
+// leaves them unset when the message is not one of these or too short.
+void parse_dataspace(const unsigned char* m, uint64_t size, ChunkedLayout& layout);
+void parse_element_size(const unsigned char* m, uint64_t size, ChunkedLayout& layout);
 
 // The bounds the walk keeps and where it reads. `budget` (bytes left to
 // read for all chunk indexes of the file) is spent by the walk; past it,
@@ -50,11 +60,16 @@ struct ChunkIndexWalk {
 };
 struct ChunkBudgetSpent {};
 
-// Walks the dataset's B-tree: each node inside the file, a chunk B-tree
+// Checks the chunk's shape first, as libhdf5 checked it when the dataset
+// was made: a dimension more than the dataspace's, none 0, none past a
+// fixed maximum (libhdf5 1.10 does not check it again when it reads, and a
+// damaged chunk dimension made it copy a chunk far past its inflated
+// bytes: session 62's fuzzing), and the element size the datatype's. Then
+// walks the dataset's B-tree: each node inside the file, a chunk B-tree
 // node of the level its parent says, no more entries than the file allows
-// and none reached twice; each chunk's stored bytes inside the file; and
-// no chunk whose mask says it skipped every size-changing filter stored in
-// another size than a whole chunk. Throws a Data error naming the file,
+// and none reached twice; each chunk's offsets on the chunk grid and its
+// stored bytes inside the file; and no chunk whose mask says it skipped
+// every size-changing filter stored in another size than a whole chunk. Throws a Data error naming the file,
 // the dataset and the structure's file offset otherwise.
 void check_chunk_index(ChunkIndexWalk& walk, const ChunkedLayout& layout);
 

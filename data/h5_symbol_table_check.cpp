@@ -26,8 +26,8 @@ constexpr uint64_t kLocalHeapHeader = 32;     // "HEAP", version, reserved (3), 
 constexpr uint64_t kTreeHeader = 24;          // "TREE", type, level, entries (2), left and right siblings
 constexpr uint64_t kNodeHeader = 8;           // "SNOD", version, reserved, symbol count (2)
 constexpr uint64_t kSymbolEntry = 40;         // name offset, object header, cache type (4), reserved (4), scratch (16)
-constexpr uint16_t kLayoutMessage = 0x08, kFilterMessage = 0x0B, kContinuationMessage = 0x10,
-                   kSymbolTableMessage = 0x11;
+constexpr uint16_t kDataspaceMessage = 0x01, kDatatypeMessage = 0x03, kLayoutMessage = 0x08, kFilterMessage = 0x0B,
+                   kContinuationMessage = 0x10, kSymbolTableMessage = 0x11;
 // Bounds on the walk, far past what the applications' files hold (a few
 // objects each), so that the check never costs more than a few reads.
 constexpr size_t kMaxObjects = 4096, kMaxChunks = 16384, kMaxLevels = 64;
@@ -152,6 +152,7 @@ class Walk {
               at);
     std::optional<ChunkedLayout> layout;
     std::optional<uint32_t> resizing;
+    ChunkedLayout shape;  // the dataspace's and datatype's sizes, wherever they come
     for (size_t c = 0; c < chunks.size() && c < kMaxChunks; ++c) {
       const auto [chunk_at, length] = chunks[c];
       const auto chunk = bytes(chunk_at, length);
@@ -172,6 +173,10 @@ class Walk {
           if ((layout = parse_chunked_layout(m, size))) layout->message_at = chunk_at + p;
         } else if (type == kFilterMessage && !resizing) {
           resizing = parse_resizing_filters(m, size);
+        } else if (type == kDataspaceMessage && !shape.dims) {
+          parse_dataspace(m, size, shape);
+        } else if (type == kDatatypeMessage && !shape.element) {
+          parse_element_size(m, size, shape);
         }
         p += kMessageHeader + size;
       }
@@ -180,6 +185,9 @@ class Walk {
       layout->dataset = name;
       layout->filtered = resizing.has_value();
       layout->resizing = resizing.value_or(0);
+      layout->dims = std::move(shape.dims);
+      layout->max_dims = std::move(shape.max_dims);
+      layout->element = shape.element;
       try {
         check_chunk_index(chunks_, *layout);
         checked_.insert(name);

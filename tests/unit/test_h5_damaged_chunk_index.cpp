@@ -33,6 +33,7 @@ struct Chunked {
   std::vector<hsize_t> chunk = {1, 64};
   bool shuffle = false, deflate = true, fletcher32 = false;
   unsigned istore_k = 0;  // > 0: superblock version 1 with this K for chunk B-trees
+  bool unlimited = false;  // maximum dimensions unlimited (chunks may be larger than the dataset)
 };
 
 float value(hsize_t i) { return 0.25f * static_cast<float>(i % 1000) - 3.0f; }
@@ -44,8 +45,8 @@ std::string make_chunked(const test::TempDir& dir, const std::string& name, cons
   if (c.istore_k > 0) REQUIRE(H5Pset_istore_k(fcpl, c.istore_k) >= 0);
   const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
   REQUIRE(f >= 0);
-  const hsize_t dims[2] = {c.rows, c.cols};
-  const hid_t space = H5Screate_simple(2, dims, nullptr);
+  const hsize_t dims[2] = {c.rows, c.cols}, unlimited[2] = {H5S_UNLIMITED, H5S_UNLIMITED};
+  const hid_t space = H5Screate_simple(2, dims, c.unlimited ? unlimited : nullptr);
   const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
   REQUIRE(H5Pset_chunk(dcpl, 2, c.chunk.data()) >= 0);
   if (c.shuffle) REQUIRE(H5Pset_shuffle(dcpl) >= 0);
@@ -55,7 +56,7 @@ std::string make_chunked(const test::TempDir& dir, const std::string& name, cons
   REQUIRE(d >= 0);
   std::vector<float> v(c.rows * c.cols);
   for (hsize_t i = 0; i < v.size(); ++i) v[i] = value(i);
-  REQUIRE(H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) >= 0);
+  if (!v.empty()) REQUIRE(H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) >= 0);
   H5Dclose(d);
   H5Pclose(dcpl);
   H5Sclose(space);
@@ -87,6 +88,18 @@ std::vector<Node> chunk_nodes(const std::string& bytes) {
 constexpr size_t kKey = 8 + 8 * 3;
 size_t child_at(const Node& n, size_t i) { return n.at + kTreeHeader + kKey + i * (kKey + 8); }
 size_t key_at(const Node& n, size_t i) { return n.at + kTreeHeader + i * (kKey + 8); }
+
+// The file offset of a 2-D dataset's chunk dimensions in its layout
+// message (version 3, chunked, 3 dimensions, the B-tree's address at `tree`).
+size_t chunk_dims_at(const std::string& bytes, size_t tree) {
+  const std::string head = std::string("\x03\x02\x03", 3) + le8(tree);
+  const size_t at = bytes.find(head);
+  REQUIRE(at != std::string::npos);
+  REQUIRE(bytes.find(head, at + 1) == std::string::npos);
+  return at + head.size();
+}
+
+std::string le4(uint32_t v) { return le8(v).substr(0, 4); }
 
 void require_damage_named(const std::string& path, const std::string& what) {
   try {
@@ -129,9 +142,19 @@ TEST_CASE("chunk index check: valid chunked files of the original format pass an
     c.chunk = {1, 8};
     c.istore_k = 2;
   }
+  SECTION("chunks larger than the dataset under unlimited maximum dimensions") {
+    c.rows = 3;
+    c.cols = 10;
+    c.chunk = {4, 16};
+    c.unlimited = true;
+  }
+  SECTION("an empty dataset whose chunks are longer than its fixed size of 0") {
+    c.rows = 0;
+    c.chunk = {4, 64};
+  }
   const std::string path = make_chunked(dir, "x.h5", c);
   const auto nodes = chunk_nodes(file_bytes(path));
-  REQUIRE(!nodes.empty());
+  REQUIRE(nodes.empty() == (c.rows == 0));
   if (c.rows >= 300) {  // the walk goes down levels
     int top = 0;
     for (const Node& n : nodes) top = std::max(top, n.level);
@@ -201,6 +224,14 @@ TEST_CASE("chunk index check: damage libhdf5 does not check is an error naming t
     poke(path, child_at(nodes[inner], 1), bytes.substr(child_at(nodes[inner], 0), 8));
     require_damage_named(path, "a chunk B-tree node reached twice");
   }
+  SECTION("a chunk off the grid of chunks") {
+    Chunked c;
+    c.chunk = {2, 16};
+    const std::string path = make_chunked(dir, "x.h5", c);
+    const auto nodes = chunk_nodes(file_bytes(path));
+    poke(path, key_at(nodes[0], 1) + 16, le8(17));  // its column offset: 16 -> 17
+    require_damage_named(path, "a chunk at [0, 17] off the grid of chunks of 2x16");
+  }
   SECTION("a filter mask saying a compressed chunk skipped deflate") {
     Chunked c;
     c.shuffle = true;  // shuffle keeps the size: the mask must skip deflate (bit 1) for the chunk to be raw
@@ -217,5 +248,39 @@ TEST_CASE("chunk index check: damage libhdf5 does not check is an error naming t
       CHECK_THAT(e.what(), Catch::Contains(path + ": dataset 'x': its chunk is stored unfiltered in ") &&
                                Catch::Contains("bytes, expected 128 (the chunk at [0, 32]; its filter mask"));
     }
+  }
+}
+
+TEST_CASE("chunk index check: a damaged chunk shape is an error before libhdf5 reads past a chunk", "[h5][data]") {
+  // Session 62's fuzzing: a chunk dimension of a gzip-compressed CosmoFlow
+  // file damaged from 16 to 65296 made `downsample` die of SIGSEGV.
+  test::TempDir dir;
+  const std::string path = make_chunked(dir, "x.h5", Chunked{});
+  const auto nodes = chunk_nodes(file_bytes(path));
+  const size_t dims = chunk_dims_at(file_bytes(path), nodes[0].at);
+  REQUIRE(read_le(file_bytes(path), dims, 4) == 1);
+  REQUIRE(read_le(file_bytes(path), dims + 4, 4) == 64);
+  REQUIRE(read_le(file_bytes(path), dims + 8, 4) == 4);
+  std::string what;
+  SECTION("past the dataset's fixed size") {
+    poke(path, dims + 4, le4(65296));
+    what = "chunks of 65296 along axis 1, where the dataset has 64 at most";
+  }
+  SECTION("a dimension of 0") {
+    poke(path, dims, le4(0));
+    what = "a chunk dimension of 0 along axis 0";
+  }
+  SECTION("another element size") {
+    poke(path, dims + 8, le4(8));
+    what = "chunks of 8-byte elements, where the datatype's have 4";
+  }
+  try {
+    data::H5File::open_read(path).read("x", DType::F32);
+    FAIL("the damaged file was read: " << what);
+  } catch (const Error& e) {
+    INFO(e.what());
+    CHECK(e.kind() == ErrorKind::Data);
+    CHECK_THAT(e.what(),
+               Catch::Contains(path + ": dataset 'x': its chunked layout is damaged (" + what + ", at file offset "));
   }
 }
