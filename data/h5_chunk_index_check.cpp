@@ -62,12 +62,12 @@ class TreeWalk {
           damaged("a chunk at " + offsets(key) + " off the grid of chunks of " + shape(), key_at);
       }
       locate(child, stored, "a chunk", key_at);
-      // libhdf5 1.10 copies a chunk that skipped its filters as a whole
-      // chunk out of its stored bytes.
-      if (l_.filtered && l_.resizing != 0 && (mask & l_.resizing) == l_.resizing && stored != whole_)
+      // libhdf5 1.10 copies a chunk that went through no size-changing
+      // filter as a whole chunk out of its stored bytes.
+      if (l_.resizing && (mask & *l_.resizing) == *l_.resizing && stored != whole_)
         MRMF_THROW(Data, w_.path, ": dataset '", l_.dataset, "'", stored_unfiltered_phrase(), stored,
                    " bytes, expected ", whole_, " (the chunk at ", offsets(key),
-                   "; its filter mask in the chunk index at file offset ", key_at, "); the file may be corrupt");
+                   "; its entry in the chunk index at file offset ", key_at, "); the file may be corrupt");
     }
   }
 

@@ -26,8 +26,10 @@ struct ChunkedLayout {
   uint64_t message_at = 0;      // the layout message's file offset, for messages
   uint64_t tree = 0;            // the B-tree's address (from the base address)
   std::vector<uint64_t> chunk;  // the chunk's dimensions, the element size in bytes last
-  uint32_t resizing = 0;        // mask bits of the filters that change a chunk's size (all but shuffle)
-  bool filtered = false;        // a filter pipeline message was found
+  // Mask bits of the filters that change a chunk's size (all but shuffle;
+  // 0 without a filter pipeline message); none where that message could
+  // not be read (no check of the chunks' sizes then).
+  std::optional<uint32_t> resizing = 0;
   // From the dataspace and datatype messages, where found: the dataset's
   // dimensions, its maximum ones (kUnlimited: none), its element's bytes.
   std::optional<std::vector<uint64_t>> dims, max_dims;
@@ -68,8 +70,11 @@ struct ChunkBudgetSpent {};
 // walks the dataset's B-tree: each node inside the file, a chunk B-tree
 // node of the level its parent says, no more entries than the file allows
 // and none reached twice; each chunk's offsets on the chunk grid and its
-// stored bytes inside the file; and no chunk whose mask says it skipped
-// every size-changing filter stored in another size than a whole chunk. Throws a Data error naming the file,
+// stored bytes inside the file; and no chunk that went through no
+// size-changing filter -- none in the dataset's pipeline, or its mask
+// says it skipped them -- stored in another size than a whole chunk
+// (libhdf5 allocates what the index says and copies a whole chunk out:
+// a damaged pipeline message's type, which hid deflate, crashed it too). Throws a Data error naming the file,
 // the dataset and the structure's file offset otherwise.
 void check_chunk_index(ChunkIndexWalk& walk, const ChunkedLayout& layout);
 

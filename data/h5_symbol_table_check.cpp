@@ -151,6 +151,7 @@ class Walk {
       damaged("an object header of " + std::to_string(chunks[0].second) + " bytes reaches past the end of the file",
               at);
     std::optional<ChunkedLayout> layout;
+    bool pipeline = false;  // a filter pipeline message seen
     std::optional<uint32_t> resizing;
     ChunkedLayout shape;  // the dataspace's and datatype's sizes, wherever they come
     for (size_t c = 0; c < chunks.size() && c < kMaxChunks; ++c) {
@@ -171,7 +172,8 @@ class Walk {
           group(little_endian(m, 8), little_endian(m + 8, 8), chunk_at + p, name);
         } else if (type == kLayoutMessage && !layout) {
           if ((layout = parse_chunked_layout(m, size))) layout->message_at = chunk_at + p;
-        } else if (type == kFilterMessage && !resizing) {
+        } else if (type == kFilterMessage && !pipeline) {
+          pipeline = true;
           resizing = parse_resizing_filters(m, size);
         } else if (type == kDataspaceMessage && !shape.dims) {
           parse_dataspace(m, size, shape);
@@ -183,8 +185,7 @@ class Walk {
     }
     if (layout && !chunks_spent_) {
       layout->dataset = name;
-      layout->filtered = resizing.has_value();
-      layout->resizing = resizing.value_or(0);
+      layout->resizing = pipeline ? resizing : 0;
       layout->dims = std::move(shape.dims);
       layout->max_dims = std::move(shape.max_dims);
       layout->element = shape.element;

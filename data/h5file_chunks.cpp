@@ -40,7 +40,7 @@ void H5File::check_skipped_filters(hid_t d, const std::string& dataset, const st
   if (sound_chunk_indexes_.count(dataset.substr(std::min(dataset.find_first_not_of('/'), dataset.size())))) return;
   H5PlistId dcpl(MRMF_H5_CHECK(H5Dget_create_plist(d)));
   const int nf = H5Pget_nfilters(dcpl.get());
-  if (dims.empty() || count <= 0 || H5Pget_layout(dcpl.get()) != H5D_CHUNKED || nf <= 0 || nf > 32) return;
+  if (dims.empty() || count <= 0 || H5Pget_layout(dcpl.get()) != H5D_CHUNKED || nf < 0 || nf > 32) return;
   const int rank = static_cast<int>(dims.size());
   std::vector<hsize_t> chunk(dims.size());
   if (H5Pget_chunk(dcpl.get(), rank, chunk.data()) != rank) return;
