@@ -46,6 +46,15 @@ class TreeWalk {
     // Keys and children alternate: key 0, child 0, ..., child used - 1, key used.
     const uint64_t n = (used + 1) * key_ + used * 8;
     const auto body = bytes(locate(rel + kTreeHeader, n, "a chunk B-tree node's entries", at), n);
+    // Keys grow along the node, compared as libhdf5 finds chunks by them:
+    // a damaged one hides a chunk (read as the fill value) or shows one
+    // twice. The last key bounds the node: it may equal the key before.
+    for (uint64_t i = 0; i < used; ++i)
+      if (i + 1 < used ? !before(&body[i * (key_ + 8)], &body[(i + 1) * (key_ + 8)])
+                       : before(&body[(i + 1) * (key_ + 8)], &body[i * (key_ + 8)]))
+        damaged("chunk B-tree keys out of order: " + offsets(&body[i * (key_ + 8)]) + " before " +
+                    offsets(&body[(i + 1) * (key_ + 8)]),
+                at + kTreeHeader + (i + 1) * (key_ + 8));
     for (uint64_t i = 0; i < used; ++i) {
       const unsigned char* key = &body[i * (key_ + 8)];
       const uint64_t child = little_endian(key + key_, 8);
@@ -60,11 +69,14 @@ class TreeWalk {
         const uint64_t o = little_endian(key + 8 + 8 * d, 8);
         if (d + 1 == l_.chunk.size() ? o != 0 : o % l_.chunk[d] != 0)
           damaged("a chunk at " + offsets(key) + " off the grid of chunks of " + shape(), key_at);
+        if (l_.dims && d < l_.dims->size() && o >= (*l_.dims)[d])
+          damaged("a chunk at " + offsets(key) + " outside the dataset's " + extent(), key_at);
       }
       locate(child, stored, "a chunk", key_at);
       // libhdf5 1.10 copies a chunk that went through no size-changing
-      // filter as a whole chunk out of its stored bytes.
-      if (l_.resizing && (mask & *l_.resizing) == *l_.resizing && stored != whole_)
+      // filter as a whole chunk out of a buffer of its stored bytes (a
+      // larger one is read well: raw chunks written with H5Dwrite_chunk).
+      if (l_.resizing && (mask & *l_.resizing) == *l_.resizing && stored < whole_)
         MRMF_THROW(Data, w_.path, ": dataset '", l_.dataset, "'", stored_unfiltered_phrase(), stored,
                    " bytes, expected ", whole_, " (the chunk at ", offsets(key),
                    "; its entry in the chunk index at file offset ", key_at, "); the file may be corrupt");
@@ -91,6 +103,22 @@ class TreeWalk {
     std::vector<unsigned char> b(n);
     if (!w_.file.read(offset, b.data(), n)) damaged("a read failed", offset);
     return b;
+  }
+
+  // Whether key a's chunk offsets come before key b's (the element-size
+  // axis left out).
+  bool before(const unsigned char* a, const unsigned char* b) const {
+    for (size_t d = 0; d + 1 < l_.chunk.size(); ++d) {
+      const uint64_t x = little_endian(a + 8 + 8 * d, 8), y = little_endian(b + 8 + 8 * d, 8);
+      if (x != y) return x < y;
+    }
+    return false;
+  }
+
+  std::string extent() const {
+    std::string s;
+    for (size_t d = 0; d < l_.dims->size(); ++d) s += (d ? "x" : "") + std::to_string((*l_.dims)[d]);
+    return s;
   }
 
   std::string shape() const {
@@ -181,9 +209,15 @@ void check_chunk_index(ChunkIndexWalk& walk, const ChunkedLayout& layout) {
              std::to_string(dims.size()));
     for (size_t d = 0; d < dims.size(); ++d) {
       if (c[d] == 0) misfit("a chunk dimension of 0 along axis " + std::to_string(d));
-      if (dims[d] != 0 && max_dims[d] != kUnlimited && max_dims[d] < c[d])
-        misfit("chunks of " + std::to_string(c[d]) + " along axis " + std::to_string(d) + ", where the dataset has " +
-               std::to_string(max_dims[d]) + " at most");
+      // libhdf5 checks this only when the dataset is made, and not where
+      // it is made empty along that axis (then extended): a valid file
+      // may break it, and reads well where every chunk's stored size says
+      // what it holds -- not where a filter's output does (the damage
+      // that crashed libhdf5 was on a compressed dataset), so only there.
+      if (layout.resizing.value_or(0) != 0 && dims[d] != 0 && max_dims[d] != kUnlimited && max_dims[d] < c[d])
+        misfit("compressed chunks of " + std::to_string(c[d]) + " along axis " + std::to_string(d) +
+               ", where the dataset has " + std::to_string(max_dims[d]) +
+               " at most; if the file is sound, `h5repack -l DATASET:CHUNK=...` rewrites it in smaller chunks");
     }
   }
   if (layout.element && c.back() != *layout.element)

@@ -26,6 +26,7 @@ constexpr uint64_t kLocalHeapHeader = 32;     // "HEAP", version, reserved (3), 
 constexpr uint64_t kTreeHeader = 24;          // "TREE", type, level, entries (2), left and right siblings
 constexpr uint64_t kNodeHeader = 8;           // "SNOD", version, reserved, symbol count (2)
 constexpr uint64_t kSymbolEntry = 40;         // name offset, object header, cache type (4), reserved (4), scratch (16)
+constexpr unsigned kSharedMessageFlag = 0x02;
 constexpr uint16_t kDataspaceMessage = 0x01, kDatatypeMessage = 0x03, kLayoutMessage = 0x08, kFilterMessage = 0x0B,
                    kContinuationMessage = 0x10, kSymbolTableMessage = 0x11;
 // Bounds on the walk, far past what the applications' files hold (a few
@@ -164,6 +165,9 @@ class Walk {
           damaged("an object header message of " + std::to_string(size) + " bytes reaches past its block",
                   chunk_at + p);
         const unsigned char* m = &chunk[p + kMessageHeader];
+        // A shared message (a committed datatype, or one of the file's
+        // shared messages) holds a reference, not the message: not read.
+        const bool shared = (chunk[p + 4] & kSharedMessageFlag) != 0;
         if (type == kContinuationMessage && size >= 16) {
           const uint64_t block_rel = little_endian(m, 8), block_length = little_endian(m + 8, 8);
           const uint64_t block = locate(block_rel, block_length, "an object header continuation", chunk_at + p);
@@ -174,10 +178,10 @@ class Walk {
           if ((layout = parse_chunked_layout(m, size))) layout->message_at = chunk_at + p;
         } else if (type == kFilterMessage && !pipeline) {
           pipeline = true;
-          resizing = parse_resizing_filters(m, size);
-        } else if (type == kDataspaceMessage && !shape.dims) {
+          if (!shared) resizing = parse_resizing_filters(m, size);
+        } else if (type == kDataspaceMessage && !shape.dims && !shared) {
           parse_dataspace(m, size, shape);
-        } else if (type == kDatatypeMessage && !shape.element) {
+        } else if (type == kDatatypeMessage && !shape.element && !shared) {
           parse_element_size(m, size, shape);
         }
         p += kMessageHeader + size;

@@ -34,6 +34,7 @@ struct Chunked {
   bool shuffle = false, deflate = true, fletcher32 = false;
   unsigned istore_k = 0;  // > 0: superblock version 1 with this K for chunk B-trees
   bool unlimited = false;  // maximum dimensions unlimited (chunks may be larger than the dataset)
+  bool committed = false;  // the datatype a named one in the file (a shared message in the object header)
 };
 
 float value(hsize_t i) { return 0.25f * static_cast<float>(i % 1000) - 3.0f; }
@@ -52,7 +53,10 @@ std::string make_chunked(const test::TempDir& dir, const std::string& name, cons
   if (c.shuffle) REQUIRE(H5Pset_shuffle(dcpl) >= 0);
   if (c.deflate) REQUIRE(H5Pset_deflate(dcpl, 1) >= 0);
   if (c.fletcher32) REQUIRE(H5Pset_fletcher32(dcpl) >= 0);
-  const hid_t d = H5Dcreate2(f, "x", H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  const hid_t type = H5Tcopy(H5T_IEEE_F32LE);
+  if (c.committed) REQUIRE(H5Tcommit2(f, "t", type, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT) >= 0);
+  const hid_t d = H5Dcreate2(f, "x", type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  H5Tclose(type);
   REQUIRE(d >= 0);
   std::vector<float> v(c.rows * c.cols);
   for (hsize_t i = 0; i < v.size(); ++i) v[i] = value(i);
@@ -168,6 +172,7 @@ TEST_CASE("chunk index check: valid chunked files of the original format pass an
     c.rows = 0;
     c.chunk = {4, 64};
   }
+  SECTION("a named datatype (the review: its element size was read from the reference)") { c.committed = true; }
   const std::string path = make_chunked(dir, "x.h5", c);
   const auto nodes = chunk_nodes(file_bytes(path));
   REQUIRE(nodes.empty() == (c.rows == 0));
@@ -177,6 +182,33 @@ TEST_CASE("chunk index check: valid chunked files of the original format pass an
     CHECK(top >= 2);
   }
   require_reads_back(path, c);
+}
+
+TEST_CASE("chunk index check: chunks longer than a fixed maximum made empty then extended read back", "[h5][data]") {
+  // libhdf5 checks a chunk against a fixed maximum only along axes not
+  // empty when the dataset is made (the review's file). Unfiltered: each
+  // chunk's stored size says what it holds.
+  test::TempDir dir;
+  const std::string path = dir.file("x.h5");
+  const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  const hsize_t dims[2] = {0, 6}, max_dims[2] = {10, 6}, chunk[2] = {20, 6}, extended[2] = {10, 6};
+  const hid_t space = H5Screate_simple(2, dims, max_dims);
+  const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  REQUIRE(H5Pset_chunk(dcpl, 2, chunk) >= 0);
+  const hid_t d = H5Dcreate2(f, "x", H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  REQUIRE(d >= 0);
+  REQUIRE(H5Dset_extent(d, extended) >= 0);
+  std::vector<float> v(60);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = value(i);
+  REQUIRE(H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) >= 0);
+  H5Dclose(d);
+  H5Pclose(dcpl);
+  H5Sclose(space);
+  H5Fclose(f);
+  Chunked shape;
+  shape.rows = 10;
+  shape.cols = 6;
+  require_reads_back(path, shape);
 }
 
 TEST_CASE("chunk index check: a chunk that skipped its filter stored whole reads back", "[h5][data]") {
@@ -191,6 +223,12 @@ TEST_CASE("chunk index check: a chunk that skipped its filter stored whole reads
   for (hsize_t j = 0; j < c.cols; ++j) row[j] = value(3 * c.cols + j);
   const hsize_t offset[2] = {3, 0};
   REQUIRE(H5Dwrite_chunk(d, H5P_DEFAULT, 1u, offset, row.size() * sizeof(float), row.data()) >= 0);
+  // Stored in more bytes than a chunk: libhdf5 reads its first ones (the
+  // review found the first version refusing it).
+  row.resize(c.cols + 2, 99.0f);
+  for (hsize_t j = 0; j < c.cols; ++j) row[j] = value(5 * c.cols + j);
+  const hsize_t offset5[2] = {5, 0};
+  REQUIRE(H5Dwrite_chunk(d, H5P_DEFAULT, 1u, offset5, row.size() * sizeof(float), row.data()) >= 0);
   H5Dclose(d);
   H5Fclose(f);
   require_reads_back(path, c);
@@ -261,6 +299,20 @@ TEST_CASE("chunk index check: damage libhdf5 does not check is an error naming t
     poke(path, message, std::string("\xf4", 1));
     expect_stored_unfiltered(path, "bytes, expected 256 (the chunk at [0, 0]");
   }
+  SECTION("keys out of order (a chunk hidden, another shown twice)") {
+    const std::string path = make_chunked(dir, "x.h5", Chunked{});
+    const auto nodes = chunk_nodes(file_bytes(path));
+    poke(path, key_at(nodes[0], 0) + 8, le8(2));  // the first chunk's row: 0 -> 2
+    require_damage_named(path, "chunk B-tree keys out of order: [2, 0] before [1, 0]");
+  }
+  SECTION("a chunk outside the dataset (its dataspace damaged smaller)") {
+    const std::string path = make_chunked(dir, "x.h5", Chunked{});
+    const std::string bytes = file_bytes(path);
+    const size_t dims = bytes.find(le8(8) + le8(64));  // the dataspace message's dimensions
+    REQUIRE(dims != std::string::npos);
+    poke(path, dims, le8(6));
+    require_damage_named(path, "a chunk at [6, 0] outside the dataset's 6x64");
+  }
   SECTION("a chunk off the grid of chunks") {
     Chunked c;
     c.chunk = {2, 16};
@@ -293,7 +345,9 @@ TEST_CASE("chunk index check: a damaged chunk shape is an error before libhdf5 r
   std::string what;
   SECTION("past the dataset's fixed size") {
     poke(path, dims + 4, le4(65296));
-    what = "chunks of 65296 along axis 1, where the dataset has 64 at most";
+    what =
+        "compressed chunks of 65296 along axis 1, where the dataset has 64 at most; if the file is sound, "
+        "`h5repack -l DATASET:CHUNK=...` rewrites it in smaller chunks";
   }
   SECTION("a dimension of 0") {
     poke(path, dims, le4(0));
