@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "data/h5file.h"
+#include "support/damaged_read.h"
 #include "support/file_bytes.h"
 #include "support/temp_dir.h"
 
@@ -106,27 +107,13 @@ size_t chunk_dims_at(const std::string& bytes, size_t tree) {
 std::string le4(uint32_t v) { return le8(v).substr(0, 4); }
 
 void require_damage_named(const std::string& path, const std::string& what) {
-  try {
-    data::H5File::open_read(path).read("x", DType::F32);
-    FAIL("the damaged file was read: " << what);
-  } catch (const Error& e) {
-    INFO(e.what());
-    CHECK(e.kind() == ErrorKind::Data);
-    CHECK_THAT(e.what(), Catch::Contains(path + ": dataset 'x': its chunk index is damaged (") &&
-                             Catch::Contains(what) && Catch::Contains("is the file damaged?"));
-  }
+  testing::require_read_refused(path, "x",
+                                {path + ": dataset 'x': its chunk index is damaged (", what, "is the file damaged?"});
 }
 
 void expect_stored_unfiltered(const std::string& path, const std::string& what) {
-  try {
-    data::H5File::open_read(path).read("x", DType::F32);
-    FAIL("the damaged file was read: " << what);
-  } catch (const Error& e) {
-    INFO(e.what());
-    CHECK(e.kind() == ErrorKind::Data);
-    CHECK_THAT(e.what(), Catch::Contains(path + ": dataset 'x': its chunk is stored unfiltered ") &&
-                             Catch::Contains(what) && Catch::Contains("the file may be corrupt"));
-  }
+  testing::require_read_refused(
+      path, "x", {path + ": dataset 'x': its chunk is stored unfiltered ", what, "the file may be corrupt"});
 }
 
 }  // namespace
@@ -357,13 +344,6 @@ TEST_CASE("chunk index check: a damaged chunk shape is an error before libhdf5 r
     poke(path, dims + 8, le4(8));
     what = "chunks of 8-byte elements, where the datatype's have 4";
   }
-  try {
-    data::H5File::open_read(path).read("x", DType::F32);
-    FAIL("the damaged file was read: " << what);
-  } catch (const Error& e) {
-    INFO(e.what());
-    CHECK(e.kind() == ErrorKind::Data);
-    CHECK_THAT(e.what(),
-               Catch::Contains(path + ": dataset 'x': its chunked layout is damaged (" + what + ", at file offset "));
-  }
+  testing::require_read_refused(path, "x",
+                                {path + ": dataset 'x': its chunked layout is damaged (" + what + ", at file offset "});
 }

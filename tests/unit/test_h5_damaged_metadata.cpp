@@ -22,6 +22,7 @@
 #include "core/error.h"
 #include "data/h5_symbol_table_check.h"
 #include "data/h5file.h"
+#include "support/damaged_read.h"
 #include "support/file_bytes.h"
 #include "support/temp_dir.h"
 
@@ -74,15 +75,8 @@ std::string small_file(const test::TempDir& dir) {
 }
 
 void require_damage_named(const std::string& path, const std::string& what) {
-  try {
-    data::H5File::open_read(path).read("x", DType::F32);
-    FAIL("the damaged file was read: " << what);
-  } catch (const Error& e) {
-    INFO(e.what());
-    CHECK(e.kind() == ErrorKind::Data);
-    CHECK_THAT(e.what(), Catch::Contains(path + ": the file's group structure is damaged (") && Catch::Contains(what) &&
-                             Catch::Contains("is the file damaged?"));
-  }
+  testing::require_read_refused(path, "x",
+                                {path + ": the file's group structure is damaged (", what, "is the file damaged?"});
 }
 
 }  // namespace
