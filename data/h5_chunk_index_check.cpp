@@ -201,6 +201,9 @@ void check_chunk_index(ChunkIndexWalk& walk, const ChunkedLayout& layout) {
                ", at file offset ", layout.message_at,
                "), which libhdf5 follows unchecked and can crash on: is the file damaged?");
   };
+  // Also where the dataspace was not read: the walk divides by them.
+  for (size_t d = 0; d + 1 < c.size(); ++d)
+    if (c[d] == 0) misfit("a chunk dimension of 0 along axis " + std::to_string(d));
   if (layout.dims) {
     const auto& dims = *layout.dims;
     const auto& max_dims = *layout.max_dims;
@@ -208,7 +211,6 @@ void check_chunk_index(ChunkIndexWalk& walk, const ChunkedLayout& layout) {
       misfit("chunks of " + std::to_string(c.size() - 1) + " dimensions in a dataset of " +
              std::to_string(dims.size()));
     for (size_t d = 0; d < dims.size(); ++d) {
-      if (c[d] == 0) misfit("a chunk dimension of 0 along axis " + std::to_string(d));
       // libhdf5 checks this only when the dataset is made, and not where
       // it is made empty along that axis (then extended): a valid file
       // may break it, and reads well where every chunk's stored size says

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "data/h5_chunk_index_check.h"
 #include "data/h5file.h"
 #include "support/damaged_read.h"
 #include "support/file_bytes.h"
@@ -346,4 +347,22 @@ TEST_CASE("chunk index check: a damaged chunk shape is an error before libhdf5 r
   }
   testing::require_read_refused(path, "x",
                                 {path + ": dataset 'x': its chunked layout is damaged (" + what + ", at file offset "});
+}
+
+TEST_CASE("chunk index check: a chunk dimension of 0 is refused where the dataspace was not read", "[h5][data]") {
+  // A shared dataspace message is a reference the walk does not follow:
+  // the chunk grid's divisions must not meet a 0 all the same.
+  test::TempDir dir;
+  const std::string path = make_chunked(dir, "x.h5", Chunked{});
+  const auto nodes = chunk_nodes(file_bytes(path));
+  data::ChunkedLayout layout;
+  layout.dataset = "x";
+  layout.tree = nodes[0].at;  // no userblock: addresses are file offsets
+  layout.chunk = {0, 64, 4};
+  layout.resizing = 1u;  // deflate, the pipeline's filter 0
+  const data::RawFileBytes file(path, path);
+  data::ChunkIndexWalk walk{file, path, 0, 64, uint64_t{1} << 20};
+  CHECK_THROWS_WITH(data::check_chunk_index(walk, layout), Catch::Contains("a chunk dimension of 0 along axis 0"));
+  layout.chunk = {1, 64, 4};  // the file's own: sound
+  CHECK_NOTHROW(data::check_chunk_index(walk, layout));
 }
