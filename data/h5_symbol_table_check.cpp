@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -27,8 +28,8 @@ constexpr uint64_t kTreeHeader = 24;          // "TREE", type, level, entries (2
 constexpr uint64_t kNodeHeader = 8;           // "SNOD", version, reserved, symbol count (2)
 constexpr uint64_t kSymbolEntry = 40;         // name offset, object header, cache type (4), reserved (4), scratch (16)
 constexpr unsigned kSharedMessageFlag = 0x02;
-constexpr uint16_t kDataspaceMessage = 0x01, kDatatypeMessage = 0x03, kLayoutMessage = 0x08, kFilterMessage = 0x0B,
-                   kContinuationMessage = 0x10, kSymbolTableMessage = 0x11;
+constexpr uint16_t kDataspaceMessage = 0x01, kDatatypeMessage = 0x03, kLinkMessage = 0x06, kLayoutMessage = 0x08,
+                   kFilterMessage = 0x0B, kContinuationMessage = 0x10, kSymbolTableMessage = 0x11;
 // Bounds on the walk, far past what the applications' files hold (a few
 // objects each), so that the check never costs more than a few reads.
 constexpr size_t kMaxObjects = 4096, kMaxChunks = 16384, kMaxLevels = 64;
@@ -172,6 +173,11 @@ class Walk {
           const uint64_t block_rel = little_endian(m, 8), block_length = little_endian(m + 8, 8);
           const uint64_t block = locate(block_rel, block_length, "an object header continuation", chunk_at + p);
           if (seen_chunks_.insert(block).second) chunks.emplace_back(block, block_length);
+        } else if (type == kLinkMessage && !shared) {
+          // A new-style group keeps its links in its object header (up to
+          // 8; more go to a fractal heap, checksummed and not walked).
+          if (const auto link = hard_link(m, size); link && objects_.size() < kMaxObjects)
+            objects_.push_back({link->second, chunk_at + p, name + (name.empty() ? "" : "/") + link->first});
         } else if (type == kSymbolTableMessage && size >= 16) {
           group(little_endian(m, 8), little_endian(m + 8, 8), chunk_at + p, name);
         } else if (type == kLayoutMessage && !layout) {
@@ -291,6 +297,24 @@ class Walk {
         objects_.push_back(
             {little_endian(e + 8, 8), entry_at, group + (group.empty() ? "" : "/") + name(little_endian(e, 8), heap)});
     }
+  }
+
+  // A link message's name and object header address, where it is a hard
+  // link (version 1; the format specification's "Link Message"); none for
+  // soft and external links or a message too short for what it says.
+  static std::optional<std::pair<std::string, uint64_t>> hard_link(const unsigned char* m, uint64_t size) {
+    if (size < 2 || m[0] != 1) return std::nullopt;
+    const unsigned flags = m[1];
+    uint64_t p = 2;
+    if ((flags & 0x08) && (p >= size || m[p++] != 0)) return std::nullopt;  // a link type, 0 = hard
+    p += (flags & 0x04 ? 8 : 0) + (flags & 0x10 ? 1 : 0);                   // creation order, character set
+    const uint64_t width = uint64_t{1} << (flags & 0x03);                   // of the name's length
+    if (p + width > size) return std::nullopt;
+    const uint64_t length = little_endian(m + p, static_cast<int>(width));
+    p += width;
+    if (length > size || p + length + 8 > size) return std::nullopt;
+    const std::string link(reinterpret_cast<const char*>(m + p), static_cast<size_t>(std::min(length, kMaxNameRead)));
+    return std::make_pair(link, little_endian(m + p + length, 8));
   }
 
   // The name at `offset` in `heap` (name_at found its NUL), its first

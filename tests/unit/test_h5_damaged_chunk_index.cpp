@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "data/h5_chunk_index_check.h"
+#include "data/h5_symbol_table_check.h"
 #include "data/h5file.h"
 #include "support/damaged_read.h"
 #include "support/file_bytes.h"
@@ -365,4 +366,54 @@ TEST_CASE("chunk index check: a chunk dimension of 0 is refused where the datasp
   CHECK_THROWS_WITH(data::check_chunk_index(walk, layout), Catch::Contains("a chunk dimension of 0 along axis 0"));
   layout.chunk = {1, 64, 4};  // the file's own: sound
   CHECK_NOTHROW(data::check_chunk_index(walk, layout));
+}
+
+TEST_CASE("chunk index check: datasets in new-style groups (links in the object header) are walked", "[h5][data]") {
+  // A group that tracks creation order (h5py's track_order=True) keeps its
+  // links as link messages in its object header, not in a symbol table:
+  // the walk follows their hard links too.
+  test::TempDir dir;
+  const std::string path = dir.file("ns.h5");
+  const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  const hid_t gcpl = H5Pcreate(H5P_GROUP_CREATE);
+  REQUIRE(H5Pset_link_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED) >= 0);
+  const hid_t g = H5Gcreate2(f, "g", H5P_DEFAULT, gcpl, H5P_DEFAULT);
+  REQUIRE(g >= 0);
+  REQUIRE(H5Lcreate_soft("/g/x", g, "soft", H5P_DEFAULT, H5P_DEFAULT) >= 0);  // skipped: no object of its own
+  const hsize_t dims[2] = {8, 64}, chunk[2] = {1, 64};
+  const hid_t space = H5Screate_simple(2, dims, nullptr);
+  const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  REQUIRE(H5Pset_chunk(dcpl, 2, chunk) >= 0);
+  REQUIRE(H5Pset_deflate(dcpl, 1) >= 0);
+  const hid_t d = H5Dcreate2(g, "x", H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  std::vector<float> v(512);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = value(i);
+  REQUIRE(H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) >= 0);
+  H5Dclose(d);
+  H5Pclose(dcpl);
+  H5Sclose(space);
+  H5Gclose(g);
+  H5Pclose(gcpl);
+  H5Fclose(f);
+  const std::string bytes = file_bytes(path);
+  REQUIRE(bytes[8] == 0);  // superblock 0: the original format, walked
+  CHECK(data::check_symbol_table_structure(path).count("g/x") == 1);
+  CHECK(data::H5File::open_read(path).read("g/x", DType::F32).numel() == 512);
+  SECTION("a damaged filter mask in it is named with the group") {
+    const auto nodes = chunk_nodes(bytes);
+    REQUIRE(nodes.size() == 1);
+    poke(path, key_at(nodes[0], 1) + 4, std::string("\x01", 1));
+    testing::require_read_refused(path, "g/x",
+                                  {path + ": dataset 'g/x': its chunk is stored unfiltered in ", "expected 256"});
+  }
+  SECTION("a damaged hard link address is named") {
+    // The link message of "x": version 1, its flags, a creation order,
+    // the name's length (1 byte), "x", then the object header's address.
+    const size_t name = bytes.find(std::string("\x01x", 2));
+    REQUIRE(name != std::string::npos);
+    poke(path, name + 2, le8(uint64_t{1} << 40));
+    testing::require_read_refused(path, "g/x",
+                                  {path + ": the file's group structure is damaged (an object header at address " +
+                                   std::to_string(uint64_t{1} << 40)});
+  }
 }
