@@ -211,6 +211,9 @@ void check_chunk_index(ChunkIndexWalk& walk, const ChunkedLayout& layout) {
       misfit("chunks of " + std::to_string(c.size() - 1) + " dimensions in a dataset of " +
              std::to_string(dims.size()));
     for (size_t d = 0; d < dims.size(); ++d) {
+      if (max_dims[d] != kUnlimited && dims[d] > max_dims[d])
+        misfit("a dataspace of " + std::to_string(dims[d]) + " along axis " + std::to_string(d) +
+               ", past its maximum " + std::to_string(max_dims[d]));
       // libhdf5 checks this only when the dataset is made, and not where
       // it is made empty along that axis (then extended): a valid file
       // may break it, and reads well where every chunk's stored size says

@@ -28,8 +28,9 @@ constexpr uint64_t kTreeHeader = 24;          // "TREE", type, level, entries (2
 constexpr uint64_t kNodeHeader = 8;           // "SNOD", version, reserved, symbol count (2)
 constexpr uint64_t kSymbolEntry = 40;         // name offset, object header, cache type (4), reserved (4), scratch (16)
 constexpr unsigned kSharedMessageFlag = 0x02;
-constexpr uint16_t kDataspaceMessage = 0x01, kDatatypeMessage = 0x03, kLinkMessage = 0x06, kLayoutMessage = 0x08,
-                   kFilterMessage = 0x0B, kContinuationMessage = 0x10, kSymbolTableMessage = 0x11;
+constexpr uint16_t kDataspaceMessage = 0x01, kLinkInfoMessage = 0x02, kDatatypeMessage = 0x03, kLinkMessage = 0x06,
+                   kLayoutMessage = 0x08, kFilterMessage = 0x0B, kContinuationMessage = 0x10,
+                   kSymbolTableMessage = 0x11;
 // Bounds on the walk, far past what the applications' files hold (a few
 // objects each), so that the check never costs more than a few reads.
 constexpr size_t kMaxObjects = 4096, kMaxChunks = 16384, kMaxLevels = 64;
@@ -173,6 +174,8 @@ class Walk {
           const uint64_t block_rel = little_endian(m, 8), block_length = little_endian(m + 8, 8);
           const uint64_t block = locate(block_rel, block_length, "an object header continuation", chunk_at + p);
           if (seen_chunks_.insert(block).second) chunks.emplace_back(block, block_length);
+        } else if (type == kLinkInfoMessage && !shared) {
+          link_info(m, size, chunk_at + p);
         } else if (type == kLinkMessage && !shared) {
           // A new-style group keeps its links in its object header (up to
           // 8; more go to a fractal heap, checksummed and not walked).
@@ -296,6 +299,29 @@ class Walk {
       else if (objects_.size() < kMaxObjects)
         objects_.push_back(
             {little_endian(e + 8, 8), entry_at, group + (group.empty() ? "" : "/") + name(little_endian(e, 8), heap)});
+    }
+  }
+
+  // A new-style group's link info message: where its links are kept past
+  // 8 (a fractal heap, a version-2 B-tree of names, one of creation
+  // orders), each address undefined until then. Those structures carry
+  // checksums, but libhdf5 1.10 follows a damaged address to them without
+  // checking it first (session 62's fuzzing: SIGSEGV on a heap address
+  // made defined): each defined one must hold its structure's signature.
+  void link_info(const unsigned char* m, uint64_t size, uint64_t message_at) {
+    if (size < 2 || m[0] != 0) return;
+    const unsigned flags = m[1];
+    uint64_t p = 2 + (flags & 0x01 ? 8 : 0);  // the largest creation order, where tracked
+    const std::pair<const char*, const char*> kinds[] = {{"FRHP", "fractal heap of links"},
+                                                         {"BTHD", "B-tree of link names"},
+                                                         {"BTHD", "B-tree of link creation orders"}};
+    for (int i = 0; i < ((flags & 0x02) ? 3 : 2); ++i, p += 8) {
+      if (p + 8 > size) return;
+      const uint64_t rel = little_endian(m + p, 8);
+      if (rel == kUndefined) continue;
+      const auto sig = bytes(locate(rel, 4, std::string("a group's ") + kinds[i].second, message_at), 4);
+      if (std::memcmp(sig.data(), kinds[i].first, 4) != 0)
+        damaged(std::string("no ") + kinds[i].second + " where the group's link info message says", base_ + rel);
     }
   }
 

@@ -302,6 +302,15 @@ TEST_CASE("chunk index check: damage libhdf5 does not check is an error naming t
     poke(path, dims, le8(6));
     require_damage_named(path, "a chunk at [6, 0] outside the dataset's 6x64");
   }
+  SECTION("a dataspace past its maximum (a read of 2^40 rows of fill values)") {
+    const std::string path = make_chunked(dir, "x.h5", Chunked{});
+    const size_t dims = file_bytes(path).find(le8(8) + le8(64) + le8(8) + le8(64));  // dimensions, then maxima
+    REQUIRE(dims != std::string::npos);
+    poke(path, dims, le8(uint64_t{1} << 40));
+    testing::require_read_refused(path, "x",
+                                  {path + ": dataset 'x': its chunked layout is damaged (a dataspace of 1099511627776 "
+                                          "along axis 0, past its maximum 8"});
+  }
   SECTION("a chunk off the grid of chunks") {
     Chunked c;
     c.chunk = {2, 16};
@@ -405,6 +414,22 @@ TEST_CASE("chunk index check: datasets in new-style groups (links in the object 
     poke(path, key_at(nodes[0], 1) + 4, std::string("\x01", 1));
     testing::require_read_refused(path, "g/x",
                                   {path + ": dataset 'g/x': its chunk is stored unfiltered in ", "expected 256"});
+  }
+  SECTION("a damaged address in the group's link info message is named") {
+    // Where links past 8 would go (a fractal heap): undefined until then.
+    // Made defined, libhdf5 followed it (SIGSEGV; session 62's fuzzing).
+    // Its body: version 0, flags 3 (creation order tracked and indexed),
+    // the largest creation order (8 bytes), three undefined addresses.
+    size_t at = bytes.find(std::string("\x00\x03", 2));
+    while (at != std::string::npos && bytes.compare(at + 10, 24, std::string(24, '\xff')) != 0)
+      at = bytes.find(std::string("\x00\x03", 2), at + 1);
+    REQUIRE(at != std::string::npos);
+    poke(path, at + 10, le8(64));
+    testing::require_read_refused(path, "g/x",
+                                  {path + ": the file's group structure is damaged (no fractal heap of links where "
+                                          "the group's link info message says, at file offset 64)"});
+    poke(path, at + 10, le8(uint64_t{1} << 40));
+    testing::require_read_refused(path, "g/x", {"(a group's fractal heap of links at address 1099511627776"});
   }
   SECTION("a damaged hard link address is named") {
     // The link message of "x": version 1, its flags, a creation order,
