@@ -63,19 +63,21 @@ struct ChunkIndexWalk {
 struct ChunkBudgetSpent {};
 
 // Checks the chunk's shape first, as libhdf5 checked it when the dataset
-// was made: a dimension more than the dataspace's, none 0, none past a
-// fixed maximum (libhdf5 1.10 does not check it again when it reads, and a
-// damaged chunk dimension made it copy a chunk far past its inflated
-// bytes: session 62's fuzzing), and the element size the datatype's. Then
-// walks the dataset's B-tree: each node inside the file, a chunk B-tree
-// node of the level its parent says, no more entries than the file allows
-// and none reached twice; each chunk's offsets on the chunk grid and its
-// stored bytes inside the file; and no chunk that went through no
-// size-changing filter -- none in the dataset's pipeline, or its mask
-// says it skipped them -- stored in another size than a whole chunk
-// (libhdf5 allocates what the index says and copies a whole chunk out:
-// a damaged pipeline message's type, which hid deflate, crashed it too). Throws a Data error naming the file,
-// the dataset and the structure's file offset otherwise.
+// was made: a dimension more than the dataspace's, none 0, the element
+// size the datatype's, and -- where chunks are compressed -- none past a
+// fixed maximum (libhdf5 1.10 does not check it again when it reads, and
+// a damaged chunk dimension made it copy a chunk far past its inflated
+// bytes: session 62's fuzzing); and the dataspace within its maximum.
+// Then walks the dataset's B-tree: each node inside the file, a chunk
+// B-tree node of the level its parent says, no more entries than the file
+// allows, none reached twice, its keys in order; each chunk's offsets on
+// the chunk grid and inside the dataset, its stored bytes inside the
+// file; and no chunk that went through no size-changing filter -- none in
+// the dataset's pipeline, or its mask says it skipped them -- stored in
+// fewer bytes than a whole chunk (libhdf5 allocates what the index says
+// and copies a whole chunk out: a damaged pipeline message's type, which
+// hid deflate, crashed it too). Throws a Data error naming the file, the
+// dataset and the structure's file offset otherwise.
 void check_chunk_index(ChunkIndexWalk& walk, const ChunkedLayout& layout);
 
 }  // namespace mrmf::data

@@ -313,11 +313,11 @@ class H5File {
   // `dataset`'s dimensions when its first is a multiple of rows_per_unit
   // (> 0, else an error naming `who`); empty otherwise.
   std::vector<int64_t> unit_dims(const std::string& dataset, int64_t rows_per_unit, const char* who) const;
-  // Refuses a chunk of rows [start, start + count) of dataset `d` whose
-  // filter mask says it went through no size-changing filter while it is
-  // stored in another size than it stands for: libhdf5 1.10 copies it
-  // whole out of its stored bytes, past their end (session 61's fuzzing:
-  // garbage read, or SIGSEGV). Not needed where open_read walked the
+  // Refuses a chunk of rows [start, start + count) of dataset `d` that
+  // went through no size-changing filter (none in the pipeline, or its
+  // mask says it skipped them) while it is stored in fewer bytes than it
+  // stands for: libhdf5 1.10 copies it whole out of its stored bytes,
+  // past their end (session 61's fuzzing: garbage read, or SIGSEGV). Not needed where open_read walked the
   // dataset's chunk index (sound_chunk_indexes_); else a lookup per chunk
   // the rows lie in, each ~8 ns x the dataset's chunks in HDF5 1.10, up to
   // a bound on that work (data/h5file_chunks.cpp).
@@ -331,7 +331,7 @@ class H5File {
   std::string path_;
   H5FileId file_;
   // Chunked datasets whose chunk index open_read's walk found sound
-  // (data/h5_symbol_table_check.h): their filter masks are checked.
+  // (data/h5_symbol_table_check.h): check_skipped_filters has nothing to add.
   std::unordered_set<std::string> sound_chunk_indexes_;
   bool checksummed_ = false;  // create(path, true): groups keep their links and attributes compact
   static void keep_links_and_attributes_compact(hid_t ocpl);

@@ -43,7 +43,7 @@ void decode_chunk(const char* src, int64_t src_bytes, uint32_t skipped, bool shu
                   int64_t out_bytes, const std::string& what);
 
 // Whether `e` is decode_chunk's error for a chunk whose filter mask says
-// "stored unfiltered" in fewer or more bytes than it stands for: damage on
+// "stored unfiltered" in fewer bytes than it stands for: damage on
 // which libhdf5 1.10 copies past its buffer (SIGSEGV in H5Dread; session
 // 61's fuzzing of a chunk index's filter-mask byte), so no reader may fall
 // back to libhdf5 for it.
