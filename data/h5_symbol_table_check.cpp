@@ -17,12 +17,16 @@
 namespace mrmf::data {
 namespace {
 
-// The HDF5 file format specification, version 0 and 1 structures, with
-// 8-byte addresses and lengths (the only sizes checked; see the header).
+// The HDF5 file format specification, superblock versions 0 to 3 and
+// object header versions 1 and 2, with 8-byte addresses and lengths (the
+// only sizes checked; see the header).
 constexpr unsigned char kSignature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
 constexpr uint64_t kUndefined = ~uint64_t{0};
-constexpr uint64_t kObjectHeaderPrefix = 16;  // version-1: 12 bytes, padded to 8
-constexpr uint64_t kMessageHeader = 8;        // type (2), size (2), flags (1), reserved (3)
+constexpr uint64_t kObjectHeaderPrefix = 16;  // version 1: 12 bytes, padded to 8
+constexpr uint64_t kMessageHeader = 8;        // version 1: type (2), size (2), flags (1), reserved (3)
+constexpr uint64_t kMessageHeaderV2 = 4;  // version 2: type (1), size (2), flags (1); creation order (2) where tracked
+constexpr uint64_t kChecksum = 4;         // ends each version-2 header block
+constexpr uint64_t kSuperblockV2 = 48;    // signature, version, sizes (2), flags, 4 addresses, checksum
 constexpr uint64_t kLocalHeapHeader = 32;     // "HEAP", version, reserved (3), data size, free list, data address
 constexpr uint64_t kTreeHeader = 24;          // "TREE", type, level, entries (2), left and right siblings
 constexpr uint64_t kNodeHeader = 8;           // "SNOD", version, reserved, symbol count (2)
@@ -30,7 +34,7 @@ constexpr uint64_t kSymbolEntry = 40;         // name offset, object header, cac
 constexpr unsigned kSharedMessageFlag = 0x02;
 constexpr uint16_t kDataspaceMessage = 0x01, kLinkInfoMessage = 0x02, kDatatypeMessage = 0x03, kLinkMessage = 0x06,
                    kLayoutMessage = 0x08, kFilterMessage = 0x0B, kContinuationMessage = 0x10,
-                   kSymbolTableMessage = 0x11;
+                   kSymbolTableMessage = 0x11, kBTreeKMessage = 0x13;
 // Bounds on the walk, far past what the applications' files hold (a few
 // objects each), so that the check never costs more than a few reads.
 constexpr size_t kMaxObjects = 4096, kMaxChunks = 16384, kMaxLevels = 64;
@@ -43,7 +47,10 @@ struct ReadBudgetSpent {};
 // chunks has tens of thousands; ~60 bytes each), so that one past it
 // leaves the groups checked.
 constexpr uint64_t kMaxChunkIndexBytesRead = uint64_t{64} << 20;
-constexpr uint64_t kDefaultIndexedStorageK = 32;  // libhdf5's; superblock version 0 has no field for it
+// libhdf5's defaults: superblock version 0 has no field for the chunk
+// B-trees' K, version 2 and later none for any K (a file made with others
+// keeps them in a message of its superblock extension).
+constexpr uint64_t kDefaultIndexedStorageK = 32, kDefaultGroupInternalK = 16, kDefaultGroupLeafK = 4;
 constexpr uint64_t kMaxNameRead = 256;            // of an object's name, for messages
 constexpr uint32_t kSoftLinkCache = 2;  // a symbol-table entry of a soft link: no object, its value in the heap
 
@@ -69,7 +76,7 @@ class Walk {
   void walk() {
     // libhdf5 looks for the signature at 0 and at every power of two from
     // 512 (a userblock before it); addresses then count from there.
-    unsigned char sb[24 + 4 + 32 + kSymbolEntry];
+    unsigned char sb[std::max(kSuperblockV2, 24 + 4 + 32 + kSymbolEntry)];
     uint64_t at = 0;
     while (true) {
       if (file_.read(at, sb, 8) && std::memcmp(sb, kSignature, 8) == 0) break;
@@ -77,43 +84,88 @@ class Walk {
       if (at >= file_.size()) return;  // H5Fis_hdf5 found it, this walk not: no verdict
     }
     base_ = at;
-    if (!file_.read(at, sb, 24)) return;
-    const unsigned version = sb[8];
-    if (version > 1 || sb[13] != 8 || sb[14] != 8) return;  // checksummed metadata, or sizes not checked here
-    leaf_k_ = little_endian(sb + 16, 2);
-    internal_k_ = little_endian(sb + 18, 2);
-    if (leaf_k_ == 0 || internal_k_ == 0) return;  // libhdf5 refuses these itself
-    const uint64_t addresses = version == 0 ? 24 : 28;
-    if (version == 1 && !file_.read(at + 24, sb + 24, 4)) return;
-    chunks_.two_k = 2 * (version == 1 ? little_endian(sb + 24, 2) : kDefaultIndexedStorageK);
-    if (chunks_.two_k == 0) return;
-    // A file shorter than the superblock or than it records: libhdf5 says
-    // it is truncated, which tells more.
-    if (!file_.read(at + addresses, sb + addresses, 32 + kSymbolEntry)) return;
-    // The end of file it records counts from the base address it records
-    // (0, or the userblock's size); libhdf5 moves both by the difference
-    // when the superblock lies elsewhere (bytes added or cut before it:
-    // `cat`, h5jam, h5unjam).
-    const uint64_t stored_base = little_endian(sb + addresses, 8), stored_end = little_endian(sb + addresses + 16, 8);
-    if (stored_end == kUndefined || stored_base == kUndefined) return;
-    uint64_t end = stored_end;
-    if (stored_base > at) {
-      if (stored_end < stored_base - at) return;
-      end -= stored_base - at;
-    } else if (at - stored_base > kUndefined - stored_end) {
-      return;
-    } else {
-      end += at - stored_base;
-    }
-    if (end > file_.size()) return;
-    // The root group's symbol-table entry: its object header address.
     chunks_.base = base_;
-    objects_.push_back({little_endian(sb + addresses + 32 + 8, 8), at, ""});
+    if (!file_.read(at, sb, 9)) return;
+    const unsigned version = sb[8];
+    const std::optional<uint64_t> root = version <= 1   ? superblock_v0(at, sb)
+                                         : version <= 3 ? superblock_v2(at, sb)
+                                                        : std::nullopt;
+    if (!root) return;  // no verdict: see superblock_v0 and superblock_v2
+    objects_.push_back({*root, at, ""});
     try {
       for (size_t i = 0; i < objects_.size() && i < kMaxObjects; ++i) object(i);
     } catch (const ReadBudgetSpent&) {
       return;  // no verdict on what is left
     }
+  }
+
+  // Superblock versions 0 and 1 (at `at`, its first 9 bytes in `sb`): the
+  // B-trees' K values and the root group's object header address; none
+  // where the walk gives no verdict.
+  std::optional<uint64_t> superblock_v0(uint64_t at, unsigned char* sb) {
+    if (!file_.read(at, sb, 24)) return std::nullopt;
+    const unsigned version = sb[8];
+    if (sb[13] != 8 || sb[14] != 8) return std::nullopt;  // sizes not checked here
+    leaf_k_ = little_endian(sb + 16, 2);
+    internal_k_ = little_endian(sb + 18, 2);
+    if (leaf_k_ == 0 || internal_k_ == 0) return std::nullopt;  // libhdf5 refuses these itself
+    const uint64_t addresses = version == 0 ? 24 : 28;
+    if (version == 1 && !file_.read(at + 24, sb + 24, 4)) return std::nullopt;
+    chunks_.two_k = 2 * (version == 1 ? little_endian(sb + 24, 2) : kDefaultIndexedStorageK);
+    if (chunks_.two_k == 0) return std::nullopt;
+    // A file shorter than the superblock or than it records: libhdf5 says
+    // it is truncated, which tells more.
+    if (!file_.read(at + addresses, sb + addresses, 32 + kSymbolEntry)) return std::nullopt;
+    if (!ends_where_recorded(at, little_endian(sb + addresses, 8), little_endian(sb + addresses + 16, 8)))
+      return std::nullopt;
+    return little_endian(sb + addresses + 32 + 8, 8);  // from the root group's symbol-table entry
+  }
+
+  // Superblock versions 2 and 3 (HDF5 1.8's and 1.10's formats): checksummed
+  // by libhdf5, as are the object headers, but not the version-1 chunk
+  // B-trees of layout messages of version 3 (1.8's format) nor any old-style
+  // group. The K values are in the superblock extension where not libhdf5's.
+  std::optional<uint64_t> superblock_v2(uint64_t at, unsigned char* sb) {
+    if (!file_.read(at, sb, kSuperblockV2)) return std::nullopt;
+    if (sb[9] != 8 || sb[10] != 8) return std::nullopt;  // sizes not checked here
+    if (!ends_where_recorded(at, little_endian(sb + 12, 8), little_endian(sb + 28, 8))) return std::nullopt;
+    leaf_k_ = kDefaultGroupLeafK;
+    internal_k_ = kDefaultGroupInternalK;
+    chunks_.two_k = 2 * kDefaultIndexedStorageK;
+    if (const uint64_t extension = little_endian(sb + 20, 8); extension != kUndefined) {
+      try {
+        messages(extension, at, [&](uint16_t type, const unsigned char* m, uint64_t size, bool, uint64_t) {
+          if (type != kBTreeKMessage || size < 7 || m[0] != 0) return;
+          chunks_.two_k = 2 * little_endian(m + 1, 2);
+          internal_k_ = little_endian(m + 3, 2);
+          leaf_k_ = little_endian(m + 5, 2);
+        });
+      } catch (const ReadBudgetSpent&) {
+        return std::nullopt;
+      }
+      if (leaf_k_ == 0 || internal_k_ == 0 || chunks_.two_k == 0) return std::nullopt;  // libhdf5 refuses these
+    }
+    return little_endian(sb + 36, 8);
+  }
+
+  // Whether the file is as long as its superblock at `at` records: the end
+  // of file counts from the base address it records (0, or the
+  // userblock's size); libhdf5 moves both by the difference when the
+  // superblock lies elsewhere (bytes added or cut before it: `cat`,
+  // h5jam, h5unjam). A shorter file: libhdf5 says it is truncated, which
+  // tells more than this walk would.
+  bool ends_where_recorded(uint64_t at, uint64_t stored_base, uint64_t stored_end) const {
+    if (stored_end == kUndefined || stored_base == kUndefined) return false;
+    uint64_t end = stored_end;
+    if (stored_base > at) {
+      if (stored_end < stored_base - at) return false;
+      end -= stored_base - at;
+    } else if (at - stored_base > kUndefined - stored_end) {
+      return false;
+    } else {
+      end += at - stored_base;
+    }
+    return end <= file_.size();
   }
 
   [[noreturn]] void damaged(const std::string& what, uint64_t offset) const {
@@ -139,63 +191,41 @@ class Walk {
     return b;
   }
 
-  // An object's header (version 1), its messages and continuation blocks;
-  // a group's symbol-table message leads to its B-tree and local heap, a
-  // chunked dataset's layout message to its chunk index.
+  // An object's header, its messages and continuation blocks; a group's
+  // symbol-table message leads to its B-tree and local heap, a new-style
+  // group's link messages to its objects, a chunked dataset's layout
+  // message to its chunk index.
   void object(size_t index) {
     const uint64_t rel = objects_[index].rel, named_at = objects_[index].named_at;
     const std::string name = objects_[index].name;  // a copy: the walk below adds objects
     if (!seen_objects_.insert(rel).second) return;  // hard links: one object, several names
-    const uint64_t at = locate(rel, kObjectHeaderPrefix, "an object header", named_at);
-    const auto prefix = bytes(at, kObjectHeaderPrefix);
-    if (prefix[0] != 1) return;  // "OHDR": version 2, checksummed; anything else libhdf5 refuses itself
-    std::vector<std::pair<uint64_t, uint64_t>> chunks{{at + kObjectHeaderPrefix, little_endian(&prefix[8], 4)}};
-    if (!file_.holds(chunks[0].first, chunks[0].second))
-      damaged("an object header of " + std::to_string(chunks[0].second) + " bytes reaches past the end of the file",
-              at);
     std::optional<ChunkedLayout> layout;
     bool pipeline = false;  // a filter pipeline message seen
     std::optional<uint32_t> resizing;
     ChunkedLayout shape;  // the dataspace's and datatype's sizes, wherever they come
-    for (size_t c = 0; c < chunks.size() && c < kMaxChunks; ++c) {
-      const auto [chunk_at, length] = chunks[c];
-      const auto chunk = bytes(chunk_at, length);
-      for (uint64_t p = 0; p + kMessageHeader <= length;) {
-        const auto type = static_cast<uint16_t>(little_endian(&chunk[p], 2));
-        const uint64_t size = little_endian(&chunk[p + 2], 2);
-        if (size > length - p - kMessageHeader)
-          damaged("an object header message of " + std::to_string(size) + " bytes reaches past its block",
-                  chunk_at + p);
-        const unsigned char* m = &chunk[p + kMessageHeader];
-        // A shared message (a committed datatype, or one of the file's
-        // shared messages) holds a reference, not the message: not read.
-        const bool shared = (chunk[p + 4] & kSharedMessageFlag) != 0;
-        if (type == kContinuationMessage && size >= 16) {
-          const uint64_t block_rel = little_endian(m, 8), block_length = little_endian(m + 8, 8);
-          const uint64_t block = locate(block_rel, block_length, "an object header continuation", chunk_at + p);
-          if (seen_chunks_.insert(block).second) chunks.emplace_back(block, block_length);
-        } else if (type == kLinkInfoMessage && !shared) {
-          link_info(m, size, chunk_at + p);
-        } else if (type == kLinkMessage && !shared) {
-          // A new-style group keeps its links in its object header (up to
-          // 8; more go to a fractal heap, checksummed and not walked).
-          if (const auto link = hard_link(m, size); link && objects_.size() < kMaxObjects)
-            objects_.push_back({link->second, chunk_at + p, name + (name.empty() ? "" : "/") + link->first});
-        } else if (type == kSymbolTableMessage && size >= 16) {
-          group(little_endian(m, 8), little_endian(m + 8, 8), chunk_at + p, name);
-        } else if (type == kLayoutMessage && !layout) {
-          if ((layout = parse_chunked_layout(m, size))) layout->message_at = chunk_at + p;
-        } else if (type == kFilterMessage && !pipeline) {
-          pipeline = true;
-          if (!shared) resizing = parse_resizing_filters(m, size);
-        } else if (type == kDataspaceMessage && !shape.dims && !shared) {
-          parse_dataspace(m, size, shape);
-        } else if (type == kDatatypeMessage && !shape.element && !shared) {
-          parse_element_size(m, size, shape);
-        }
-        p += kMessageHeader + size;
+    messages(rel, named_at, [&](uint16_t type, const unsigned char* m, uint64_t size, bool shared, uint64_t at) {
+      // A shared message (a committed datatype, or one of the file's
+      // shared messages) holds a reference, not the message: not read.
+      if (type == kLinkInfoMessage && !shared) {
+        link_info(m, size, at);
+      } else if (type == kLinkMessage && !shared) {
+        // A new-style group keeps its links in its object header (up to
+        // 8; more go to a fractal heap, checksummed and not walked).
+        if (const auto link = hard_link(m, size); link && objects_.size() < kMaxObjects)
+          objects_.push_back({link->second, at, name + (name.empty() ? "" : "/") + link->first});
+      } else if (type == kSymbolTableMessage && size >= 16) {
+        group(little_endian(m, 8), little_endian(m + 8, 8), at, name);
+      } else if (type == kLayoutMessage && !layout) {
+        if ((layout = parse_chunked_layout(m, size))) layout->message_at = at;
+      } else if (type == kFilterMessage && !pipeline) {
+        pipeline = true;
+        if (!shared) resizing = parse_resizing_filters(m, size);
+      } else if (type == kDataspaceMessage && !shape.dims && !shared) {
+        parse_dataspace(m, size, shape);
+      } else if (type == kDatatypeMessage && !shape.element && !shared) {
+        parse_element_size(m, size, shape);
       }
-    }
+    });
     if (layout && !chunks_spent_) {
       layout->dataset = name;
       layout->resizing = pipeline ? resizing : 0;
@@ -207,6 +237,66 @@ class Walk {
         checked_.insert(name);
       } catch (const ChunkBudgetSpent&) {
         chunks_spent_ = true;  // no verdict on this and later chunk indexes
+      }
+    }
+  }
+
+  // Calls visit(type, message, size, shared, file offset of its header)
+  // for each message of the object header at address `rel`, in its first
+  // block and its continuation blocks. Version 1 (superblocks 0 and 1) or
+  // version 2 ("OHDR", HDF5 1.8 and later; its checksums are libhdf5's to
+  // verify, the bounds here keep the walk inside the file before it does).
+  template <typename Visit>
+  void messages(uint64_t rel, uint64_t named_at, Visit&& visit) {
+    const uint64_t at = locate(rel, 6, "an object header", named_at);
+    const auto start = bytes(at, 6);
+    const bool v2 = std::memcmp(start.data(), "OHDR", 4) == 0;
+    uint64_t prefix = kObjectHeaderPrefix, header = kMessageHeader;
+    uint64_t first = 0;  // the first block's length
+    if (v2) {
+      if (start[4] != 2) return;  // libhdf5 refuses it itself
+      const unsigned flags = start[5];
+      const int width = 1 << (flags & 0x03);                                  // of the first block's length
+      prefix = 6 + (flags & 0x20 ? 16 : 0) + (flags & 0x10 ? 4 : 0) + width;  // times, attribute storage
+      header = kMessageHeaderV2 + (flags & 0x04 ? 2 : 0);
+      first = little_endian(&bytes(locate(rel, prefix, "an object header", named_at), prefix)[prefix - width], width);
+    } else {
+      const auto p = bytes(locate(rel, kObjectHeaderPrefix, "an object header", named_at), kObjectHeaderPrefix);
+      if (p[0] != 1) return;  // anything else libhdf5 refuses itself
+      first = little_endian(&p[8], 4);
+    }
+    std::vector<std::pair<uint64_t, uint64_t>> blocks{{at + prefix, first}};
+    if (!file_.holds(at + prefix, first) || (v2 && !file_.holds(at + prefix + first, kChecksum)))
+      damaged("an object header of " + std::to_string(first) + " bytes reaches past the end of the file", at);
+    for (size_t c = 0; c < blocks.size() && c < kMaxChunks; ++c) {
+      const auto [block_at, length] = blocks[c];
+      const auto block = bytes(block_at, length);
+      // What is left past the last message shorter than a message header
+      // is a gap (version 2).
+      for (uint64_t p = 0; p + header <= length;) {
+        const auto type = static_cast<uint16_t>(v2 ? block[p] : little_endian(&block[p], 2));
+        const uint64_t size = little_endian(&block[p + (v2 ? 1 : 2)], 2);
+        const bool shared = (block[p + (v2 ? 3 : 4)] & kSharedMessageFlag) != 0;
+        if (size > length - p - header)
+          damaged("an object header message of " + std::to_string(size) + " bytes reaches past its block",
+                  block_at + p);
+        const unsigned char* m = &block[p + header];
+        if (type == kContinuationMessage && size >= 16) {
+          const uint64_t next_rel = little_endian(m, 8), next_length = little_endian(m + 8, 8);
+          const uint64_t next = locate(next_rel, next_length, "an object header continuation", block_at + p);
+          if (seen_chunks_.insert(next).second) {
+            if (!v2) {
+              blocks.emplace_back(next, next_length);
+            } else {  // "OCHK", its messages, its checksum
+              if (next_length < 4 + kChecksum || std::memcmp(bytes(next, 4).data(), "OCHK", 4) != 0)
+                damaged("no object header continuation block of " + std::to_string(next_length) + " bytes", next);
+              blocks.emplace_back(next + 4, next_length - 4 - kChecksum);
+            }
+          }
+        } else {
+          visit(type, m, size, shared, block_at + p);
+        }
+        p += header + size;
       }
     }
   }

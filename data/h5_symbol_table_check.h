@@ -22,15 +22,18 @@ namespace mrmf::data {
 // with their continuation blocks, each group's B-tree, symbol-table nodes
 // and local heap; a new-style group's hard links kept in its object
 // header -- what libhdf5 makes of a group that tracks creation order or
-// is given an external link or a UTF-8 name), checking that each address
-// and count stays inside the file and its structure, as the format
-// requires. Throws a Data error naming the file, the structure and its
-// file offset when one does not. Returns without a verdict for what it
-// does not know: a superblock of version 2 or later (its metadata carries
-// checksums libhdf5 verifies), addresses or lengths other than 8 bytes,
-// version-2 object headers, a new-style group's links past 8 (kept in a
-// fractal heap, checksummed), and what lies past a bound on the work
-// (4096 objects, 256 MiB read).
+// is given an external link or a UTF-8 name, and of every group in HDF5
+// 1.8's format), checking that each address and count stays inside the
+// file and its structure, as the format requires. Throws a Data error
+// naming the file, the structure and its file offset when one does not.
+// Superblocks of versions 2 and 3 (HDF5 1.8's and 1.10's formats) and
+// version-2 object headers carry checksums libhdf5 verifies; the walk
+// reads them for what they lead to that carries none (chunk indexes of
+// layout version 3, old-style groups) and checks only that they stay
+// inside the file. Returns without a verdict for what it does not know:
+// a superblock past version 3, addresses or lengths other than 8 bytes, a
+// new-style group's links past 8 (kept in a fractal heap, checksummed),
+// and what lies past a bound on the work (4096 objects, 256 MiB read).
 // Also the chunk index of each chunked dataset it meets
 // (data/h5_chunk_index_check.h; 64 MiB read for them all); returns the
 // names of those it found sound ("g/x", no leading '/'), whose reads then

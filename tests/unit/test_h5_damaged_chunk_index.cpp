@@ -5,7 +5,10 @@
 // B-tree K -- and damage to the chunk B-tree, which libhdf5 1.10 follows
 // without checking (a filter mask saying "unfiltered" made it copy past a
 // chunk's stored bytes: session 61's fuzzing), is a Data error naming the
-// file, the dataset and the structure.
+// file, the dataset and the structure. The same in HDF5 1.8's format
+// (superblock 2, checksummed object headers, the same unchecksummed chunk
+// B-tree), whose K values lie in the superblock extension; files in 1.10's
+// format (chunk indexes of their own, checksummed) pass.
 #include <hdf5.h>
 
 #include <catch2/catch.hpp>
@@ -31,6 +34,13 @@ namespace {
 
 constexpr size_t kTreeHeader = 24;
 
+// Which format libhdf5 writes (H5Pset_libver_bounds): the original
+// (superblock 0, or 1 with a K of its own), 1.8's (superblock 2, version-2
+// object headers, new-style groups, layout version 3), or 1.10's
+// (superblock 3, layout version 4: fixed and extensible arrays).
+enum class Format { original, v18, v110 };
+const char* format_name(Format f) { return f == Format::original ? "original" : f == Format::v18 ? "1.8" : "1.10"; }
+
 struct Chunked {
   hsize_t rows = 8, cols = 64;
   std::vector<hsize_t> chunk = {1, 64};
@@ -38,6 +48,7 @@ struct Chunked {
   unsigned istore_k = 0;  // > 0: superblock version 1 with this K for chunk B-trees
   bool unlimited = false;  // maximum dimensions unlimited (chunks may be larger than the dataset)
   bool committed = false;  // the datatype a named one in the file (a shared message in the object header)
+  Format format = Format::original;
 };
 
 float value(hsize_t i) { return 0.25f * static_cast<float>(i % 1000) - 3.0f; }
@@ -47,7 +58,13 @@ std::string make_chunked(const test::TempDir& dir, const std::string& name, cons
   const std::string path = dir.file(name);
   const hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
   if (c.istore_k > 0) REQUIRE(H5Pset_istore_k(fcpl, c.istore_k) >= 0);
-  const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+  const hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+  if (c.format != Format::original) {
+    const H5F_libver_t v = c.format == Format::v18 ? H5F_LIBVER_V18 : H5F_LIBVER_V110;
+    REQUIRE(H5Pset_libver_bounds(fapl, v, v) >= 0);
+  }
+  const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl, fapl);
+  H5Pclose(fapl);
   REQUIRE(f >= 0);
   const hsize_t dims[2] = {c.rows, c.cols}, unlimited[2] = {H5S_UNLIMITED, H5S_UNLIMITED};
   const hid_t space = H5Screate_simple(2, dims, c.unlimited ? unlimited : nullptr);
@@ -69,6 +86,8 @@ std::string make_chunked(const test::TempDir& dir, const std::string& name, cons
   H5Sclose(space);
   H5Fclose(f);
   H5Pclose(fcpl);
+  const unsigned superblock = static_cast<unsigned char>(file_bytes(path)[8]);
+  REQUIRE(superblock == (c.format == Format::original ? (c.istore_k > 0 ? 1 : 0) : c.format == Format::v18 ? 2 : 3));
   return path;
 }
 
@@ -120,9 +139,11 @@ void expect_stored_unfiltered(const std::string& path, const std::string& what) 
 
 }  // namespace
 
-TEST_CASE("chunk index check: valid chunked files of the original format pass and read back", "[h5][data]") {
+TEST_CASE("chunk index check: valid chunked files of each format pass and read back", "[h5][data]") {
   test::TempDir dir;
   Chunked c;
+  c.format = GENERATE(Format::original, Format::v18, Format::v110);
+  INFO("format " << format_name(c.format));
   SECTION("deflate a row per chunk") {}
   SECTION("shuffle and deflate chunks that split rows") {
     c.shuffle = true;
@@ -145,7 +166,7 @@ TEST_CASE("chunk index check: valid chunked files of the original format pass an
     c.cols = 8;
     c.chunk = {1, 8};
   }
-  SECTION("superblock version 1 with a small K for chunk B-trees") {
+  SECTION("a small K for chunk B-trees (superblock 1; in 1.8's format the superblock extension)") {
     c.rows = 300;
     c.cols = 8;
     c.chunk = {1, 8};
@@ -164,8 +185,10 @@ TEST_CASE("chunk index check: valid chunked files of the original format pass an
   SECTION("a named datatype (the review: its element size was read from the reference)") { c.committed = true; }
   const std::string path = make_chunked(dir, "x.h5", c);
   const auto nodes = chunk_nodes(file_bytes(path));
-  REQUIRE(nodes.empty() == (c.rows == 0));
-  if (c.rows >= 300) {  // the walk goes down levels
+  // 1.10's format indexes chunks otherwise (checksummed): not walked.
+  REQUIRE(nodes.empty() == (c.rows == 0 || c.format == Format::v110));
+  CHECK(data::check_symbol_table_structure(path).count("x") == (c.format == Format::v110 ? 0 : 1));
+  if (c.rows >= 300 && c.format != Format::v110) {  // the walk goes down levels
     int top = 0;
     for (const Node& n : nodes) top = std::max(top, n.level);
     CHECK(top >= 2);
@@ -225,28 +248,50 @@ TEST_CASE("chunk index check: a chunk that skipped its filter stored whole reads
 
 TEST_CASE("chunk index check: damage libhdf5 does not check is an error naming the file and dataset", "[h5][data]") {
   test::TempDir dir;
-  Chunked deep;  // a root over internal nodes over leaves
+  // 1.8's format checksums the object headers (libhdf5 refuses a damaged
+  // one) but not the chunk B-tree: the walk reads both formats alike.
+  const Format format = GENERATE(Format::original, Format::v18);
+  INFO("format " << format_name(format));
+  const auto chunked = [format] {
+    Chunked c;
+    c.format = format;
+    return c;
+  };
+  Chunked deep = chunked();  // a root over internal nodes over leaves
   deep.rows = 5000;
   deep.cols = 8;
   deep.chunk = {1, 8};
   SECTION("a node that is not a chunk B-tree node") {
-    const std::string path = make_chunked(dir, "x.h5", Chunked{});
+    const std::string path = make_chunked(dir, "x.h5", chunked());
     const auto nodes = chunk_nodes(file_bytes(path));
     REQUIRE(nodes.size() == 1);
     poke(path, nodes[0].at + 4, std::string(1, '\0'));  // a group's B-tree type
     require_damage_named(path, "no chunk B-tree node");
   }
   SECTION("a chunk's address past the end of the file") {
-    const std::string path = make_chunked(dir, "x.h5", Chunked{});
+    const std::string path = make_chunked(dir, "x.h5", chunked());
     const auto nodes = chunk_nodes(file_bytes(path));
     poke(path, child_at(nodes[0], 5), le8(uint64_t{1} << 40));
     require_damage_named(path, "a chunk at address 1099511627776");
   }
   SECTION("more entries than the file's K allows") {
-    const std::string path = make_chunked(dir, "x.h5", Chunked{});
+    const std::string path = make_chunked(dir, "x.h5", chunked());
     const auto nodes = chunk_nodes(file_bytes(path));
     poke(path, nodes[0].at + 6, std::string("\x41\x00", 2));  // 65 > 2 x 32
     require_damage_named(path, "with 65 children, at most 64");
+  }
+  SECTION("more entries than the file's own small K allows (superblock 1; 1.8's superblock extension)") {
+    Chunked c = chunked();
+    c.rows = 300;
+    c.cols = 8;
+    c.chunk = {1, 8};
+    c.istore_k = 2;
+    const std::string path = make_chunked(dir, "x.h5", c);
+    const auto nodes = chunk_nodes(file_bytes(path));
+    REQUIRE(nodes.size() > 1);
+    REQUIRE(nodes[0].used <= 4);
+    poke(path, nodes[0].at + 6, std::string("\x05\x00", 2));  // 5 > 2 x 2
+    require_damage_named(path, "with 5 children, at most 4");
   }
   SECTION("a node of the wrong level") {
     const std::string path = make_chunked(dir, "x.h5", deep);
@@ -268,7 +313,7 @@ TEST_CASE("chunk index check: damage libhdf5 does not check is an error naming t
     require_damage_named(path, "a chunk B-tree node reached twice");
   }
   SECTION("an unfiltered chunk stored in fewer bytes than a chunk") {
-    Chunked c;
+    Chunked c = chunked();
     c.deflate = false;
     const std::string path = make_chunked(dir, "x.h5", c);
     const auto nodes = chunk_nodes(file_bytes(path));
@@ -279,23 +324,31 @@ TEST_CASE("chunk index check: damage libhdf5 does not check is an error naming t
   SECTION("a filter pipeline message whose type is damaged (deflate hidden)") {
     // Session 62's fuzzing: libhdf5 then read the compressed chunks as
     // whole raw ones out of buffers of their stored size (SIGSEGV).
-    const std::string path = make_chunked(dir, "x.h5", Chunked{});
+    const std::string path = make_chunked(dir, "x.h5", chunked());
     const std::string bytes = file_bytes(path);
-    const size_t name = bytes.find(std::string("deflate\0", 8));
-    REQUIRE(name != std::string::npos);
-    const size_t message = name - 16 - 8;  // version-1 pipeline: 8 bytes, then id, name length, flags, values
-    REQUIRE(read_le(bytes, message, 2) == 0x0B);
+    size_t message = 0;
+    if (format == Format::original) {
+      const size_t name = bytes.find(std::string("deflate\0", 8));
+      REQUIRE(name != std::string::npos);
+      message = name - 16 - 8;  // version-1 pipeline: 8 bytes, then id, name length, flags, values
+      REQUIRE(read_le(bytes, message, 2) == 0x0B);
+    } else {  // a version-2 message header (type, size, flags), then version 2, 1 filter, deflate unnamed
+      const size_t body = bytes.find(std::string("\x02\x01\x01\x00", 4));
+      REQUIRE(body != std::string::npos);
+      message = body - 4;
+      REQUIRE(read_le(bytes, message, 3) == 0x000C0B);
+    }
     poke(path, message, std::string("\xf4", 1));
     expect_stored_unfiltered(path, "bytes, expected 256 (the chunk at [0, 0]");
   }
   SECTION("keys out of order (a chunk hidden, another shown twice)") {
-    const std::string path = make_chunked(dir, "x.h5", Chunked{});
+    const std::string path = make_chunked(dir, "x.h5", chunked());
     const auto nodes = chunk_nodes(file_bytes(path));
     poke(path, key_at(nodes[0], 0) + 8, le8(2));  // the first chunk's row: 0 -> 2
     require_damage_named(path, "chunk B-tree keys out of order: [2, 0] before [1, 0]");
   }
   SECTION("a chunk outside the dataset (its dataspace damaged smaller)") {
-    const std::string path = make_chunked(dir, "x.h5", Chunked{});
+    const std::string path = make_chunked(dir, "x.h5", chunked());
     const std::string bytes = file_bytes(path);
     const size_t dims = bytes.find(le8(8) + le8(64));  // the dataspace message's dimensions
     REQUIRE(dims != std::string::npos);
@@ -303,7 +356,7 @@ TEST_CASE("chunk index check: damage libhdf5 does not check is an error naming t
     require_damage_named(path, "a chunk at [6, 0] outside the dataset's 6x64");
   }
   SECTION("a dataspace past its maximum (a read of 2^40 rows of fill values)") {
-    const std::string path = make_chunked(dir, "x.h5", Chunked{});
+    const std::string path = make_chunked(dir, "x.h5", chunked());
     const size_t dims = file_bytes(path).find(le8(8) + le8(64) + le8(8) + le8(64));  // dimensions, then maxima
     REQUIRE(dims != std::string::npos);
     poke(path, dims, le8(uint64_t{1} << 40));
@@ -312,7 +365,7 @@ TEST_CASE("chunk index check: damage libhdf5 does not check is an error naming t
                                           "along axis 0, past its maximum 8"});
   }
   SECTION("a chunk off the grid of chunks") {
-    Chunked c;
+    Chunked c = chunked();
     c.chunk = {2, 16};
     const std::string path = make_chunked(dir, "x.h5", c);
     const auto nodes = chunk_nodes(file_bytes(path));
@@ -320,7 +373,7 @@ TEST_CASE("chunk index check: damage libhdf5 does not check is an error naming t
     require_damage_named(path, "a chunk at [0, 17] off the grid of chunks of 2x16");
   }
   SECTION("a filter mask saying a compressed chunk skipped deflate") {
-    Chunked c;
+    Chunked c = chunked();
     c.shuffle = true;  // shuffle keeps the size: the mask must skip deflate (bit 1) for the chunk to be raw
     c.chunk = {2, 16};
     const std::string path = make_chunked(dir, "x.h5", c);

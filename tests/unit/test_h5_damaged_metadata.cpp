@@ -4,7 +4,8 @@
 // The group-structure check (data/h5_symbol_table_check.h): valid files of
 // the original format that stretch what it walks pass -- B-trees of more
 // than one level, nested groups, a userblock, hard links, object headers
-// continued in other blocks, superblock version 1 -- and damage libhdf5
+// continued in other blocks, superblock version 1, old-style groups under
+// superblock 2 -- and damage libhdf5
 // 1.10 does not check itself (found by session 61's fuzzing: it crashed in
 // libhdf5) is a Data error naming the file and the structure. Also the
 // character type under a variable-length string (data/h5_global_heap_check.h),
@@ -174,6 +175,38 @@ TEST_CASE("group structure check: valid files of the original format pass", "[h5
     testing::poke(path, message, std::string(8, '\xff'));
     require_damage_named(path, "a group's B-tree node at address undefined");
   }
+}
+
+TEST_CASE("group structure check: old-style groups in a superblock-2 file take the K of its extension", "[h5][data]") {
+  // Shared object header messages need superblock 2 (checksummed, as are
+  // its object headers) while groups stay old-style symbol tables (no
+  // checksum) where the format's low bound is the earliest; K values other
+  // than libhdf5's lie in a message of the superblock extension. A walk
+  // reading the default leaf K (4) here would read symbol-table nodes of
+  // 8 entries where they hold 4 (past the end of the file for the last).
+  test::TempDir dir;
+  const std::string path = dir.file("sohm.h5");
+  const hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
+  REQUIRE(H5Pset_shared_mesg_nindexes(fcpl, 1) >= 0);
+  REQUIRE(H5Pset_shared_mesg_index(fcpl, 0, H5O_SHMESG_DTYPE_FLAG | H5O_SHMESG_SDSPACE_FLAG, 0) >= 0);
+  REQUIRE(H5Pset_sym_k(fcpl, 2, 2) >= 0);
+  const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+  H5Pclose(fcpl);
+  REQUIRE(f >= 0);
+  for (int i = 0; i < 30; ++i) add_group(f, "g" + std::to_string(i));
+  add_floats(f, "g7/x", 6);
+  add_floats(f, "x", 4);
+  H5Fclose(f);
+  const std::string bytes = testing::file_bytes(path);
+  REQUIRE(bytes[8] == 2);
+  size_t node = bytes.find("SNOD");
+  REQUIRE(node != std::string::npos);
+  CHECK_NOTHROW(data::check_symbol_table_structure(path));
+  CHECK(data::H5File::open_read(path).read("g7/x", DType::F32).numel() == 6);
+  // Nodes of at most 2 x 2 entries: a count of 5 is damage.
+  REQUIRE(testing::read_le(bytes, node + 6, 2) <= 4);
+  testing::poke(path, node + 6, std::string("\x05\x00", 2));
+  require_damage_named(path, "a symbol-table node with 5 entries, at most 4");
 }
 
 TEST_CASE("group structure check: damage libhdf5 does not check is an error naming the file", "[h5][data]") {
