@@ -12,7 +12,7 @@ namespace {
 // The HDF5 file format specification: layout message version 3, filter
 // pipeline message versions 1 and 2, version-1 B-tree nodes of type 1
 // (raw data chunks), 8-byte addresses (the only size the group walk takes).
-constexpr unsigned kLayoutVersion = 3, kChunkedClass = 2;
+constexpr unsigned kLayoutVersion = 3, kContiguousClass = 1, kChunkedClass = 2;
 constexpr uint64_t kUndefined = ~uint64_t{0};
 constexpr uint64_t kTreeHeader = 24;  // "TREE", type, level, entries (2), left and right siblings
 constexpr unsigned kChunkTreeType = 1;
@@ -42,10 +42,11 @@ class TreeWalk {
     if (used > w_.two_k)
       damaged("a chunk B-tree node with " + std::to_string(used) + " children, at most " + std::to_string(w_.two_k),
               at);
-    if (used == 0) return;
+    if (used == 0) return record(at, kTreeHeader, FileExtents::Kind::chunk_tree);
     // Keys and children alternate: key 0, child 0, ..., child used - 1, key used.
     const uint64_t n = (used + 1) * key_ + used * 8;
     const auto body = bytes(locate(rel + kTreeHeader, n, "a chunk B-tree node's entries", at), n);
+    record(at, kTreeHeader + n, FileExtents::Kind::chunk_tree);
     // Keys grow along the node, compared as libhdf5 finds chunks by them:
     // a damaged one hides a chunk (read as the fill value) or shows one
     // twice. The last key bounds the node: it may equal the key before.
@@ -72,7 +73,7 @@ class TreeWalk {
         if (l_.dims && d < l_.dims->size() && o >= (*l_.dims)[d])
           damaged("a chunk at " + offsets(key) + " outside the dataset's " + extent(), key_at);
       }
-      locate(child, stored, "a chunk", key_at);
+      record(locate(child, stored, "a chunk", key_at), stored, FileExtents::Kind::chunk);
       // libhdf5 1.10 copies a chunk that went through no size-changing
       // filter as a whole chunk out of a buffer of its stored bytes (a
       // larger one is read well: raw chunks written with H5Dwrite_chunk).
@@ -87,6 +88,10 @@ class TreeWalk {
   [[noreturn]] void damaged(const std::string& what, uint64_t offset) const {
     MRMF_THROW(Data, w_.path, ": dataset '", l_.dataset, "': its chunk index is damaged (", what, ", at file offset ",
                offset, "), which libhdf5 follows unchecked and can crash on: is the file damaged?");
+  }
+
+  void record(uint64_t at, uint64_t n, FileExtents::Kind kind) const {
+    if (w_.extents) w_.extents->add(at, n, kind, l_.owner);
   }
 
   uint64_t locate(uint64_t rel, uint64_t n, const std::string& what, uint64_t referred_from) const {
@@ -151,6 +156,13 @@ std::optional<ChunkedLayout> parse_chunked_layout(const unsigned char* m, uint64
   l.tree = little_endian(m + 3, 8);
   for (unsigned d = 0; d < dims; ++d) l.chunk.push_back(little_endian(m + 11 + 4 * d, 4));
   return l;
+}
+
+std::optional<std::pair<uint64_t, uint64_t>> parse_contiguous_layout(const unsigned char* m, uint64_t size) {
+  if (size < 18 || (m[0] != 3 && m[0] != 4) || m[1] != kContiguousClass) return std::nullopt;
+  const uint64_t address = little_endian(m + 2, 8);
+  if (address == kUndefined) return std::nullopt;
+  return std::make_pair(address, little_endian(m + 10, 8));
 }
 
 std::optional<uint32_t> parse_resizing_filters(const unsigned char* m, uint64_t size) {

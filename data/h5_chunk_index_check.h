@@ -14,8 +14,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "data/h5_file_extents.h"
 #include "data/h5_raw_bytes.h"
 
 namespace mrmf::data {
@@ -34,6 +36,7 @@ struct ChunkedLayout {
   // dimensions, its maximum ones (kUnlimited: none), its element's bytes.
   std::optional<std::vector<uint64_t>> dims, max_dims;
   std::optional<uint64_t> element;
+  uint32_t owner = 0;  // its id in ChunkIndexWalk::extents
 };
 constexpr uint64_t kUnlimited = ~uint64_t{0};
 
@@ -41,6 +44,10 @@ constexpr uint64_t kUnlimited = ~uint64_t{0};
 // other layouts or versions (contiguous, compact; version 4's indexes are
 // checksummed) or a message too short for what it says.
 std::optional<ChunkedLayout> parse_chunked_layout(const unsigned char* m, uint64_t size);
+// A contiguous layout's data address (from the base address) and size
+// (layout message versions 3 and 4); none for other layouts, data not yet
+// allocated, or a message too short for what it says.
+std::optional<std::pair<uint64_t, uint64_t>> parse_contiguous_layout(const unsigned char* m, uint64_t size);
 // The size-changing filters of a filter pipeline message (versions 1 and
 // 2) as mask bits; none when the message is too short for what it says.
 std::optional<uint32_t> parse_resizing_filters(const unsigned char* m, uint64_t size);
@@ -59,6 +66,7 @@ struct ChunkIndexWalk {
   uint64_t base = 0;        // file offset of address 0
   uint64_t two_k = 64;      // entries per node at most: twice the superblock's indexed-storage K
   uint64_t budget = 0;
+  FileExtents* extents = nullptr;  // where the nodes and chunks it finds are recorded, if anywhere
 };
 struct ChunkBudgetSpent {};
 

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "data/h5_chunk_index_check.h"
+#include "data/h5_file_extents.h"
 #include "data/h5_raw_bytes.h"
 
 namespace mrmf::data {
@@ -95,8 +96,9 @@ class Walk {
     try {
       for (size_t i = 0; i < objects_.size() && i < kMaxObjects; ++i) object(i);
     } catch (const ReadBudgetSpent&) {
-      return;  // no verdict on what is left
+      // No verdict on what is left; what was found may still overlap.
     }
+    extents_.check(path_);
   }
 
   // Superblock versions 0 and 1 (at `at`, its first 9 bytes in `sb`): the
@@ -118,6 +120,7 @@ class Walk {
     if (!file_.read(at + addresses, sb + addresses, 32 + kSymbolEntry)) return std::nullopt;
     if (!ends_where_recorded(at, little_endian(sb + addresses, 8), little_endian(sb + addresses + 16, 8)))
       return std::nullopt;
+    extents_.add(at, addresses + 32 + kSymbolEntry, FileExtents::Kind::superblock, extents_.owner("the file"));
     return little_endian(sb + addresses + 32 + 8, 8);  // from the root group's symbol-table entry
   }
 
@@ -129,12 +132,14 @@ class Walk {
     if (!file_.read(at, sb, kSuperblockV2)) return std::nullopt;
     if (sb[9] != 8 || sb[10] != 8) return std::nullopt;  // sizes not checked here
     if (!ends_where_recorded(at, little_endian(sb + 12, 8), little_endian(sb + 28, 8))) return std::nullopt;
+    extents_.add(at, kSuperblockV2, FileExtents::Kind::superblock, extents_.owner("the file"));
     leaf_k_ = kDefaultGroupLeafK;
     internal_k_ = kDefaultGroupInternalK;
     chunks_.two_k = 2 * kDefaultIndexedStorageK;
     if (const uint64_t extension = little_endian(sb + 20, 8); extension != kUndefined) {
       try {
-        messages(extension, at, [&](uint16_t type, const unsigned char* m, uint64_t size, bool, uint64_t) {
+        const uint32_t owner = extents_.owner("the superblock extension");
+        messages(extension, at, owner, [&](uint16_t type, const unsigned char* m, uint64_t size, bool, uint64_t) {
           if (type != kBTreeKMessage || size < 7 || m[0] != 0) return;
           chunks_.two_k = 2 * little_endian(m + 1, 2);
           internal_k_ = little_endian(m + 3, 2);
@@ -199,11 +204,12 @@ class Walk {
     const uint64_t rel = objects_[index].rel, named_at = objects_[index].named_at;
     const std::string name = objects_[index].name;  // a copy: the walk below adds objects
     if (!seen_objects_.insert(rel).second) return;  // hard links: one object, several names
+    const uint32_t owner = extents_.owner(name.empty() ? std::string("the root group") : "'" + name + "'");
     std::optional<ChunkedLayout> layout;
     bool pipeline = false;  // a filter pipeline message seen
     std::optional<uint32_t> resizing;
     ChunkedLayout shape;  // the dataspace's and datatype's sizes, wherever they come
-    messages(rel, named_at, [&](uint16_t type, const unsigned char* m, uint64_t size, bool shared, uint64_t at) {
+    messages(rel, named_at, owner, [&](uint16_t type, const unsigned char* m, uint64_t size, bool shared, uint64_t at) {
       // A shared message (a committed datatype, or one of the file's
       // shared messages) holds a reference, not the message: not read.
       if (type == kLinkInfoMessage && !shared) {
@@ -214,9 +220,15 @@ class Walk {
         if (const auto link = hard_link(m, size); link && objects_.size() < kMaxObjects)
           objects_.push_back({link->second, at, name + (name.empty() ? "" : "/") + link->first});
       } else if (type == kSymbolTableMessage && size >= 16) {
-        group(little_endian(m, 8), little_endian(m + 8, 8), at, name);
+        group(little_endian(m, 8), little_endian(m + 8, 8), at, name, owner);
       } else if (type == kLayoutMessage && !layout) {
-        if ((layout = parse_chunked_layout(m, size))) layout->message_at = at;
+        if ((layout = parse_chunked_layout(m, size))) {
+          layout->message_at = at;
+        } else if (const auto data = parse_contiguous_layout(m, size);
+                   data && data->first < file_.size() && file_.holds(base_ + data->first, data->second)) {
+          extents_.add(base_ + data->first, data->second, FileExtents::Kind::contiguous,
+                       owner);  // else libhdf5 refuses it
+        }
       } else if (type == kFilterMessage && !pipeline) {
         pipeline = true;
         if (!shared) resizing = parse_resizing_filters(m, size);
@@ -232,6 +244,7 @@ class Walk {
       layout->dims = std::move(shape.dims);
       layout->max_dims = std::move(shape.max_dims);
       layout->element = shape.element;
+      layout->owner = owner;
       try {
         check_chunk_index(chunks_, *layout);
         checked_.insert(name);
@@ -246,8 +259,9 @@ class Walk {
   // block and its continuation blocks. Version 1 (superblocks 0 and 1) or
   // version 2 ("OHDR", HDF5 1.8 and later; its checksums are libhdf5's to
   // verify, the bounds here keep the walk inside the file before it does).
+  // Its blocks are recorded as `owner`'s in extents_.
   template <typename Visit>
-  void messages(uint64_t rel, uint64_t named_at, Visit&& visit) {
+  void messages(uint64_t rel, uint64_t named_at, uint32_t owner, Visit&& visit) {
     const uint64_t at = locate(rel, 6, "an object header", named_at);
     const auto start = bytes(at, 6);
     const bool v2 = std::memcmp(start.data(), "OHDR", 4) == 0;
@@ -268,6 +282,7 @@ class Walk {
     std::vector<std::pair<uint64_t, uint64_t>> blocks{{at + prefix, first}};
     if (!file_.holds(at + prefix, first) || (v2 && !file_.holds(at + prefix + first, kChecksum)))
       damaged("an object header of " + std::to_string(first) + " bytes reaches past the end of the file", at);
+    extents_.add(at, prefix + first + (v2 ? kChecksum : 0), FileExtents::Kind::object_header, owner);
     for (size_t c = 0; c < blocks.size() && c < kMaxChunks; ++c) {
       const auto [block_at, length] = blocks[c];
       const auto block = bytes(block_at, length);
@@ -285,6 +300,7 @@ class Walk {
           const uint64_t next_rel = little_endian(m, 8), next_length = little_endian(m + 8, 8);
           const uint64_t next = locate(next_rel, next_length, "an object header continuation", block_at + p);
           if (seen_chunks_.insert(next).second) {
+            extents_.add(next, next_length, FileExtents::Kind::object_header, owner);
             if (!v2) {
               blocks.emplace_back(next, next_length);
             } else {  // "OCHK", its messages, its checksum
@@ -302,13 +318,15 @@ class Walk {
   }
 
   // A group: its local heap (the names), then its B-tree from the root.
-  void group(uint64_t tree_rel, uint64_t heap_rel, uint64_t message_at, const std::string& name) {
+  void group(uint64_t tree_rel, uint64_t heap_rel, uint64_t message_at, const std::string& name, uint32_t owner) {
     const uint64_t heap_at = locate(heap_rel, kLocalHeapHeader, "a group's local heap", message_at);
+    extents_.add(heap_at, kLocalHeapHeader, FileExtents::Kind::local_heap, owner);
     const auto h = bytes(heap_at, kLocalHeapHeader);
     if (std::memcmp(h.data(), "HEAP", 4) != 0 || h[4] != 0) damaged("no version-0 local heap", heap_at);
     const uint64_t heap_size = little_endian(&h[8], 8), data_rel = little_endian(&h[24], 8);
     const uint64_t data_at = locate(data_rel, heap_size, "a local heap's data", heap_at);
-    tree(tree_rel, -1, local_heap(data_at, heap_size), message_at, name);
+    extents_.add(data_at, heap_size, FileExtents::Kind::local_heap, owner);
+    tree(tree_rel, -1, local_heap(data_at, heap_size), message_at, name, owner);
   }
 
   // The heap at `data_at`, its last NUL found once (several groups may
@@ -341,12 +359,13 @@ class Walk {
       damaged("a name at offset " + std::to_string(offset) + " runs to the end of its local heap", where);
   }
 
-  void tree(uint64_t rel, int level, const LocalHeap& heap, uint64_t from, const std::string& group) {
+  void tree(uint64_t rel, int level, const LocalHeap& heap, uint64_t from, const std::string& group, uint32_t owner) {
     const uint64_t children = 2 * internal_k_;
     const uint64_t node_size = kTreeHeader + children * 8 + (children + 1) * 8;
     const uint64_t at = locate(rel, node_size, "a group's B-tree node", from);
     if (!seen_nodes_.insert(at).second) damaged("a B-tree node reached twice (a cycle)", from);
     const auto node = bytes(at, node_size);
+    extents_.add(at, node_size, FileExtents::Kind::group_tree, owner);
     if (std::memcmp(node.data(), "TREE", 4) != 0 || node[4] != 0) damaged("no group B-tree node", at);
     const int node_level = node[5];
     const uint64_t used = little_endian(&node[6], 2);
@@ -361,20 +380,21 @@ class Walk {
     for (uint64_t i = 0; i < used; ++i) {
       const uint64_t child = little_endian(&node[kTreeHeader + i * 16 + 8], 8);
       if (node_level > 0)
-        tree(child, node_level - 1, heap, at, group);
+        tree(child, node_level - 1, heap, at, group, owner);
       else
-        symbols(child, heap, at, group);
+        symbols(child, heap, at, group, owner);
     }
   }
 
   // A symbol-table node: up to 2 * (leaf K) entries, each a name in the
   // heap and the address of the named object's header (a soft link: its
   // value's offset in the heap instead).
-  void symbols(uint64_t rel, const LocalHeap& heap, uint64_t from, const std::string& group) {
+  void symbols(uint64_t rel, const LocalHeap& heap, uint64_t from, const std::string& group, uint32_t owner) {
     const uint64_t node_size = kNodeHeader + 2 * leaf_k_ * kSymbolEntry;
     const uint64_t at = locate(rel, node_size, "a symbol-table node", from);
     if (!seen_nodes_.insert(at).second) damaged("a symbol-table node reached twice", from);
     const auto node = bytes(at, node_size);
+    extents_.add(at, node_size, FileExtents::Kind::symbol_node, owner);
     if (std::memcmp(node.data(), "SNOD", 4) != 0 || node[4] != 1) damaged("no version-1 symbol-table node", at);
     const uint64_t count = little_endian(&node[6], 2);
     if (count > 2 * leaf_k_)
@@ -452,7 +472,8 @@ class Walk {
   std::unordered_set<uint64_t> seen_objects_, seen_chunks_, seen_nodes_;  // nodes: B-tree and symbol-table
   std::unordered_map<uint64_t, LocalHeap> heaps_;                         // by their data's file offset
   uint64_t budget_ = kMaxBytesRead;                                       // bytes left to read
-  ChunkIndexWalk chunks_{file_, path_, 0, 0, kMaxChunkIndexBytesRead};
+  FileExtents extents_;  // of what the walk reads and the raw data it finds
+  ChunkIndexWalk chunks_{file_, path_, 0, 0, kMaxChunkIndexBytesRead, &extents_};
   bool chunks_spent_ = false;
   std::unordered_set<std::string> checked_;  // datasets whose chunk index was walked and found sound
 };

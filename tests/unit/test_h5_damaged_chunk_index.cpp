@@ -293,6 +293,18 @@ TEST_CASE("chunk index check: damage libhdf5 does not check is an error naming t
     poke(path, nodes[0].at + 6, std::string("\x05\x00", 2));  // 5 > 2 x 2
     require_damage_named(path, "with 5 children, at most 4");
   }
+  SECTION("an unfiltered chunk's address moved onto its neighbour (read as data before)") {
+    Chunked c = chunked();
+    c.deflate = false;
+    const std::string path = make_chunked(dir, "x.h5", c);
+    const std::string bytes = file_bytes(path);
+    const auto nodes = chunk_nodes(bytes);
+    const uint64_t chunk = read_le(bytes, child_at(nodes[0], 2), 8);
+    poke(path, child_at(nodes[0], 2), le8(chunk + 1));
+    testing::require_read_refused(path, "x",
+                                  {path + ": the file's structures overlap (",
+                                   "a chunk of 'x' (256 bytes at file offset ", std::to_string(chunk + 1) + ")"});
+  }
   SECTION("a node of the wrong level") {
     const std::string path = make_chunked(dir, "x.h5", deep);
     const auto nodes = chunk_nodes(file_bytes(path));
