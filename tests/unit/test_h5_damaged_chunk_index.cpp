@@ -395,6 +395,65 @@ TEST_CASE("chunk index check: damage libhdf5 does not check is an error naming t
   }
 }
 
+TEST_CASE("chunk index check: a dataset whose filter pipeline message is shared keeps the per-read check",
+          "[h5][data]") {
+  // The review: with pipelines in the file's shared-message heap, y's
+  // pipeline message is a reference the walk does not follow, so it could
+  // not check y's filter masks -- and yet listed y as checked, which
+  // skipped the per-read check: a mask saying "deflate skipped" then made
+  // libhdf5 copy 256 bytes out of 136 (wrong values, a heap over-read).
+  test::TempDir dir;
+  const std::string path = dir.file("shared_pipeline.h5");
+  const hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), fapl = H5Pcreate(H5P_FILE_ACCESS);
+  REQUIRE(H5Pset_shared_mesg_nindexes(fcpl, 1) >= 0);
+  REQUIRE(H5Pset_shared_mesg_index(fcpl, 0, H5O_SHMESG_PLINE_FLAG, 0) >= 0);
+  REQUIRE(H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_V18) >= 0);
+  const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl, fapl);
+  H5Pclose(fcpl);
+  H5Pclose(fapl);
+  REQUIRE(f >= 0);
+  const hsize_t dims[2] = {8, 64}, chunk[2] = {1, 64};
+  const hid_t space = H5Screate_simple(2, dims, nullptr), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  REQUIRE(H5Pset_chunk(dcpl, 2, chunk) >= 0);
+  REQUIRE(H5Pset_deflate(dcpl, 1) >= 0);
+  std::vector<float> v(512);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = value(i);
+  for (const char* name : {"x", "y"}) {
+    const hid_t d = H5Dcreate2(f, name, H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    REQUIRE(d >= 0);
+    REQUIRE(H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) >= 0);
+    H5Dclose(d);
+  }
+  H5Pclose(dcpl);
+  H5Sclose(space);
+  H5Fclose(f);
+  CHECK(data::check_symbol_table_structure(path).count("y") == 0);
+  CHECK(data::H5File::open_read(path).read("y", DType::F32).data<float>()[511] == value(511));
+  // Each chunk's mask in y's B-tree (the one whose first child is y's
+  // first chunk): "deflate skipped".
+  haddr_t first = HADDR_UNDEF;
+  {
+    const hid_t g = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    const hid_t d = H5Dopen2(g, "y", H5P_DEFAULT);
+    const hsize_t origin[2] = {0, 0};
+    unsigned mask = 0;
+    hsize_t stored = 0;
+    REQUIRE(H5Dget_chunk_info_by_coord(d, origin, &mask, &first, &stored) >= 0);
+    H5Dclose(d);
+    H5Fclose(g);
+  }
+  const std::string bytes = file_bytes(path);
+  bool found = false;
+  for (const Node& n : chunk_nodes(bytes)) {
+    if (read_le(bytes, child_at(n, 0), 8) != first) continue;
+    found = true;
+    for (size_t i = 0; i < n.used; ++i) poke(path, key_at(n, i) + 4, std::string("\x01", 1));
+  }
+  REQUIRE(found);
+  testing::require_read_refused(path, "y",
+                                {path + ": dataset 'y': its chunk is stored unfiltered in ", "expected 256"});
+}
+
 TEST_CASE("chunk index check: a damaged chunk shape is an error before libhdf5 reads past a chunk", "[h5][data]") {
   // Session 62's fuzzing: a chunk dimension of a gzip-compressed CosmoFlow
   // file damaged from 16 to 65296 made `downsample` die of SIGSEGV.

@@ -188,14 +188,14 @@ TEST_CASE("group structure check: old-style groups in a superblock-2 file take t
   const std::string path = dir.file("sohm.h5");
   const hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
   REQUIRE(H5Pset_shared_mesg_nindexes(fcpl, 1) >= 0);
-  REQUIRE(H5Pset_shared_mesg_index(fcpl, 0, H5O_SHMESG_DTYPE_FLAG | H5O_SHMESG_SDSPACE_FLAG, 0) >= 0);
+  REQUIRE(H5Pset_shared_mesg_index(fcpl, 0, H5O_SHMESG_ALL_FLAG, 0) >= 0);
   REQUIRE(H5Pset_sym_k(fcpl, 2, 2) >= 0);
   const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
   H5Pclose(fcpl);
   REQUIRE(f >= 0);
   for (int i = 0; i < 30; ++i) add_group(f, "g" + std::to_string(i));
   add_floats(f, "g7/x", 6);
-  add_floats(f, "x", 4);
+  add_floats(f, "x", 6);  // its datatype and dataspace: g7/x's, kept once in the shared-message heap
   H5Fclose(f);
   const std::string bytes = testing::file_bytes(path);
   REQUIRE(bytes[8] == 2);
@@ -203,10 +203,27 @@ TEST_CASE("group structure check: old-style groups in a superblock-2 file take t
   REQUIRE(node != std::string::npos);
   CHECK_NOTHROW(data::check_symbol_table_structure(path));
   CHECK(data::H5File::open_read(path).read("g7/x", DType::F32).numel() == 6);
-  // Nodes of at most 2 x 2 entries: a count of 5 is damage.
-  REQUIRE(testing::read_le(bytes, node + 6, 2) <= 4);
-  testing::poke(path, node + 6, std::string("\x05\x00", 2));
-  require_damage_named(path, "a symbol-table node with 5 entries, at most 4");
+  SECTION("a symbol count past the extension's K") {
+    // Nodes of at most 2 x 2 entries: a count of 5 is damage.
+    REQUIRE(testing::read_le(bytes, node + 6, 2) <= 4);
+    testing::poke(path, node + 6, std::string("\x05\x00", 2));
+    require_damage_named(path, "a symbol-table node with 5 entries, at most 4");
+  }
+  SECTION("the shared-message table's message damaged (the review: SIGSEGV in libhdf5)") {
+    // The extension's header is version 1 here (no checksum); its table
+    // message (type 0x0F: version 0, the table's address, index count)
+    // turned into another type hides the table the shared datatypes and
+    // dataspaces are found through.
+    const size_t table = bytes.find("SMTB");
+    REQUIRE(table != std::string::npos);
+    const size_t body = bytes.find(std::string(1, '\0') + testing::le8(table));
+    REQUIRE(body != std::string::npos);
+    REQUIRE(testing::read_le(bytes, body - 8, 2) == 0x0F);
+    testing::poke(path, body - 8, std::string(1, '\x0e'));
+    require_damage_named(path,
+                         "a message kept in the file's shared-message heap, where the superblock names no "
+                         "shared-message table");
+  }
 }
 
 TEST_CASE("group structure check: damage libhdf5 does not check is an error naming the file", "[h5][data]") {
