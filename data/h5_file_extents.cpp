@@ -32,8 +32,12 @@ std::string FileExtents::describe(const Extent& e) const {
   return what + " (" + std::to_string(e.end - e.at) + " bytes at file offset " + std::to_string(e.at) + ")";
 }
 
-void FileExtents::check(const std::string& path) {
+void FileExtents::check(const std::string& path, uint64_t end) {
   std::sort(extents_.begin(), extents_.end(), [](const Extent& a, const Extent& b) { return a.at < b.at; });
+  for (const Extent& e : extents_)
+    if (e.end > end)
+      MRMF_THROW(Data, path, ": the superblock says the file's data end at file offset ", end, ", before the end of ",
+                 describe(e), "; libhdf5 would read what lies past it as other values. Is the file damaged?");
   // Sorted by start, an extent overlaps an earlier one exactly when it
   // starts before the furthest end so far.
   size_t furthest = 0;

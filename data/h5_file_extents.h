@@ -8,6 +8,9 @@
 // an unfiltered chunk's address did so (session 63), and so would a
 // contiguous dataset's address moved into another dataset. Such an address
 // mostly lands on bytes that belong to something else, which this finds.
+// Nor may any reach past the end of the file's data the superblock
+// records: libhdf5 1.10 read a label's last bytes past a lowered one as
+// other values without an error (session 63's fuzzing).
 #pragma once
 
 #include <cstdint>
@@ -35,8 +38,10 @@ class FileExtents {
   // Bytes [at, at + length) of the file hold a `kind` structure of `owner`;
   // empty ones are ignored.
   void add(uint64_t at, uint64_t length, Kind kind, uint32_t owner);
-  // Throws a Data error naming `path` and two extents that overlap.
-  void check(const std::string& path);
+  // Throws a Data error naming `path` and two extents that overlap, or an
+  // extent that reaches past `end` (the file offset where the superblock
+  // says the file's data end).
+  void check(const std::string& path, uint64_t end);
 
  private:
   struct Extent {

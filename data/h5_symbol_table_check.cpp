@@ -101,7 +101,7 @@ class Walk {
     } catch (const ReadBudgetSpent&) {
       // No verdict on what is left; what was found may still overlap.
     }
-    extents_.check(path_);
+    extents_.check(path_, end_);
   }
 
   // Superblock versions 0 and 1 (at `at`, its first 9 bytes in `sb`): the
@@ -162,8 +162,8 @@ class Walk {
   // userblock's size); libhdf5 moves both by the difference when the
   // superblock lies elsewhere (bytes added or cut before it: `cat`,
   // h5jam, h5unjam). A shorter file: libhdf5 says it is truncated, which
-  // tells more than this walk would.
-  bool ends_where_recorded(uint64_t at, uint64_t stored_base, uint64_t stored_end) const {
+  // tells more than this walk would. Keeps that end in end_.
+  bool ends_where_recorded(uint64_t at, uint64_t stored_base, uint64_t stored_end) {
     if (stored_end == kUndefined || stored_base == kUndefined) return false;
     uint64_t end = stored_end;
     if (stored_base > at) {
@@ -174,6 +174,7 @@ class Walk {
     } else {
       end += at - stored_base;
     }
+    end_ = end;
     return end <= file_.size();
   }
 
@@ -487,6 +488,7 @@ class Walk {
   std::string path_;
   RawFileBytes file_;
   uint64_t base_ = 0, leaf_k_ = 0, internal_k_ = 0;
+  uint64_t end_ = 0;  // the file offset where the superblock says the file's data end
   struct Named {
     uint64_t rel = 0, named_at = 0;  // its object header's address, the file offset of its name's entry
     std::string name;                // its path from the root, for messages

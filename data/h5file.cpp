@@ -13,6 +13,7 @@
 #include "core/hash.h"
 #include "core/log.h"
 #include "data/h5_global_heap_check.h"
+#include "data/h5_link_access.h"
 #include "data/h5_symbol_table_check.h"
 #include "data/hdf5_crash_note.h"
 
@@ -380,8 +381,10 @@ bool H5File::exists(const std::string& dataset) const {
   // H5Lexists fails on intermediate groups that do not exist; treat as absent.
   // A damaged (checksum-failing) header on the way is not "absent": it is
   // named, so that an optional entry's damage is not read as its absence.
-  const htri_t r = H5Lexists(file_.get(), dataset.c_str(), H5P_DEFAULT);
+  const WalkedLinkAccess links(walked_link_targets_);
+  const htri_t r = H5Lexists(file_.get(), dataset.c_str(), links.get());
   if (r < 0) {
+    links.rethrow_refusal();
     const std::string why = innermost_error();
     MRMF_CHECK_KIND(Data, !detail::hdf5_reports_damage(why), path_, ": looking up '", dataset, "': ", why);
   }
@@ -390,8 +393,10 @@ bool H5File::exists(const std::string& dataset) const {
 
 H5DatasetId H5File::open_dataset(const std::string& dataset) const {
   MRMF_CHECK_KIND(Data, exists(dataset), path_, ": dataset '", dataset, "' not found");
-  const hid_t id = H5Dopen2(file_.get(), dataset.c_str(), H5P_DEFAULT);
+  const WalkedLinkAccess links(walked_link_targets_);
+  const hid_t id = H5Dopen2(file_.get(), dataset.c_str(), links.get());
   if (id < 0) {
+    links.rethrow_refusal();
     const std::string why = innermost_error();
     MRMF_THROW(Data, path_, ": cannot open dataset '", dataset, "' (", why, ")");
   }
@@ -656,8 +661,10 @@ void H5File::write_string(const std::string& dataset, const std::string& value, 
 
 bool H5File::has_attribute(const std::string& object, const std::string& name) const {
   MRMF_CHECK(file_, "H5File: file is not open");
-  const htri_t has = H5Aexists_by_name(file_.get(), object.c_str(), name.c_str(), H5P_DEFAULT);
+  const WalkedLinkAccess links(walked_link_targets_);
+  const htri_t has = H5Aexists_by_name(file_.get(), object.c_str(), name.c_str(), links.get());
   if (has < 0) {  // no such object; or its header is damaged, which is not absence
+    links.rethrow_refusal();
     const std::string why = innermost_error();
     MRMF_CHECK_KIND(Data, !detail::hdf5_reports_damage(why), path_, ": looking up attribute '", name, "' of '", object,
                     "': ", why);
@@ -667,7 +674,8 @@ bool H5File::has_attribute(const std::string& object, const std::string& name) c
 
 std::optional<std::string> H5File::read_string_attribute(const std::string& object, const std::string& name) const {
   if (!has_attribute(object, name)) return std::nullopt;
-  H5AttrId a(MRMF_H5_CHECK(H5Aopen_by_name(file_.get(), object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT)));
+  const WalkedLinkAccess links(walked_link_targets_);  // has_attribute walked them
+  H5AttrId a(MRMF_H5_CHECK(H5Aopen_by_name(file_.get(), object.c_str(), name.c_str(), H5P_DEFAULT, links.get())));
   return read_one_string(a.get(), true, path_ + ": attribute '" + name + "' of '" + object + "'");
 }
 

@@ -333,6 +333,9 @@ class H5File {
   // Chunked datasets whose chunk index open_read's walk found sound
   // (data/h5_symbol_table_check.h): check_skipped_filters has nothing to add.
   std::unordered_set<std::string> sound_chunk_indexes_;
+  // Files behind external links that lookups walked before libhdf5 opened
+  // them (data/h5_link_access.h): walked once.
+  mutable std::unordered_set<std::string> walked_link_targets_;
   bool checksummed_ = false;  // create(path, true): groups keep their links and attributes compact
   static void keep_links_and_attributes_compact(hid_t ocpl);
 };

@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <set>
 
+#include "data/h5_link_access.h"
+#include "data/h5_search_paths.h"
 #include "data/h5file.h"
 
 namespace fs = std::filesystem;
@@ -38,18 +40,14 @@ std::string h5_string(Get get) {
   return s;
 }
 
+}  // namespace
+
 fs::path folder_of(const std::string& file) {
   std::error_code ec;
   return fs::absolute(file, ec).parent_path();
 }
 
-// Where HDF5 may look for a file named `name` from a file in `origin`: the
-// prefixes of `prefix_env` (':'-separated, "${ORIGIN}" = origin), the
-// folder of the file that names it, and the name itself (relative to the
-// current folder). An absolute name is tried as is, then by its last part.
-// (HDF5's own order differs by mechanism and version; what matters here is
-// whether any place holds it.)
-std::vector<fs::path> candidates(const std::string& name, const fs::path& origin, const char* prefix_env) {
+std::vector<fs::path> search_candidates(const std::string& name, const fs::path& origin, const char* prefix_env) {
   std::vector<fs::path> out;
   const fs::path n(name);
   if (n.is_absolute()) out.push_back(n);
@@ -69,6 +67,8 @@ std::vector<fs::path> candidates(const std::string& name, const fs::path& origin
   if (!n.is_absolute()) out.push_back(n);
   return out;
 }
+
+namespace {
 
 std::optional<fs::path> first_existing(const std::vector<fs::path>& paths) {
   for (const auto& p : paths) {
@@ -114,7 +114,7 @@ std::optional<std::string> unstored_virtual(hid_t dcpl, hssize_t npoints, const 
         "its virtual mapping " + std::to_string(i) + " (dataset '" + src_dset + "' of '" + src_file + "')";
     std::string src_path = file;
     if (src_file != ".") {
-      const auto places = candidates(src_file, folder_of(file), "HDF5_VDS_PREFIX");
+      const auto places = search_candidates(src_file, folder_of(file), "HDF5_VDS_PREFIX");
       const auto found = first_existing(places);
       if (!found) return where + " names a file that does not exist (looked for " + listed(places) + ")";
       src_path = found->string();
@@ -244,7 +244,7 @@ void dataset_files(hid_t d, const std::string& file, std::set<std::string>& out)
       const std::string src =
           h5_string([&](char* b, size_t n) { return H5Pget_virtual_filename(dcpl.get(), i, b, n); });
       if (src.empty() || src == ".") continue;
-      for (const auto& p : candidates(src, folder_of(file), "HDF5_VDS_PREFIX"))
+      for (const auto& p : search_candidates(src, folder_of(file), "HDF5_VDS_PREFIX"))
         if (fs::exists(p, ec)) out.insert(fs::absolute(p, ec).string());
     }
   }
@@ -257,12 +257,13 @@ void dataset_files(hid_t d, const std::string& file, std::set<std::string>& out)
       H5Eclear2(H5E_DEFAULT);
       continue;
     }
-    for (const auto& p : candidates(name, folder_of(file), "HDF5_EXTFILE_PREFIX"))
+    for (const auto& p : search_candidates(name, folder_of(file), "HDF5_EXTFILE_PREFIX"))
       if (fs::exists(p, ec)) out.insert(fs::absolute(p, ec).string());
   }
 }
 
 struct Walk {
+  const WalkedLinkAccess* links = nullptr;  // each external link's target walked before libhdf5 opens it
   std::set<std::string> files;
   int depth = 0;
   bool failed = false;  // an exception inside the walk: stopped, reported by files_behind
@@ -272,7 +273,7 @@ void walk_group(hid_t group, Walk& w);
 
 herr_t visit_link(hid_t group, const char* name, const H5L_info_t* info, void* data) noexcept {
   auto& w = *static_cast<Walk*>(data);
-  const hid_t obj = H5Oopen(group, name, H5P_DEFAULT);  // follows soft and external links
+  const hid_t obj = H5Oopen(group, name, w.links->get());  // follows soft and external links
   if (obj < 0) {
     H5Eclear2(H5E_DEFAULT);  // a dangling link: what reads it says so
     return 0;
@@ -312,8 +313,11 @@ std::optional<std::string> H5File::unstored_part(const std::string& dataset) con
 
 std::vector<std::string> H5File::files_behind() const {
   MRMF_CHECK(file_, "H5File: file is not open");
+  const WalkedLinkAccess links(walked_link_targets_);
   Walk w;
+  w.links = &links;
   walk_group(file_.get(), w);
+  links.rethrow_refusal();  // a damaged file behind a link
   MRMF_CHECK_KIND(Data, !w.failed, path_, ": cannot list the files its links and datasets read");
   std::error_code ec;
   w.files.erase(fs::absolute(path_, ec).string());

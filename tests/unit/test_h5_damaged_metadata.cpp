@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -434,4 +435,70 @@ TEST_CASE("structure overlap check: a contiguous dataset moved onto another's da
       path, "y",
       {path + ": the file's structures overlap (", "the data of 'x' (256 bytes at file offset " + std::to_string(x_at),
        "the data of 'y' (64 bytes at file offset " + std::to_string(x_at + 8), "Is the file damaged?"});
+}
+
+TEST_CASE("structure overlap check: data past the end the superblock records is an error", "[h5][data]") {
+  // Session 63's fuzzing: the superblock's end-of-file address lowered by
+  // 129 bytes made libhdf5 read the last label's last bytes as another
+  // value (1.08e-38 for 0.96) without an error. Bytes appended after the
+  // recorded end are no damage.
+  test::TempDir dir;
+  const std::string path = small_file(dir);
+  const std::string bytes = testing::file_bytes(path);
+  REQUIRE(bytes[8] == 0);
+  const uint64_t end = testing::read_le(bytes, 40, 8);  // superblock 0: base, free space, end, driver
+  REQUIRE(end == bytes.size());
+  std::ofstream(path, std::ios::binary | std::ios::app) << std::string(100, '\x5a');
+  CHECK(data::H5File::open_read(path).read("x", DType::F32).numel() == 4);
+  testing::poke(path, 40, testing::le8(end - 9));
+  testing::require_read_refused(path, "x",
+                                {path + ": the superblock says the file's data end at file offset " +
+                                     std::to_string(end - 9) + ", before the end of ",
+                                 "Is the file damaged?"});
+}
+
+TEST_CASE("external link check: the file behind a link is walked before libhdf5 opens it", "[h5][data]") {
+  // The review of session 63: a damaged file reached through an external
+  // link crashed libhdf5 (SIGSEGV), hung or read wrong values, as none of
+  // it was walked -- only the file H5File opened was.
+  test::TempDir dir;
+  const std::string target = dir.file("target.h5"), main_file = dir.file("main.h5");
+  {
+    const hid_t f = H5Fcreate(target.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    REQUIRE(f >= 0);
+    add_group(f, "g");
+    add_floats(f, "g/x", 8);
+    H5Fclose(f);
+    const hid_t m = H5Fcreate(main_file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    REQUIRE(m >= 0);
+    REQUIRE(H5Lcreate_external("target.h5", "/g", m, "ext", H5P_DEFAULT, H5P_DEFAULT) >= 0);
+    H5Fclose(m);
+  }
+  {
+    const data::H5File h = data::H5File::open_read(main_file);
+    CHECK(h.exists("ext/x"));
+    CHECK(h.read("ext/x", DType::F32).data<float>()[7] == 3.5f);
+    CHECK(h.files_behind().size() == 1);
+  }
+  // The target's root B-tree address undefined (one of the crashes of
+  // session 61's fuzzing, there in a file opened directly).
+  const std::string bytes = testing::file_bytes(target);
+  const size_t tree = bytes.find("TREE"), heap = bytes.find("HEAP");
+  const size_t message = bytes.find(testing::le8(tree) + testing::le8(heap), 96);
+  REQUIRE(message != std::string::npos);
+  testing::poke(target, message, std::string(8, '\xff'));
+  const std::vector<std::string> named = {"target.h5: the file's group structure is damaged (",
+                                          "a group's B-tree node at address undefined"};
+  testing::require_read_refused(main_file, "ext/x", named);
+  const data::H5File h = data::H5File::open_read(main_file);  // the file itself is sound
+  for (const auto& lookup :
+       std::vector<std::function<void()>>{[&] { (void)h.exists("ext/x"); }, [&] { (void)h.files_behind(); },
+                                          [&] { (void)h.has_attribute("ext/x", "a"); }}) {
+    try {
+      lookup();
+      FAIL("the damaged target was looked up");
+    } catch (const Error& e) {
+      for (const auto& p : named) CHECK_THAT(e.what(), Catch::Contains(p));
+    }
+  }
 }
